@@ -1,0 +1,3 @@
+from llmfit.cli import main
+
+main()

@@ -1,0 +1,233 @@
+"""plan(): every way each artifact could run on the fleet, ranked, with what was refused and why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from llmfit.plan.artifact import Artifact
+from llmfit.plan.engines import vllm
+from llmfit.plan.fleet import Fleet, is_mig
+from llmfit.plan.model import Model, Shape
+from llmfit.plan.options import Option, Rejection, rank
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    # The token pool planned for; None plans the model's trained context.
+    context: int | None = None
+    gpu_memory_utilization: float = 0.90
+    # The share of a host's RAM one replica may be planned to use: the system keeps the rest.
+    host_share: float = 0.85
+    # "auto" keeps the model's own dtype for the cache.
+    kv_cache_dtype: str = "auto"
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    """An artifact with no option at all, and the nearest it came."""
+
+    artifact: str
+    # Why nothing was placed, when it is not simply that nothing fits.
+    reason: str = ""
+    # The nearest miss: where, and what one card would need of what it offers.
+    where: str = ""
+    need: int = 0
+    have: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    model: Model
+    context: int
+    options: tuple[Option, ...]
+    rejected: tuple[Rejection, ...] = ()
+    unplaced: tuple[Unplaced, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+    # One token of context for the whole model at the planned KV dtype (tp = pp = 1).
+    kv_bytes_per_token: int = 0
+
+
+@dataclass
+class _Host:
+    node_id: str
+    fabric: str
+    gpus: int  # healthy cards of this class (one, for MIG instances)
+    free: int
+
+
+@dataclass
+class _ClassPool:
+    gpu_class: str
+    card_bytes: int
+    hosts: list[_Host]
+
+    @property
+    def max_gpus(self) -> int:
+        return max((h.gpus for h in self.hosts), default=0)
+
+    def fabrics(self) -> dict[str, list[_Host]]:
+        out: dict[str, list[_Host]] = {}
+        for h in self.hosts:
+            out.setdefault(h.fabric, []).append(h)
+        return out
+
+
+def _pools(fleet: Fleet) -> list[_ClassPool]:
+    """GPU nodes grouped by card class: a node with devices of several classes is in each pool,
+    as the node it is for that class (its devices of that class and no others)."""
+    by: dict[tuple[str, int], _ClassPool] = {}
+    for node in fleet.nodes:
+        for k in node.kinds:
+            if k.healthy <= 0 or k.card_bytes <= 0:
+                continue
+            gpus, free = k.healthy, min(k.free_gpus, k.healthy)
+            if is_mig(k.gpu_class):
+                # One instance a replica, however many the node has.
+                gpus, free = 1, min(free, 1)
+            key = (k.gpu_class, k.card_bytes)
+            pool = by.setdefault(key, _ClassPool(k.gpu_class, k.card_bytes, []))
+            pool.hosts.append(_Host(node.id, node.fabric, gpus, free))
+    return [by[k] for k in sorted(by)]
+
+
+def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: PlanSettings) -> Plan:
+    context = settings.context or model.max_context
+    if not context or context <= 0:
+        raise ValueError("a context is needed: the model states none, so it must be given")
+    kv_dtype = None if settings.kv_cache_dtype == "auto" else settings.kv_cache_dtype
+    shape = Shape.of(model, kv_dtype)
+    pools = _pools(fleet)
+    options: list[Option] = []
+    rejected: list[Rejection] = []
+    unplaced: list[Unplaced] = []
+    for art in artifacts:
+        if art.format == "safetensors":
+            found = _vllm_options(art, model, shape, pools, context, settings, rejected)
+        else:
+            found = []
+            rejected.append(Rejection(art.name, "llama.cpp", "any", "GGUF plans are not built yet"))
+        if found:
+            options.extend(found)
+        else:
+            unplaced.append(_nearest(art, rejected, pools))
+    return Plan(
+        model=model,
+        context=context,
+        options=tuple(rank(options)),
+        rejected=tuple(rejected),
+        unplaced=tuple(unplaced),
+        notes=model.notes + fleet.notes,
+        kv_bytes_per_token=shape.kv_bytes_per_token(),
+    )
+
+
+def _nearest(art: Artifact, rejected: list[Rejection], pools: list[_ClassPool]) -> Unplaced:
+    if not pools:
+        return Unplaced(art.name, "the fleet has no GPU that vLLM could use")
+    sized = [r for r in rejected if r.artifact == art.name and r.need]
+    if not sized:
+        reasons = [r.reason for r in rejected if r.artifact == art.name]
+        return Unplaced(art.name, reasons[-1] if reasons else "no way to place it was found")
+    best = min(sized, key=lambda r: r.need / r.have)
+    return Unplaced(art.name, where=best.where, need=best.need, have=best.have)
+
+
+def _vllm_options(
+    art: Artifact,
+    model: Model,
+    shape: Shape,
+    pools: list[_ClassPool],
+    context: int,
+    settings: PlanSettings,
+    rejected: list[Rejection],
+) -> list[Option]:
+    out: list[Option] = []
+    bits = art.bits_per_weight(model.params)
+
+    def option(pool: _ClassPool, tp: int, pp: int, fabric: str, hosts: list[_Host]) -> Option:
+        have = int(pool.card_bytes * settings.gpu_memory_utilization)
+        card = vllm.per_card(shape, art.bytes, tp, pp, context)
+        ready = [h for h in hosts if h.free >= tp]
+        nodes = ready if len(ready) >= pp else hosts
+        return Option(
+            artifact=art,
+            engine="vllm",
+            per_card=card,
+            have=have,
+            gpu_class=pool.gpu_class,
+            fabric=fabric or None,
+            gpus_per_node=tp,
+            nodes=pp,
+            tp=tp,
+            pp=pp,
+            expert_parallel=model.is_moe and tp * pp > 1,
+            hosts=len(hosts),
+            free_now=len(ready) >= pp,
+            bits_per_weight=bits,
+            context=context,
+            max_context=vllm.max_context(shape, card, have, tp, pp, model.max_context),
+            concurrency=vllm.concurrency(shape, card, have, tp, pp, context),
+            node_ids=tuple(h.node_id for h in nodes[:pp]) if pp > 1 else (),
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+        )
+
+    for pool in pools:
+        have = int(pool.card_bytes * settings.gpu_memory_utilization)
+        widest = pool.max_gpus
+        # One node: the narrowest power of two that holds it. Powers of two only, because tensor
+        # parallelism divides the attention heads, and a width the engine cannot divide them by
+        # is a plan that fails at launch.
+        single = None
+        valid_widths: list[int] = []
+        tp = 1
+        while tp <= widest:
+            refusal = vllm.width_refusal(shape, tp)
+            where = f"{tp} × {pool.gpu_class}"
+            if refusal:
+                rejected.append(Rejection(art.name, "vllm", where, refusal))
+            else:
+                valid_widths.append(tp)
+                card = vllm.per_card(shape, art.bytes, tp, 1, context)
+                if card.need <= have:
+                    hosts = [h for h in pool.hosts if h.gpus >= tp]
+                    single = option(pool, tp, 1, "", hosts)
+                    break
+                rejected.append(Rejection(art.name, "vllm", where, "", need=card.need, have=have))
+            tp *= 2
+        if single:
+            out.append(single)
+            continue
+        # A MIG instance does not join others, on its node or across a fabric.
+        if is_mig(pool.gpu_class) or not valid_widths:
+            continue
+        # Several nodes: the widest valid width on each, pipeline-parallel between them, in any
+        # number, and only within one fabric: a replica across two would hang on its first
+        # all-reduce rather than fail to start.
+        tp = valid_widths[-1]
+        for fabric, members in pool.fabrics().items():
+            hosts = [h for h in members if h.gpus >= tp]
+            if not fabric:
+                if len(hosts) > 1:
+                    rejected.append(
+                        Rejection(
+                            art.name,
+                            "vllm",
+                            f"{len(hosts)} nodes × {tp} {pool.gpu_class}",
+                            "these nodes have no fabric, so a replica cannot span them",
+                        )
+                    )
+                continue
+            placed = False
+            for pp in range(2, min(len(hosts), shape.layers) + 1):
+                card = vllm.per_card(shape, art.bytes, tp, pp, context)
+                if card.need <= have:
+                    out.append(option(pool, tp, pp, fabric, hosts))
+                    placed = True
+                    break
+            if not placed and len(hosts) > 1:
+                pp = min(len(hosts), shape.layers)
+                card = vllm.per_card(shape, art.bytes, tp, pp, context)
+                where = f"{pp} nodes × {tp} {pool.gpu_class} on {fabric}"
+                rejected.append(Rejection(art.name, "vllm", where, "", need=card.need, have=have))
+    return out

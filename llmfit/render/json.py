@@ -1,0 +1,101 @@
+"""The version-1 JSON document (DESIGN.md): sizes in bytes, unknowns as null, keys sorted."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmfit.advise import Advice
+from llmfit.plan.options import Option
+from llmfit.render.commands import commands
+from llmfit.render.sentences import describe, label, unplaced_reason
+
+SCHEMA = 1
+
+
+def _bits(b: float | None) -> float | None:
+    return round(b, 2) if b else None
+
+
+def _option(rank: int, o: Option, advice: Advice) -> dict[str, Any]:
+    repo = advice.repo
+    return {
+        "rank": rank,
+        "artifact": o.artifact.name,
+        "engine": o.engine,
+        "label": label(o),
+        "describe": describe(o),
+        "cpu": o.cpu,
+        "gpu_class": o.gpu_class,
+        "fabric": o.fabric,
+        "gpus_per_node": o.gpus_per_node if not o.cpu else 0,
+        "nodes": o.nodes,
+        "gpus": o.gpus,
+        "per_card": {
+            "weights": o.per_card.weights,
+            "kv_cache": o.per_card.kv_cache,
+            "overhead": o.per_card.overhead,
+            "need": o.per_card.need,
+            "have": o.have,
+        },
+        "hosts": o.hosts,
+        "free_now": o.free_now,
+        "bits_per_weight": _bits(o.bits_per_weight),
+        "max_context": o.max_context,
+        "concurrency": o.concurrency,
+        "commands": [
+            {"role": c.role, "argv": list(c.argv), "shell": c.shell}
+            | ({"node": c.node} if c.node else {})
+            for c in commands(o, repo.id, repo.revision)
+        ],
+    }
+
+
+def document(advice: Advice) -> dict[str, Any]:
+    repo, plan, fleet = advice.repo, advice.plan, advice.fleet
+    m = repo.model
+    return {
+        "schema": SCHEMA,
+        "repo": {
+            "id": repo.id,
+            "revision": repo.revision,
+            "commit": repo.commit,
+            "source": repo.source,
+        },
+        "model": {
+            "architecture": m.architecture,
+            "model_type": m.model_type,
+            "params": m.params,
+            "active_params": m.active_params,
+            "layers": m.layers,
+            "attention_heads": m.attention_heads,
+            "kv_heads": m.kv_heads,
+            "head_dim": m.head_dim,
+            "experts": m.experts,
+            "experts_active": m.experts_active,
+            "max_context": m.max_context,
+            "kv_bytes_per_token": plan.kv_bytes_per_token,
+            "dtype": m.dtype,
+            "quantization": m.quantization,
+        },
+        "context": plan.context,
+        "fleet": {"source": fleet.source, "nodes": len(fleet.nodes), "gpus": fleet.gpus},
+        "artifacts": [
+            {
+                "name": a.name,
+                "format": a.format,
+                "bytes": a.bytes,
+                "shards": a.shards,
+                "quant": a.quant,
+                "bits_per_weight": _bits(a.bits_per_weight(m.params)),
+            }
+            for a in repo.artifacts
+        ],
+        "options": [_option(i, o, advice) for i, o in enumerate(plan.options, 1)],
+        "unplaced": [{"artifact": u.artifact, "reason": unplaced_reason(u)} for u in plan.unplaced],
+        "notes": list(plan.notes + repo.warnings),
+    }
+
+
+def render_json(advice: Advice) -> str:
+    return json.dumps(document(advice), indent=2, sort_keys=True, ensure_ascii=False)

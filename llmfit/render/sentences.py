@@ -1,0 +1,47 @@
+"""Labels and sentences: an option said the way someone would say it out loud."""
+
+from __future__ import annotations
+
+from llmfit.plan.options import Option, Rejection
+from llmfit.plan.planner import Unplaced
+
+GIB = 1 << 30
+
+
+def gb(n: int) -> str:
+    """Bytes as people say card sizes: GB of 2^30 bytes (the unit vLLM and nvidia-smi print)."""
+    return f"{n / GIB:.1f}"
+
+
+def quant(o: Option) -> str:
+    return o.artifact.quant or "?"
+
+
+def label(o: Option) -> str:
+    """Where it runs, in a few words: "8 × h200-141g", "2 nodes × 8 h100-80g on ib0", "CPU"."""
+    if o.cpu:
+        return "CPU"
+    if o.nodes > 1:
+        return f"{o.nodes} nodes × {o.gpus_per_node} {o.gpu_class} on {o.fabric}"
+    return f"{o.gpus_per_node} × {o.gpu_class}"
+
+
+def describe(o: Option) -> str:
+    """ "8 × h200-141g, bf16, 61.2 GB a card (65.7 free)"."""
+    need = o.per_card.need
+    if o.cpu:
+        return f"CPU, {quant(o)}, {gb(need)} GB of RAM ({gb(o.room)} free)"
+    return f"{label(o)}, {quant(o)}, {gb(need)} GB a card ({gb(o.room)} free)"
+
+
+def unplaced_reason(u: Unplaced) -> str:
+    """Why an artifact has no option: the nearest miss, in the numbers that decide it."""
+    if u.need:
+        return f"nothing fits; closest is {u.where}, needing {gb(u.need)} GB of {gb(u.have)} a card"
+    return u.reason
+
+
+def rejection_reason(r: Rejection) -> str:
+    if r.need:
+        return f"needs {gb(r.need)} GB of {gb(r.have)} a card"
+    return r.reason

@@ -1,0 +1,112 @@
+"""The human view: the model in a line, every option in a table, and the best one in full."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from llmfit.advise import Advice
+from llmfit.plan.options import Option
+from llmfit.render.commands import commands
+from llmfit.render.sentences import describe, gb, label, quant, unplaced_reason
+
+TOP = 10
+
+
+def _count(n: int | None) -> str:
+    if not n:
+        return "?"
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if n >= div:
+            return f"{n / div:.1f}{unit}"
+    return str(n)
+
+
+def model_line(advice: Advice) -> str:
+    m, plan = advice.repo.model, advice.plan
+    parts = [m.model_type or m.architecture or "unknown architecture"]
+    if m.params:
+        active = f" ({_count(m.active_params)} active)" if m.active_params else ""
+        parts.append(f"{_count(m.params)} params{active}")
+    parts.append(f"{m.layers} layers")
+    if m.experts:
+        parts.append(f"{m.experts} experts, {m.experts_active or '?'} active")
+    parts.append(f"{m.kv_heads} KV heads × {m.head_dim}")
+    parts.append(f"KV {plan.kv_bytes_per_token:,} B/token")
+    parts.append(f"context {plan.context:,}")
+    return " · ".join(parts)
+
+
+def options_table(options: list[Option]) -> Table:
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for name, justify in (
+        ("#", "right"),
+        ("artifact", "left"),
+        ("engine", "left"),
+        ("where", "left"),
+        ("bits", "right"),
+        ("a card: need/have GB", "right"),
+        ("max ctx", "right"),
+        ("hosts", "right"),
+        ("now", "left"),
+    ):
+        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for i, o in enumerate(options, 1):
+        bits = f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?"
+        t.add_row(
+            str(i),
+            quant(o),
+            o.engine,
+            label(o),
+            bits,
+            f"{gb(o.per_card.need)}/{gb(o.have)}",
+            f"{o.max_context:,}",
+            str(o.hosts),
+            "free" if o.free_now else "busy",
+        )
+    return t
+
+
+def breakdown(o: Option) -> str:
+    c = o.per_card
+    unit = "of RAM" if o.cpu else "a card"
+    return (
+        f"weights {gb(c.weights)} + KV cache {gb(c.kv_cache)} + overhead {gb(c.overhead)} "
+        f"= {gb(c.need)} GB of {gb(o.have)} {unit}"
+    )
+
+
+def render_text(advice: Advice, console: Console, show_all: bool = False) -> None:
+    repo, plan = advice.repo, advice.plan
+    at = f"@{repo.revision}" if repo.revision else ""
+    console.print(Text(f"{repo.id}{at}", style="bold"), Text(model_line(advice)), soft_wrap=True)
+    fleet = advice.fleet
+    console.print(
+        Text(f"fleet: {fleet.source} · {len(fleet.nodes)} nodes · {fleet.gpus} GPUs", style="dim"),
+        soft_wrap=True,
+    )
+    for note in plan.notes + repo.warnings:
+        console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
+    options = list(plan.options)
+    if options:
+        console.print()
+        shown = options if show_all else options[:TOP]
+        console.print(options_table(shown))
+        if len(shown) < len(options):
+            console.print(Text(f"… and {len(options) - len(shown)} more (--all)", style="dim"))
+        best = options[0]
+        console.print()
+        console.print(Text("Best: ", style="bold green") + Text(describe(best)))
+        console.print(Text("  " + breakdown(best)))
+        console.print(
+            Text(
+                f"  max context {best.max_context:,} · "
+                f"{best.concurrency:g} sequences of {plan.context:,} tokens at once"
+            )
+        )
+        for cmd in commands(best, repo.id, repo.revision):
+            prefix = f"# {cmd.role} on {cmd.node}\n" if cmd.node else ""
+            console.print(prefix + cmd.shell, soft_wrap=True, markup=False, highlight=False)
+    for u in plan.unplaced:
+        console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)

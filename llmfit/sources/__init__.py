@@ -1,0 +1,1 @@
+"""Adapters from the outside world (cache, Hub, files) into the planner's nouns."""

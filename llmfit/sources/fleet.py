@@ -1,0 +1,217 @@
+"""The fleet file (TOML) → Fleet, with one clear sentence for anything it gets wrong.
+
+[[pool]]                 # identical nodes: h200-1 … h200-4
+name = "h200"
+count = 4
+gpu = "h200-141g"        # card memory is read from the label unless gpu_memory_gb says
+gpus = 8
+free_gpus = 8            # per node; defaults to gpus
+fabric = "ib0"
+ram_gb = 2048
+
+[[node]]                 # one node, here with MIG instances beside whole cards
+name = "a100-mig"
+ram_gb = 1024
+[[node.devices]]
+gpu = "a100-80g-mig-3g.40gb"
+gpus = 2
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from llmfit.errors import FleetFileError
+from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, memory_from_class
+
+DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
+NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS)
+POOL_KEYS = ("count", *NODE_KEYS)
+TOP_KEYS = ("pool", "node")
+
+
+class _Reader:
+    def __init__(self, path: str, text: str) -> None:
+        self.path = path
+        self.lines = text.splitlines()
+
+    def fail(self, where: str, key: str | None, message: str) -> FleetFileError:
+        line = self._line_of(where, key)
+        at = f"{self.path}:{line}" if line else self.path
+        what = ".".join(p for p in (where, key) if p)
+        return FleetFileError(f"{at}: {what} {message}")
+
+    def _line_of(self, where: str, key: str | None) -> int | None:
+        """The line of `key` inside the table `where` ("node[1].devices[0]"), as TOML gives it.
+
+        tomllib reports lines only for syntax errors, so the table is found by counting its
+        [[headers]] in the text, and the key by its `key =` inside that table.
+        """
+        headers = [
+            (i, m.group(1))
+            for i, text in enumerate(self.lines)
+            if (m := re.match(r"^\s*\[\[?\s*([\w.]+)\s*\]\]?", text))
+        ]
+        start, name = 0, ""
+        for part in filter(None, where.split(".")):
+            m = re.match(r"(\w+)(?:\[(\d+)\])?$", part)
+            if not m:
+                return None
+            name = f"{name}.{m.group(1)}" if name else m.group(1)
+            nth = int(m.group(2) or 0)
+            found = [i for i, h in headers if h == name and i >= start]
+            if nth >= len(found):
+                return None
+            start = found[nth]
+        if not key:
+            return start + 1 if where else None
+        after = [i for i, _ in headers if i > start]
+        stop = after[0] if after and where else (after[0] if after else len(self.lines))
+        if not where:
+            start, stop = 0, headers[0][0] if headers else len(self.lines)
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        for i in range(start, stop):
+            if pattern.match(self.lines[i]):
+                return i + 1
+        return start + 1 if where else None
+
+    def check_keys(self, table: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1)
+                also = (
+                    f"; did you mean {close[0]!r}?"
+                    if close
+                    else f"; allowed: {', '.join(allowed)}."
+                )
+                raise self.fail(where, key, f"is not a key llmfit knows{also}")
+
+    def count(self, table: dict[str, Any], key: str, where: str, default: int) -> int:
+        v = table.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.fail(where, key, f"is {v!r}; it must be a whole number.")
+        if v < 0:
+            raise self.fail(where, key, f"is {v}; it cannot be negative.")
+        return v
+
+    def gib(self, table: dict[str, Any], key: str, where: str) -> int:
+        v = table.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise self.fail(where, key, f"is {v!r}; it must be a number of GB.")
+        if v < 0:
+            raise self.fail(where, key, f"is {v}; it cannot be negative.")
+        return int(v * GIB)
+
+    def text(self, table: dict[str, Any], key: str, where: str, default: str = "") -> str:
+        v = table.get(key, default)
+        if not isinstance(v, str):
+            raise self.fail(where, key, f"is {v!r}; it must be a string.")
+        return v
+
+    def kind(self, table: dict[str, Any], where: str) -> PoolKind | None:
+        if "gpu" not in table:
+            for key in ("gpus", "free_gpus", "gpu_memory_gb", "unhealthy_gpus"):
+                if key in table:
+                    raise self.fail(
+                        where, key, "is given without a gpu class to say what they are."
+                    )
+            return None
+        gpu_class = self.text(table, "gpu", where).strip().lower()
+        if "gpu_memory_gb" in table:
+            card = self.gib(table, "gpu_memory_gb", where)
+        else:
+            card = memory_from_class(gpu_class) or 0
+            if not card:
+                raise self.fail(
+                    where,
+                    "gpu",
+                    f"is {gpu_class!r}, whose label does not say its memory "
+                    "(write it like h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb).",
+                )
+        gpus = self.count(table, "gpus", where, 1)
+        bad = self.count(table, "unhealthy_gpus", where, 0)
+        free = self.count(table, "free_gpus", where, max(gpus - bad, 0))
+        if free > gpus:
+            raise self.fail(where, "free_gpus", f"is {free}, more than the {gpus} gpus it has.")
+        if bad > gpus:
+            raise self.fail(where, "unhealthy_gpus", f"is {bad}, more than the {gpus} gpus it has.")
+        if free + bad > gpus:
+            raise self.fail(
+                where, "free_gpus", f"is {free}, but {bad} of the {gpus} gpus are unhealthy."
+            )
+        return PoolKind(gpu_class, card, gpus, free, bad)
+
+    def node(self, table: dict[str, Any], where: str, name: str) -> PoolNode:
+        kinds: list[PoolKind] = []
+        own = self.kind(table, where)
+        if own:
+            kinds.append(own)
+        devices = table.get("devices", [])
+        if not isinstance(devices, list):
+            raise self.fail(where, "devices", "must be a list of [[...devices]] tables.")
+        for j, dev in enumerate(devices):
+            dwhere = f"{where}.devices[{j}]"
+            if not isinstance(dev, dict):
+                raise self.fail(dwhere, None, "must be a table.")
+            self.check_keys(dev, DEVICE_KEYS, dwhere)
+            kind = self.kind(dev, dwhere)
+            if kind is None:
+                raise self.fail(dwhere, None, "has no gpu class.")
+            kinds.append(kind)
+        ram = self.gib(table, "ram_gb", where)
+        free_ram = self.gib(table, "free_ram_gb", where) if "free_ram_gb" in table else ram
+        if free_ram > ram:
+            raise self.fail(where, "free_ram_gb", "is more than the node's ram_gb.")
+        return PoolNode(
+            id=name,
+            kinds=tuple(kinds),
+            fabric=self.text(table, "fabric", where),
+            ram_bytes=ram,
+            free_ram_bytes=free_ram,
+        )
+
+
+def parse_fleet(text: str, path: str) -> Fleet:
+    """Parse a fleet file's text; `path` names it in every error."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise FleetFileError(f"{path} is not valid TOML: {e}.") from None
+    r = _Reader(path, text)
+    r.check_keys(data, TOP_KEYS, "")
+    nodes: list[PoolNode] = []
+    for i, pool in enumerate(_tables(r, data, "pool")):
+        where = f"pool[{i}]"
+        r.check_keys(pool, POOL_KEYS, where)
+        name = r.text(pool, "name", where, f"pool{i + 1}")
+        count = r.count(pool, "count", where, 1)
+        for n in range(1, count + 1):
+            nodes.append(r.node(pool, where, f"{name}-{n}"))
+    for i, node in enumerate(_tables(r, data, "node")):
+        where = f"node[{i}]"
+        r.check_keys(node, NODE_KEYS, where)
+        nodes.append(r.node(node, where, r.text(node, "name", where, f"node{i + 1}")))
+    if not nodes:
+        raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
+    return Fleet(nodes=tuple(nodes), source=path)
+
+
+def _tables(r: _Reader, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    v = data.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
+        raise r.fail(key, None, f"must be written as [[{key}]] tables.")
+    return v
+
+
+def read_fleet(path: Path) -> Fleet:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FleetFileError(f"{path}: no such fleet file.") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise FleetFileError(f"{path}: cannot be read ({e}).") from None
+    return parse_fleet(text, str(path))

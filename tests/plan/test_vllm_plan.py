@@ -1,0 +1,201 @@
+"""vLLM options: per-card bytes worked out by hand from the fixtures, and the engine's rules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from llmfit.plan.artifact import Artifact
+from llmfit.plan.fleet import GIB, MIB, Fleet, PoolKind, PoolNode
+from llmfit.plan.model import AttentionKind, LayerGroup, Model
+from llmfit.plan.planner import PlanSettings, plan
+from tests.plan.test_model import model
+
+H200 = (143_771 - 454) * MIB  # nvidia-smi total less the framebuffer reserve
+H100 = 85_045_477_376  # deviceQuery totalGlobalMem
+L40S = 47_803_596_800
+
+
+def node(id: str, gpu: str, card: int, gpus: int, free: int | None = None, fabric: str = ""):
+    kind = PoolKind(gpu, card, gpus, gpus if free is None else free)
+    return PoolNode(id, (kind,), fabric=fabric, ram_bytes=1024 * GIB, free_ram_bytes=1024 * GIB)
+
+
+def test_llama_8b_on_one_l40s_card_part_by_part():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    fleet = Fleet((node("l40s", "l40s-48g", L40S, 4),))
+    p = plan(m, [art], fleet, PlanSettings())
+    o = p.options[0]
+    assert (o.gpu_class, o.tp, o.pp) == ("l40s-48g", 1, 1)
+    assert o.per_card.weights == 16_060_522_496
+    # 131,072 tokens (the trained context) × 131,072 B a token.
+    assert o.per_card.kv_cache == 131_072 * 131_072 == 17_179_869_184
+    # 2 GiB + a tenth of the card's weights.
+    assert o.per_card.overhead == 2_147_483_648 + 1_606_052_249
+    assert o.have == int(47_803_596_800 * 0.90) == 43_023_237_120
+    assert not o.expert_parallel
+
+
+def test_qwen3_235b_on_h200_takes_four_cards_with_expert_parallelism():
+    m = model("Qwen/Qwen3-235B-A22B")
+    art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
+    fleet = Fleet(tuple(node(f"h200-{i}", "h200-141g", H200, 8, fabric="ib0") for i in (1, 2)))
+    o = plan(m, [art], fleet, PlanSettings()).options[0]
+    assert (o.tp, o.pp, o.gpus) == (4, 1, 4)
+    assert o.per_card.weights == 470_187_269_120 // 4 == 117_546_817_280
+    # One KV head a rank: 94 × 1 × (128 + 128) × 2 B × 40,960 tokens.
+    assert o.per_card.kv_cache == 94 * 256 * 2 * 40_960 == 1_971_322_880
+    assert o.per_card.overhead == 2 * GIB + 11_754_681_728
+    assert o.expert_parallel
+    assert o.hosts == 2 and o.free_now
+
+
+def test_two_cards_are_refused_when_they_cannot_hold_it():
+    m = model("Qwen/Qwen3-235B-A22B")
+    art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
+    p = plan(m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings())
+    sized = [(r.where, r.need) for r in p.rejected if r.need]
+    # 235 GB of weights a card on two cards, plus KV of 2 heads a rank and the overhead.
+    half = 470_187_269_120 // 2
+    two = half + 94 * 2 * 256 * 2 * 40_960 + 2 * GIB + half // 10
+    assert ("2 × h200-141g", two) in sized
+
+
+def test_deepseek_v3_on_eight_h200_keeps_the_whole_latent_cache_on_every_card():
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    o = plan(m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings()).options[0]
+    assert o.tp == 8
+    assert o.per_card.weights == -(-688_586_727_753 // 8) == 86_073_340_970
+    # 70,272 B a token on every rank (not divided by 8) × 163,840 tokens.
+    assert o.per_card.kv_cache == 70_272 * 163_840 == 11_513_364_480
+    assert o.per_card.overhead == 2 * GIB + 8_607_334_097
+
+
+def test_a_width_that_does_not_divide_the_heads_is_refused_with_vllms_sentence():
+    # Qwen2.5-VL-7B's text model: 28 attention heads, 4 KV heads.
+    m = Model(
+        "Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", 28, 28, 4, 128,
+        (LayerGroup(AttentionKind.FULL, 28, kv_heads=4, head_dim=128),),
+        max_context=128_000, dtype="bfloat16",
+    )  # fmt: skip
+    art = Artifact("safetensors", "safetensors", 400 * GIB, quant="bf16")
+    p = plan(m, [art], Fleet((node("n", "h100-80g", H100, 8),)), PlanSettings())
+    reasons = [r.reason for r in p.rejected]
+    assert (
+        "Total number of attention heads (28) must be divisible by tensor parallel size (8)."
+        in reasons
+    )
+    assert not p.options
+
+
+def test_kv_heads_that_neither_divide_nor_are_divided_refuse_the_width():
+    m = Model(
+        "X", "x", 32, 48, 12, 128, (LayerGroup(AttentionKind.FULL, 32, kv_heads=12, head_dim=128),),
+        max_context=4096, dtype="bfloat16",
+    )  # fmt: skip
+    # 400 GiB does not fit four 80 GB cards, so eight are tried, and refused.
+    art = Artifact("safetensors", "safetensors", 400 * GIB, quant="bf16")
+    p = plan(m, [art], Fleet((node("n", "h100-80g", H100, 8),)), PlanSettings())
+    assert "12 KV heads can be neither split evenly across nor replicated evenly over 8 cards." in [
+        r.reason for r in p.rejected
+    ]
+
+
+def test_multi_node_only_within_one_fabric():
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    split = Fleet(
+        (node("a", "h100-80g", H100, 8, fabric="ib0"), node("b", "h100-80g", H100, 8, fabric="ib1"))
+    )
+    assert not plan(m, [art], split, PlanSettings()).options
+    joined = Fleet(
+        (node("a", "h100-80g", H100, 8, fabric="ib0"), node("b", "h100-80g", H100, 8, fabric="ib0"))
+    )
+    o = plan(m, [art], joined, PlanSettings()).options[0]
+    assert (o.tp, o.pp, o.nodes, o.fabric, o.node_ids) == (8, 2, 2, "ib0", ("a", "b"))
+    # 16 cards share the weights; each stage holds 31 of the 61 layers' latent cache.
+    assert o.per_card.weights == -(-688_586_727_753 // 16)
+    assert o.per_card.kv_cache == 31 * 576 * 2 * 163_840
+
+
+def test_nodes_without_a_fabric_are_islands():
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    islands = Fleet((node("a", "h100-80g", H100, 8), node("b", "h100-80g", H100, 8)))
+    p = plan(m, [art], islands, PlanSettings())
+    assert not p.options
+    assert "these nodes have no fabric, so a replica cannot span them" in [
+        r.reason for r in p.rejected
+    ]
+
+
+def test_any_number_of_nodes_not_only_powers_of_two():
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    # 4 cards of 80 GB a node: two nodes cannot hold it, three can.
+    fleet = Fleet(tuple(node(f"n{i}", "h100-80g", H100, 4, fabric="ib0") for i in range(4)))
+    o = plan(m, [art], fleet, PlanSettings(context=8192)).options[0]
+    assert (o.tp, o.pp) == (4, 3)
+
+
+def test_mig_instances_never_join_each_other():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    # Seven 10 GB instances hold 70 GB together, but a replica may use only one.
+    mig = PoolKind("a100-80g-mig-1g.10gb", 10 * GIB, 7, 7)
+    fleet = Fleet((PoolNode("mig", (mig,), fabric="ib0"), PoolNode("mig2", (mig,), fabric="ib0")))
+    p = plan(m, [art], fleet, PlanSettings(context=4096))
+    assert not p.options
+    assert [r.where for r in p.rejected] == ["1 × a100-80g-mig-1g.10gb"]
+
+
+def test_busy_is_not_unfit_and_free_now_breaks_ties_only():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    fleet = Fleet((node("busy", "h100-80g", H100, 8, free=0), node("l40s", "l40s-48g", L40S, 1)))
+    opts = plan(m, [art], fleet, PlanSettings(context=8192)).options
+    assert [(o.gpu_class, o.free_now) for o in opts] == [("l40s-48g", True), ("h100-80g", False)]
+
+
+def test_fewest_cards_rank_first_then_room():
+    m = model("meta-llama/Meta-Llama-3.1-70B")
+    art = Artifact("safetensors", "safetensors", 141_107_412_992, quant="bf16")
+    fleet = Fleet((node("h100", "h100-80g", H100, 8), node("h200", "h200-141g", H200, 8)))
+    opts = plan(m, [art], fleet, PlanSettings(context=8192)).options
+    assert [(o.gpu_class, o.tp) for o in opts] == [("h200-141g", 2), ("h100-80g", 4)]
+
+
+def test_unhealthy_cards_are_not_capacity():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    sick = PoolKind("l40s-48g", L40S, 1, 0, unhealthy_gpus=1)
+    p = plan(m, [art], Fleet((PoolNode("x", (sick,)),)), PlanSettings(context=4096))
+    assert not p.options
+    assert p.unplaced[0].reason == "the fleet has no GPU that vLLM could use"
+
+
+def test_max_context_and_concurrency_on_one_card():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    o = plan(
+        m, [art], Fleet((node("l40s", "l40s-48g", L40S, 1),)), PlanSettings(context=8192)
+    ).options[0]
+    budget = 43_023_237_120 - 16_060_522_496 - (2 * GIB + 1_606_052_249)
+    assert budget == 23_209_178_727
+    # 131,072 B a token: 177,072 tokens, floored to a block of 16 → 177,072; capped at 131,072.
+    assert o.max_context == 131_072
+    assert o.concurrency == round(budget / (8192 * 131_072), 2) == 21.62
+
+
+def test_gpu_memory_utilization_sets_the_share_counted_on():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    o = plan(
+        m,
+        [art],
+        Fleet((node("l40s", "l40s-48g", L40S, 1),)),
+        PlanSettings(context=8192, gpu_memory_utilization=0.5),
+    ).options[0]
+    assert o.have == int(47_803_596_800 * 0.5)
+    assert replace(o).gpu_memory_utilization == 0.5
