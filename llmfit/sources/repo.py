@@ -47,7 +47,10 @@ def _read_dir(
             f"{repo_id} has no config.json"
             + (f" in the cached snapshot {commit[:12]}." if commit else f" ({root}).")
         )
-    model = model_from_config(load_config(cfg_path), cfg_path)
+    # ModelOpt checkpoints describe their quantisation in hf_quant_config.json instead.
+    quant_path = root / "hf_quant_config.json"
+    hf_quant = load_config(quant_path) if quant_path.is_file() else None
+    model = model_from_config(load_config(cfg_path), cfg_path, hf_quant)
     art, params = _safetensors_artifact(root, model)
     if params and not model.params:
         model = _with_params(model, params)
