@@ -51,16 +51,22 @@ def _read_dir(
     quant_path = root / "hf_quant_config.json"
     hf_quant = load_config(quant_path) if quant_path.is_file() else None
     model = model_from_config(load_config(cfg_path), cfg_path, hf_quant)
-    art, params = _safetensors_artifact(root, model)
+    art, params, expert_params = _safetensors_artifact(root, model)
     if params and not model.params:
-        model = _with_params(model, params)
+        model = _with_params(model, params, expert_params)
     return Repo(repo_id, revision, commit, source, model, (art,) if art else ())
 
 
-def _with_params(model: Model, params: int) -> Model:
+def _with_params(model: Model, params: int, expert_params: int) -> Model:
+    """The counted parameters, and for a MoE those one token uses: every tensor but the routed
+    experts', plus experts_active of every `experts` of those (each expert is the same size)."""
     from dataclasses import replace
 
-    return replace(model, params=params)
+    active = None
+    if model.is_moe and model.experts_active and expert_params:
+        unused = expert_params * (model.experts - model.experts_active) // model.experts
+        active = params - unused
+    return replace(model, params=params, active_params=active)
 
 
 def _quant_name(model: Model) -> str | None:
@@ -69,7 +75,7 @@ def _quant_name(model: Model) -> str | None:
     return DTYPE_SHORT.get(model.dtype or "")
 
 
-def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, int | None]:
+def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, int | None, int]:
     """The original weights: bytes from the headers where the files are here, else the index's.
 
     Parameters are counted from the headers when every shard is at hand; a repository cached for
@@ -79,9 +85,11 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
     if index_path.is_file():
         index = read_index(index_path)
         headers = _headers(root, index.shards)
+        expert_params = 0
         if headers is not None:
             data = sum(h.data_bytes for h in headers)
             params = sum(h.params for h in headers)
+            expert_params = sum(h.expert_params for h in headers)
         else:
             if index.total_size is None:
                 raise WeightsError(
@@ -98,7 +106,7 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
             params=params,
             path=str(root),
         )
-        return art, params
+        return art, params, expert_params
     single = root / SINGLE
     if single.is_file():
         h = read_header(single)
@@ -111,8 +119,8 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
             params=h.params,
             path=str(root),
         )
-        return art, h.params
-    return None, None
+        return art, h.params, h.expert_params
+    return None, None, 0
 
 
 def _headers(root: Path, shards: tuple[str, ...]) -> list[SafetensorsHeader] | None:

@@ -87,6 +87,8 @@ MODELS = [
     ("mistralai/Mistral-7B-Instruct-v0.3", 32, {"full": 32}, 131_072, None, None, 32_768, None),
     # 2 × 46 × 8 × 128 × 2 B (the MTP layer is not counted); 128 routed experts, 8 active.
     ("zai-org/GLM-4.5-Air", 46, {"full": 46}, 2 * 46 * 8 * 128 * 2, 128, 8, 131_072, None),
+    # sliding_window 131,072 but use_sliding_window false: 80 full layers; 2 × 80 × 8 × 128 × 2 B.
+    ("Qwen/Qwen2.5-72B", 80, {"full": 80}, 2 * 80 * 8 * 128 * 2, None, None, 131_072, None),
     # Mixtral: sliding_window null, so 32 full layers of 8 KV heads × 128.
     ("mistralai/Mixtral-8x7B-v0.1", 32, {"full": 32}, 131_072, 8, 2, 32_768, None),
 ]  # fmt: skip
