@@ -283,3 +283,91 @@ def test_an_unknown_hybrid_that_does_not_say_which_layers_are_recurrent_is_refus
         "config.json declares state-space or linear-attention layers (ssm_state_size) but not "
         "which layers they are, so its cache cannot be sized."
     )
+
+
+# --- the command line: which kinds, how charged, and another KV dtype -----------------------------
+
+
+def test_json_says_which_attention_kinds_and_how_each_was_charged(run):
+    from tests.conftest import EXAMPLE_FLEET
+
+    code, out, _ = run("openai/gpt-oss-20b", "--fleet", str(EXAMPLE_FLEET), "--json")
+    # Config-only snapshot: no weights to place, so nothing fits; the model is still read.
+    assert code == 1
+    doc = json.loads(out)
+    model = doc["model"]
+    assert (model["kv_bytes_per_token"], model["quantization"]) == (24_576, "mxfp4")
+    assert (model["params"], model["active_params"]) == (None, None)
+    assert model["attention"] == [
+        {
+            "kind": "full",
+            "layers": 12,
+            "window": None,
+            "bytes_per_token": 24_576,
+            "bytes_per_sequence": 0,
+            "how": "K and V for every token of the context",
+        },
+        {
+            "kind": "sliding",
+            "layers": 12,
+            "window": 128,
+            "bytes_per_token": 0,
+            "bytes_per_sequence": 204_865_536,
+            "how": "a window of 128 tokens + 8,192 batched tokens a sequence, whatever the "
+            "context (vLLM's max_num_batched_tokens on cards of 70 GiB or more, assumed "
+            "everywhere)",
+        },
+    ]
+
+
+def test_text_output_names_the_kinds(run):
+    from tests.conftest import EXAMPLE_FLEET
+
+    _, out, _ = run("google/gemma-3-27b-it", "--fleet", str(EXAMPLE_FLEET))
+    assert "attention: 10 full, 52 sliding (window 1,024)" in out.splitlines()
+
+
+def test_kv_cache_dtype_fp8_is_planned_and_passed_to_vllm(run):
+    from tests.conftest import EXAMPLE_FLEET
+
+    fleet = str(EXAMPLE_FLEET)
+    _, out, _ = run("meta-llama/Llama-3.1-8B-Instruct", "--fleet", fleet, "--json")
+    auto = json.loads(out)
+    assert auto["model"]["kv_bytes_per_token"] == 131_072
+    assert "--kv-cache-dtype" not in auto["options"][0]["commands"][0]["argv"]
+    _, out, _ = run(
+        "meta-llama/Llama-3.1-8B-Instruct", "--fleet", fleet, "--json", "--kv-cache-dtype", "fp8"
+    )
+    fp8 = json.loads(out)
+    # 2 × 32 × 8 × 128 × 1 B.
+    assert fp8["model"]["kv_bytes_per_token"] == 65_536
+    best = fp8["options"][0]
+    assert best["commands"][0]["argv"][-2:] == ["--kv-cache-dtype", "fp8"]
+    assert best["per_card"]["kv_cache"] == 65_536 * 131_072
+    _, out, _ = run(
+        "meta-llama/Llama-3.1-8B-Instruct", "--fleet", fleet, "--json", "--kv-cache-dtype", "bf16"
+    )
+    bf16 = json.loads(out)["options"][0]["commands"][0]["argv"]
+    assert bf16[-2:] == ["--kv-cache-dtype", "bfloat16"]
+
+
+def test_a_checkpoint_calibrated_for_an_fp8_cache_is_planned_with_one_and_says_so_to_vllm():
+    m = read("nvidia/Llama-3.1-70B-Instruct-FP8")
+    art = Artifact("safetensors", "safetensors", 75 * GIB, quant="modelopt")
+    o = plan(m, [art], Fleet((node("h200", "h200-141g", H200, 8),)), PlanSettings(context=8192))
+    best = o.options[0]
+    assert best.kv_cache_dtype == "fp8"
+    # 2 × 80 × 8 × 128 × 1 B × 8,192 tokens.
+    assert best.per_card.kv_cache == 163_840 * 8_192
+
+
+def test_compressed_tensors_kv_cache_scheme_sets_the_cache_dtype():
+    cfg = json.loads((FIXTURES / "src" / "Qwen--Qwen3-8B.json").read_text())
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "kv_cache_scheme": {"num_bits": 8, "type": "float", "strategy": "tensor"},
+    }
+    m = model_from_config(cfg, Path("config.json"))
+    assert (m.quantization, m.kv_cache_dtype) == ("compressed-tensors", "fp8")
+    # 2 × 36 × 8 × 128 × 1 B.
+    assert Shape.of(m).kv_bytes_per_token() == 73_728
