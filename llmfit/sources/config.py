@@ -508,9 +508,20 @@ def model_from_config(
 
     if text_type not in KNOWN_TYPES:
         assumed = ", ".join(f"{g.layers} {g.kind.value}" for g in groups) or "no KV cache"
+        given = f"({assumed} layers, {kv_heads} KV heads × {head_dim})"
+        if text_type:
+            notes.append(
+                f"model_type {text_type!r} is not one llmfit has been checked against: planned "
+                f"from the fields its config gives {given}."
+            )
+        else:
+            notes.append(
+                f"No model_type is given: planned from the fields the config gives {given}."
+            )
+    if text_type == "kimi_linear":
         notes.append(
-            f"model_type {text_type!r} is not one llmfit has been checked against: planned from "
-            f"the fields its config gives ({assumed} layers, {kv_heads} KV heads × {head_dim})."
+            "Kimi-Linear's KDA (linear-attention) layers are charged as MLA layers, "
+            "which over-counts their cache."
         )
 
     experts = _int(merged, EXPERT_KEYS, path)

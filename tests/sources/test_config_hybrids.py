@@ -152,3 +152,11 @@ def test_rope_parameters_per_layer_type_and_model_max_length():
         model_from_config({**BASE, "model_type": "llama", "seq_length": 2048}, P).max_context
         == 2048
     )
+
+
+def test_a_config_without_a_model_type_says_what_was_assumed():
+    m = model_from_config(BASE, P)
+    assert m.notes == (
+        "No model_type is given: planned from the fields the config gives "
+        "(8 full layers, 4 KV heads × 128).",
+    )
