@@ -129,6 +129,9 @@ NON_GENERATING = (
     ("Model", "embed", "an embedding model (a bare encoder with no language-model head)"),
 )
 
+# Architectures named like bare encoders that vLLM runs as generators (its model registry).
+GENERATING_MODELS = frozenset({"ChatGLMModel"})
+
 STATE_KEYS = ("ssm_state_size", "mamba_d_state", "state_size", "linear_num_value_heads")
 
 
@@ -153,7 +156,8 @@ def _rope_context(text: dict[str, Any], text_type: str | None, base: int) -> int
         kind = rp.get("rope_type") or rp.get("type") or "default"
         if kind in ("su", "longrope", "llama3"):
             continue
-        factor = float(rp.get("factor") or factor)
+        if isinstance(rp.get("factor"), (int, float)) and not isinstance(rp["factor"], bool):
+            factor = float(rp["factor"])
         if kind == "yarn" and rp.get("original_max_position_embeddings"):
             length = int(rp["original_max_position_embeddings"])
     return int(length * factor)
@@ -240,8 +244,9 @@ def _split_rules(
     """
     if not q or not method:
         return ()
-    if method == "fp8" and isinstance(q.get("weight_block_size"), list) and q["weight_block_size"]:
-        multiple, check, moe_check = int(q["weight_block_size"][0]), "block_fp8", "block_fp8_moe"
+    block = q.get("weight_block_size")
+    if method == "fp8" and isinstance(block, list) and block and isinstance(block[0], int):
+        multiple, check, moe_check = block[0], "block_fp8", "block_fp8_moe"
     elif method in ("gptq", "awq", "compressed-tensors") and _group_size(q):
         multiple, check, moe_check = int(_group_size(q) or 0), "group", "group"
     else:
@@ -349,19 +354,19 @@ def _layer_kinds(
     if text_type == "falcon_h1":
         # Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer.
         return [("full", "mamba2")] * layers
-    if merged.get("full_attention_interval"):
-        n = int(merged["full_attention_interval"])
+    n = _int(merged, ("full_attention_interval",), path)
+    if n:
         return [("full",) if (i + 1) % n == 0 else ("gated_delta_net",) for i in range(layers)]
-    if text_type == "jamba" and merged.get("attn_layer_period"):
-        period = int(merged["attn_layer_period"])
-        offset = int(merged.get("attn_layer_offset") or 0)
+    period = _int(merged, ("attn_layer_period",), path)
+    if text_type == "jamba" and period:
+        offset = merged.get("attn_layer_offset") or 0
         return [("full",) if i % period == offset else ("mamba1",) for i in range(layers)]
     if merged.get("attention_chunk_size"):
         # Llama 4: layers with rope attend within a chunk; every no_rope_layer_interval-th layer
         # (no_rope_layers[i] == 0) attends globally (transformers Llama4TextConfig defaults).
         flags = merged.get("no_rope_layers")
         if not (isinstance(flags, list) and len(flags) == layers):
-            n = int(merged.get("no_rope_layer_interval") or 4)
+            n = _int(merged, ("no_rope_layer_interval",), path) or 4
             flags = [int((i + 1) % n != 0) for i in range(layers)]
         return [("chunked",) if f else ("full",) for f in flags]
     window = merged.get("sliding_window")
@@ -433,7 +438,9 @@ def _groups(
 
 def _task(arch: str | None) -> tuple[str, str]:
     """What the architecture is for: ("generate", "") or ("embed"/"classify", what it is)."""
-    if not arch or arch.endswith(("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")):
+    if not arch or arch in GENERATING_MODELS:
+        return "generate", ""
+    if arch.endswith(("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")):
         return "generate", ""
     for suffix, task, what in NON_GENERATING:
         if arch.endswith(suffix):

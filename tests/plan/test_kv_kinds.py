@@ -371,3 +371,41 @@ def test_compressed_tensors_kv_cache_scheme_sets_the_cache_dtype():
     assert (m.quantization, m.kv_cache_dtype) == ("compressed-tensors", "fp8")
     # 2 × 36 × 8 × 128 × 1 B.
     assert Shape.of(m).kv_bytes_per_token() == 73_728
+
+
+# --- properties that hold for every kind -------------------------------------------------------
+
+PROPERTY_REPOS = [
+    "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "google/gemma-3-27b-it",
+    "google/gemma-2-9b-it", "Qwen/Qwen3-Next-80B-A3B-Thinking", "nvidia/Nemotron-H-56B-Base-8K",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct", "Qwen/Qwen3-235B-A22B",
+]  # fmt: skip
+
+
+def test_more_context_never_needs_less_cache_and_fp8_never_more_than_bf16():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    shapes = [Shape.of(read(r), "bfloat16") for r in PROPERTY_REPOS]
+    fp8 = [Shape.of(read(r), "fp8") for r in PROPERTY_REPOS]
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.integers(0, len(shapes) - 1),
+        st.integers(1, 1 << 20),
+        st.integers(1, 1 << 20),
+        st.sampled_from([1, 2, 4, 8]),
+        st.sampled_from([1, 2, 3]),
+    )
+    def check(i, a, b, tp, pp):
+        short, long = sorted((a, b))
+        assert vllm.sequence_kv(shapes[i], tp, pp, short) <= vllm.sequence_kv(
+            shapes[i], tp, pp, long
+        )
+        assert vllm.sequence_kv(fp8[i], tp, pp, long) <= vllm.sequence_kv(shapes[i], tp, pp, long)
+        # A wider replica never holds more cache a card.
+        assert vllm.sequence_kv(shapes[i], tp * 2, pp, long) <= vllm.sequence_kv(
+            shapes[i], tp, pp, long
+        )
+
+    check()
