@@ -54,7 +54,13 @@ def _read_dir(
     art, params, expert_params = _safetensors_artifact(root, model)
     if params and not model.params:
         model = _with_params(model, params, expert_params)
-    return Repo(repo_id, revision, commit, source, model, (art,) if art else ())
+    if art is None:
+        missing = (
+            f"{repo_id} holds no {INDEX} or {SINGLE} here, so its weights cannot be sized: "
+            "only its model is read."
+        )
+        return Repo(repo_id, revision, commit, source, model, (), (missing,))
+    return Repo(repo_id, revision, commit, source, model, (art,))
 
 
 def _with_params(model: Model, params: int, expert_params: int) -> Model:
