@@ -218,7 +218,9 @@ class Shape:
         - a chunked-local layer (Llama 4) holds min(chunk + max_num_batched_tokens, max_model_len)
           tokens, in whole blocks;
         - a linear-attention or state-space layer keeps one state a sequence, split across
-          tensor-parallel ranks (MambaSpec with prefix caching off: one page).
+          tensor-parallel ranks (MambaSpec with prefix caching off: one page). Not modelled:
+          the "align" prefix-caching mode's second page, Mamba-2 n_groups padded up to a
+          multiple of tp, and the attention block size vLLM inflates to the state's page.
         """
         elem = dtype_bytes(self.kv_dtype)
         total = 0
