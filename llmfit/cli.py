@@ -68,6 +68,13 @@ def cli() -> None:
     show_default=True,
     help="Share of each card the plan counts on; passed on to vLLM.",
 )
+@click.option(
+    "--kv-cache-dtype",
+    type=click.Choice(["auto", "bf16", "fp8"]),
+    default="auto",
+    show_default=True,
+    help="KV cache dtype to plan (auto: the checkpoint's); passed on to vLLM.",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option("--all", "show_all", is_flag=True, help="Show every option, not the top ten.")
 def plan_cmd(
@@ -75,6 +82,7 @@ def plan_cmd(
     fleet_path: Path | None,
     context: str | None,
     gpu_memory_utilization: float,
+    kv_cache_dtype: str,
     json_: bool,
     show_all: bool,
 ) -> None:
@@ -87,7 +95,9 @@ def plan_cmd(
         raise UsageError("no fleet given.", hint=f"llmfit {repo} --fleet examples/fleet.toml")
     fleet = read_fleet(fleet_path)
     settings = PlanSettings(
-        context=_context(context), gpu_memory_utilization=gpu_memory_utilization
+        context=_context(context),
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
     )
     advice = advise(repo, fleet, settings)
     if json_:

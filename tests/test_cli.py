@@ -79,7 +79,7 @@ def test_json_document_version_1(run):
     assert set(doc["model"]) == {
         "architecture", "model_type", "params", "active_params", "layers", "attention_heads",
         "kv_heads", "head_dim", "experts", "experts_active", "max_context",
-        "kv_bytes_per_token", "dtype", "quantization",
+        "kv_bytes_per_token", "dtype", "quantization", "attention",
     }  # fmt: skip
     assert doc["model"]["kv_bytes_per_token"] == 192_512
     assert doc["context"] == 40_960

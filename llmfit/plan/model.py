@@ -36,10 +36,42 @@ class LayerGroup:
     window: int = 0
     # LINEAR: bytes of state one sequence keeps in one layer, before tensor parallelism.
     state_bytes: int = 0
+    # SLIDING: chunked local attention (Llama 4), which vLLM sizes without the window's -1 and +1.
+    chunked: bool = False
+    # LINEAR: which recurrence ("gated_delta_net", "mamba2", "mamba1"), for saying so.
+    state_kind: str = ""
 
     @property
     def value_dim(self) -> int:
         return self.head_dim_v or self.head_dim
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """vLLM ModelConfig.get_num_kv_heads: split across ranks until one each, then replicated."""
+        return max(1, self.kv_heads // tp)
+
+    def token_bytes(self, elem: float, tp: int) -> float:
+        """Bytes one token costs one layer of this group on one rank (0 for a linear state)."""
+        if self.kind is AttentionKind.MLA:
+            # The latent is stored once per token and every rank holds all of it.
+            return self.latent_dim * elem
+        if self.kind in (AttentionKind.FULL, AttentionKind.SLIDING):
+            return self.kv_heads_per_rank(tp) * (self.head_dim + self.value_dim) * elem
+        return 0.0
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    """A size tensor parallelism splits, whose share on each rank the checkpoint's quantisation
+    needs to be a multiple of (a weight block, or a quantisation group)."""
+
+    # The config field it comes from ("moe_intermediate_size").
+    name: str
+    size: int
+    multiple: int
+    # "block_fp8_moe", "block_fp8" or "group": which of vLLM's checks refuses it.
+    check: str
+    # Whether expert parallelism keeps the tensor whole on each rank (routed experts only).
+    experts: bool = False
 
 
 # Bytes per element of the dtypes that checkpoints are stored in and KV caches are kept in.
@@ -88,6 +120,13 @@ class Model:
     active_params: int | None = None
     # Assumptions made while reading, said to the user rather than hidden.
     notes: tuple[str, ...] = field(default=())
+    # The KV cache dtype the checkpoint was calibrated for (compressed-tensors kv_cache_scheme),
+    # as vLLM names it ("fp8"); None when it states none.
+    kv_cache_dtype: str | None = None
+    # Sizes tensor parallelism must split evenly into the checkpoint's quantisation blocks.
+    split_rules: tuple[SplitRule, ...] = ()
+    # "generate", or what a model that does not generate is for ("embed", "classify").
+    task: str = "generate"
 
     @property
     def is_moe(self) -> bool:
@@ -95,7 +134,10 @@ class Model:
 
     @property
     def kv_dtype(self) -> str:
-        """The KV cache dtype an engine picks with `auto`: the model's own (bf16 if unknown)."""
+        """The KV cache dtype planned with `auto`: the one the checkpoint was calibrated for, else
+        the model's own (bf16 if unknown)."""
+        if self.kv_cache_dtype:
+            return self.kv_cache_dtype
         if self.dtype in ("float16", "bfloat16", "float32"):
             return self.dtype
         # A quantised checkpoint still computes attention in bf16, so its cache is bf16.
@@ -119,6 +161,9 @@ class Shape:
     kv_dtype: str
     params: int | None = None
     experts: int | None = None
+    split_rules: tuple[SplitRule, ...] = ()
+    # Every layer of the network, cached or not (pipeline stages split these); 0 = the groups'.
+    num_layers: int = 0
 
     @classmethod
     def of(cls, model: Model, kv_dtype: str | None = None) -> Shape:
@@ -129,11 +174,13 @@ class Shape:
             kv_dtype=kv_dtype or model.kv_dtype,
             params=model.params,
             experts=model.experts,
+            split_rules=model.split_rules,
+            num_layers=model.layers,
         )
 
     @property
     def layers(self) -> int:
-        return sum(g.layers for g in self.layer_groups)
+        return self.num_layers or sum(g.layers for g in self.layer_groups)
 
     def kv_bytes_per_token(self, tp: int = 1, pp: int = 1) -> int:
         """Bytes one more token of context costs one card of a tp × pp replica.
@@ -143,17 +190,64 @@ class Shape:
 
         Tensor parallelism splits KV heads across the width until there is one a rank; past that
         each rank keeps a whole head, so the cache is replicated rather than split further
-        (vLLM ModelConfig.get_num_kv_heads: max(1, kv_heads // tp)). Pipeline stages each keep
-        their own layers' cache, and the largest stage is the one that runs out.
+        (vLLM ModelConfig.get_num_kv_heads: max(1, kv_heads // tp)). An MLA latent is not split
+        at all. Pipeline stages each keep their own layers' cache, and the largest stage is the
+        one that runs out.
         """
         elem = dtype_bytes(self.kv_dtype)
         total = 0.0
         for g in self.layer_groups:
-            layers = -(-g.layers // pp)
-            if g.kind is AttentionKind.FULL:
-                heads = max(1, g.kv_heads // tp)
-                total += layers * heads * (g.head_dim + g.value_dim) * elem
-            elif g.kind is AttentionKind.MLA:
-                # The latent is stored once per token and every rank holds all of it.
-                total += layers * g.latent_dim * elem
+            if g.kind in (AttentionKind.FULL, AttentionKind.MLA):
+                total += -(-g.layers // pp) * g.token_bytes(elem, tp)
         return int(total)
+
+    def fixed_kv_bytes(
+        self,
+        tp: int = 1,
+        pp: int = 1,
+        context: int = 0,
+        *,
+        batched_tokens: int = 8192,
+        block_size: int = 16,
+    ) -> int:
+        """Bytes one sequence costs one card whatever its length: sliding windows and states.
+
+        vLLM (v1/kv_cache_interface.py, max_memory_usage_bytes of each spec):
+        - a sliding-window layer holds min(window - 1 + max_num_batched_tokens, max_model_len)
+          tokens, in whole blocks plus one (the window need not start at a block's edge);
+        - a chunked-local layer (Llama 4) holds min(chunk + max_num_batched_tokens, max_model_len)
+          tokens, in whole blocks;
+        - a linear-attention or state-space layer keeps one state a sequence, split across
+          tensor-parallel ranks (MambaSpec with prefix caching off: one page). Not modelled:
+          the "align" prefix-caching mode's second page, Mamba-2 n_groups padded up to a
+          multiple of tp, and the attention block size vLLM inflates to the state's page.
+        """
+        elem = dtype_bytes(self.kv_dtype)
+        total = 0
+        for g in self.layer_groups:
+            layers = -(-g.layers // pp)
+            if g.kind is AttentionKind.SLIDING:
+                if g.chunked:
+                    tokens = min(g.window + batched_tokens, context)
+                    nblocks = -(-tokens // block_size)
+                else:
+                    tokens = min(g.window - 1 + batched_tokens, context)
+                    nblocks = -(-tokens // block_size) + 1
+                total += int(layers * nblocks * block_size * g.token_bytes(elem, tp))
+            elif g.kind is AttentionKind.LINEAR:
+                total += layers * -(-g.state_bytes // tp)
+        return total
+
+
+@dataclass(frozen=True)
+class AttentionCharge:
+    """How one kind of layer was charged, for saying so (one replica, tp = pp = 1)."""
+
+    kind: str  # "full", "mla", "sliding", "chunked" or "linear"
+    layers: int
+    # Bytes one more token of context costs (0 for layers that do not grow with it).
+    bytes_per_token: int
+    # Bytes one sequence costs whatever its length (windows and states), at the planned context.
+    bytes_per_sequence: int
+    how: str
+    window: int | None = None

@@ -47,6 +47,8 @@ class Option:
     # The nodes a multi-node launch would use, head first.
     node_ids: tuple[str, ...] = ()
     gpu_memory_utilization: float = 0.90
+    # The KV cache dtype to pass to the engine (vLLM's name, "fp8"); None leaves it at auto.
+    kv_cache_dtype: str | None = None
 
     @property
     def gpus(self) -> int:

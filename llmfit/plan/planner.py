@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import vllm
 from llmfit.plan.fleet import Fleet, is_mig
-from llmfit.plan.model import Model, Shape
+from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, Rejection, rank
 
 
@@ -19,7 +19,8 @@ class PlanSettings:
     gpu_memory_utilization: float = 0.90
     # The share of a host's RAM one replica may be planned to use: the system keeps the rest.
     host_share: float = 0.85
-    # "auto" keeps the model's own dtype for the cache.
+    # "auto" keeps the model's own dtype for the cache (or the one its checkpoint was calibrated
+    # for); else "bfloat16" or "fp8".
     kv_cache_dtype: str = "auto"
 
 
@@ -46,6 +47,8 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     # One token of context for the whole model at the planned KV dtype (tp = pp = 1).
     kv_bytes_per_token: int = 0
+    # Each kind of layer and how its cache was charged.
+    attention: tuple[AttentionCharge, ...] = ()
 
 
 @dataclass
@@ -119,7 +122,16 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         unplaced=tuple(unplaced),
         notes=model.notes + fleet.notes,
         kv_bytes_per_token=shape.kv_bytes_per_token(),
+        attention=vllm.attention_charges(shape, context),
     )
+
+
+def _engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
+    """The --kv-cache-dtype the plan relied on, in vLLM's spelling; None where auto gives it."""
+    chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
+    if not chosen:
+        return None
+    return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
 
 
 def _nearest(art: Artifact, rejected: list[Rejection], pools: list[_ClassPool]) -> Unplaced:
@@ -170,6 +182,7 @@ def _vllm_options(
             concurrency=vllm.concurrency(shape, card, have, tp, pp, context),
             node_ids=tuple(h.node_id for h in nodes[:pp]) if pp > 1 else (),
             gpu_memory_utilization=settings.gpu_memory_utilization,
+            kv_cache_dtype=_engine_kv_dtype(model, settings),
         )
 
     for pool in pools:
@@ -182,7 +195,7 @@ def _vllm_options(
         valid_widths: list[int] = []
         tp = 1
         while tp <= widest:
-            refusal = vllm.width_refusal(shape, tp)
+            refusal = vllm.width_refusal(shape, tp, expert_parallel=model.is_moe)
             where = f"{tp} × {pool.gpu_class}"
             if refusal:
                 rejected.append(Rejection(art.name, "vllm", where, refusal))

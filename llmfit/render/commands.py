@@ -42,6 +42,8 @@ def _vllm(o: Option, model_ref: str, revision: str | None) -> list[Command]:
         "--gpu-memory-utilization",
         f"{o.gpu_memory_utilization:.2f}",
     ]
+    if o.kv_cache_dtype:
+        argv += ["--kv-cache-dtype", o.kv_cache_dtype]
     if o.nodes <= 1:
         return [Command("all", tuple(argv))]
     # Several nodes without Ray (vLLM's multiprocessing executor across nodes): the same command on

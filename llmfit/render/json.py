@@ -77,6 +77,18 @@ def document(advice: Advice) -> dict[str, Any]:
             "kv_bytes_per_token": plan.kv_bytes_per_token,
             "dtype": m.dtype,
             "quantization": m.quantization,
+            # Added to version 1: each kind of layer and how its cache was charged.
+            "attention": [
+                {
+                    "kind": a.kind,
+                    "layers": a.layers,
+                    "window": a.window,
+                    "bytes_per_token": a.bytes_per_token,
+                    "bytes_per_sequence": a.bytes_per_sequence,
+                    "how": a.how,
+                }
+                for a in plan.attention
+            ],
         },
         "context": plan.context,
         "fleet": {"source": fleet.source, "nodes": len(fleet.nodes), "gpus": fleet.gpus},

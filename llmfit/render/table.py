@@ -38,6 +38,18 @@ def model_line(advice: Advice) -> str:
     return " · ".join(parts)
 
 
+def attention_line(advice: Advice) -> str | None:
+    """ "attention: 52 sliding (window 1,024), 10 full" — said only when not all layers are full."""
+    charges = advice.plan.attention
+    if all(a.kind == "full" for a in charges):
+        return None
+    parts = []
+    for a in charges:
+        window = f" (window {a.window:,})" if a.window else ""
+        parts.append(f"{a.layers} {a.kind}{window}")
+    return "attention: " + ", ".join(parts)
+
+
 def options_table(options: list[Option]) -> Table:
     t = Table(box=None, header_style="bold", pad_edge=False)
     for name, justify in (
@@ -81,6 +93,9 @@ def render_text(advice: Advice, console: Console, show_all: bool = False) -> Non
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
     console.print(Text(f"{repo.id}{at}", style="bold"), Text(model_line(advice)), soft_wrap=True)
+    line = attention_line(advice)
+    if line:
+        console.print(Text(line), soft_wrap=True)
     fleet = advice.fleet
     console.print(
         Text(f"fleet: {fleet.source} · {len(fleet.nodes)} nodes · {fleet.gpus} GPUs", style="dim"),

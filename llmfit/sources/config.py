@@ -11,22 +11,33 @@ from pathlib import Path
 from typing import Any
 
 from llmfit.errors import ConfigError
-from llmfit.plan.model import AttentionKind, LayerGroup, Model
+from llmfit.plan.model import AttentionKind, LayerGroup, Model, SplitRule
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
 # vLLM ModelConfig.get_total_num_kv_heads, in its order.
 KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+# vLLM _get_and_verify_max_len's possible_keys: the smallest present wins, and
+# model_max_length (Command-R, Cohere 2, Aya Vision) overrides them all when present.
 CONTEXT_KEYS = (
     "max_position_embeddings",
     "n_positions",
-    "max_sequence_length",
     "max_seq_len",
     "seq_length",
     "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
 )
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
-ACTIVE_EXPERT_KEYS = ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k")
+ACTIVE_EXPERT_KEYS = (
+    "num_experts_per_tok",
+    "num_experts_per_token",
+    "experts_per_token",
+    "moe_top_k",
+    "top_k",
+)
 # Model types whose attention is DeepSeek's multi-head latent attention when the config carries
 # a kv_lora_rank (vLLM ModelConfig.is_deepseek_mla).
 MLA_TYPES = frozenset(
@@ -84,19 +95,367 @@ def _which(cfg: dict[str, Any], keys: tuple[str, ...]) -> str:
     return next((k for k in keys if cfg.get(k) is not None), keys[0])
 
 
-def _quantization(cfg: dict[str, Any], text: dict[str, Any]) -> str | None:
-    """The checkpoint's quantisation method, found where vLLM looks (_parse_quant_hf_config)."""
-    q = cfg.get("quantization_config") or cfg.get("compression_config")
-    if not isinstance(q, dict):
-        q = text.get("quantization_config")
-    if not isinstance(q, dict):
+# Model types llmfit has read real configs of, or whose layout vLLM documents; any other is planned
+# from the fields it gives, with a note saying so.
+KNOWN_TYPES = MLA_TYPES | frozenset(
+    {
+        "llama", "llama4", "llama4_text", "mistral", "mistral3", "mixtral", "qwen2", "qwen2_moe",
+        "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl", "qwen3_vl_moe",
+        "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "glm4", "glm4_moe", "phi3",
+        "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "bert", "xlm-roberta", "roberta",
+        "cohere", "cohere2", "granite", "granitemoe", "olmo2", "starcoder2",
+    }
+)  # fmt: skip
+
+# Sliding windows in layer_types, and what each value means (transformers' ALLOWED_LAYER_TYPES
+# and the hybrid families' own spellings).
+LAYER_TYPE_KINDS = {
+    "full_attention": "full",
+    "attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "linear",
+    "mamba": "mamba",
+    "mamba2": "mamba",
+}
+
+# Architectures that do not generate, by how their name ends, and what they are for.
+NON_GENERATING = (
+    ("ForSequenceClassification", "classify", "a classifier or reranker"),
+    ("ForTokenClassification", "classify", "a token classifier"),
+    ("ForQuestionAnswering", "classify", "an extractive question-answering model"),
+    ("ForMaskedLM", "embed", "an encoder (masked language model)"),
+    ("EmbeddingModel", "embed", "an embedding model"),
+    ("Model", "embed", "an embedding model (a bare encoder with no language-model head)"),
+)
+
+# Architectures named like bare encoders that vLLM runs as generators (its model registry).
+GENERATING_MODELS = frozenset({"ChatGLMModel"})
+
+STATE_KEYS = ("ssm_state_size", "mamba_d_state", "state_size", "linear_num_value_heads")
+
+
+def _rope_context(text: dict[str, Any], text_type: str | None, base: int) -> int:
+    """The trained context as vLLM derives it (_get_and_verify_max_len in vllm/config/model.py).
+
+    Rope scaling of any type but su, longrope and llama3 multiplies the length by its factor
+    (1 when it gives none, as "default" and "mrope" do); YaRN multiplies its
+    original_max_position_embeddings instead. Gemma 3 is skipped: its max_position_embeddings
+    already includes the scaling. Llama 3's own scaling is already in max_position_embeddings.
+    Transformers 5's rope_parameters (possibly one per layer type) is read the same way.
+    """
+    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    if not isinstance(rope, dict) or "gemma3" in (text_type or ""):
+        return base
+    params = [rope] if any(k in rope for k in ("rope_type", "type", "factor")) else rope.values()
+    factor = 1.0
+    length = base
+    for rp in params:
+        if not isinstance(rp, dict):
+            continue
+        kind = rp.get("rope_type") or rp.get("type") or "default"
+        if kind in ("su", "longrope", "llama3"):
+            continue
+        if isinstance(rp.get("factor"), (int, float)) and not isinstance(rp["factor"], bool):
+            factor = float(rp["factor"])
+        if kind == "yarn" and rp.get("original_max_position_embeddings"):
+            length = int(rp["original_max_position_embeddings"])
+    return int(length * factor)
+
+
+def _trained_context(merged: dict[str, Any], text_type: str | None, path: Path) -> int | None:
+    found = [v for k in CONTEXT_KEYS if (v := _int(merged, (k,), path)) is not None]
+    if not found:
         return None
-    method = str(q.get("quant_method") or q.get("quant_algo") or "").lower()
-    return method.replace("compressed_tensors", "compressed-tensors") or None
+    base = min(found)
+    if merged.get("model_max_length"):
+        base = _int(merged, ("model_max_length",), path) or base
+    return _rope_context(merged, text_type, base)
 
 
-def model_from_config(cfg: dict[str, Any], path: Path) -> Model:
-    """The Model a config describes; a field it does not give stays None."""
+def _quant_config(
+    cfg: dict[str, Any], text: dict[str, Any], hf_quant: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The checkpoint's quantisation config, found where vLLM looks (_parse_quant_hf_config),
+    then ModelOpt's hf_quant_config.json."""
+    for q in (cfg.get("quantization_config"), cfg.get("compression_config")):
+        if isinstance(q, dict):
+            return q
+    q = text.get("quantization_config")
+    if isinstance(q, dict):
+        return q
+    if isinstance(hf_quant, dict):
+        inner = hf_quant.get("quantization")
+        return {**(inner if isinstance(inner, dict) else {}), "producer": hf_quant.get("producer")}
+    return None
+
+
+def _quant_method(q: dict[str, Any]) -> str | None:
+    method = (
+        str(q.get("quant_method") or "").lower().replace("compressed_tensors", "compressed-tensors")
+    )
+    producer = q.get("producer")
+    algo = str(q.get("quant_algo") or "").upper()
+    if (isinstance(producer, dict) and producer.get("name") == "modelopt") or method == "modelopt":
+        # vLLM: producer modelopt turns quant_algo FP8 into "modelopt", NVFP4 into "modelopt_fp4".
+        return "modelopt_fp4" if "FP4" in algo else "modelopt"
+    return method or (algo.lower() or None)
+
+
+def _group_size(q: dict[str, Any]) -> int | None:
+    g = q.get("group_size", q.get("q_group_size"))
+    if g is None and isinstance(q.get("config_groups"), dict):
+        # compressed-tensors: the weights' group size of its (first) scheme with one.
+        for scheme in q["config_groups"].values():
+            w = scheme.get("weights") if isinstance(scheme, dict) else None
+            if isinstance(w, dict) and w.get("strategy") == "group" and w.get("group_size"):
+                g = w["group_size"]
+                break
+    return g if isinstance(g, int) and not isinstance(g, bool) and g > 0 else None
+
+
+def _kv_cache_dtype(q: dict[str, Any] | None, notes: list[str]) -> str | None:
+    if not q:
+        return None
+    scheme = q.get("kv_cache_scheme")
+    if isinstance(scheme, dict):
+        if scheme.get("type") == "float" and scheme.get("num_bits") == 8:
+            return "fp8"
+        notes.append(
+            f"kv_cache_scheme {scheme!r} is not one llmfit sizes; "
+            "the cache is planned at the model's dtype."
+        )
+        return None
+    if str(q.get("kv_cache_quant_algo") or "").upper() == "FP8":
+        return "fp8"
+    return None
+
+
+def _split_rules(
+    merged: dict[str, Any], method: str | None, q: dict[str, Any] | None, experts: int | None
+) -> tuple[SplitRule, ...]:
+    """The sizes tensor parallelism splits that the checkpoint's quantisation must divide.
+
+    Block FP8 (vllm/model_executor/layers/quantization/fp8.py): each rank's share of the MLP's
+    intermediate size must be a multiple of weight_block_size[0]. GPTQ and AWQ (gptq.py, awq.py):
+    each rank's share of a row-parallel input (down_proj's, the intermediate size) must be a
+    multiple of the group size. Routed experts under expert parallelism stay whole, so their rule
+    does not apply there.
+    """
+    if not q or not method:
+        return ()
+    block = q.get("weight_block_size")
+    if method == "fp8" and isinstance(block, list) and block and isinstance(block[0], int):
+        multiple, check, moe_check = block[0], "block_fp8", "block_fp8_moe"
+    elif method in ("gptq", "awq", "compressed-tensors") and _group_size(q):
+        multiple, check, moe_check = int(_group_size(q) or 0), "group", "group"
+    else:
+        return ()
+    rules: list[SplitRule] = []
+    inter = merged.get("intermediate_size")
+    moe = merged.get("moe_intermediate_size")
+    dense = not experts or bool(
+        merged.get("first_k_dense_replace") or merged.get("mlp_only_layers")
+    )
+    if dense and isinstance(inter, int):
+        rules.append(SplitRule("intermediate_size", inter, multiple, check))
+    if experts:
+        routed = moe if isinstance(moe, int) else inter
+        if isinstance(routed, int):
+            rules.append(SplitRule("moe_intermediate_size", routed, multiple, moe_check, True))
+        shared = merged.get("shared_expert_intermediate_size")
+        if not shared and isinstance(moe, int) and merged.get("n_shared_experts"):
+            shared = moe * int(merged["n_shared_experts"])
+        if isinstance(shared, int) and shared:
+            rules.append(SplitRule("shared_expert_intermediate_size", shared, multiple, check))
+    return tuple(rules)
+
+
+def _need(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, what: str) -> int:
+    v = _int(cfg, keys, path)
+    if v is None:
+        raise ConfigError(
+            f"{path} declares {what} layers but gives no {keys[0]}, so their state cannot be sized."
+        )
+    return v
+
+
+def _state_bytes(
+    kind: str, merged: dict[str, Any], hidden: int | None, elem: int, path: Path
+) -> int:
+    """One sequence's state in one layer, before tensor parallelism, as vLLM sizes it
+    (MambaStateShapeCalculator in vllm/model_executor/layers/mamba/mamba_utils.py)."""
+    if kind == "gated_delta_net":
+        what = "linear-attention"
+        kernel = _need(merged, ("linear_conv_kernel_dim",), path, what)
+        hk = _need(merged, ("linear_key_head_dim",), path, what)
+        nk = _need(merged, ("linear_num_key_heads",), path, what)
+        hv = _need(merged, ("linear_value_head_dim",), path, what)
+        nv = _need(merged, ("linear_num_value_heads",), path, what)
+        conv = (kernel - 1) * (2 * hk * nk + hv * nv)
+        temporal = nv * hv * hk
+    elif kind == "mamba2":
+        what = "Mamba-2"
+        heads = _need(merged, ("mamba_num_heads", "mamba_n_heads"), path, what)
+        head = _need(merged, ("mamba_head_dim", "mamba_d_head"), path, what)
+        state = _need(merged, ("ssm_state_size", "mamba_d_state", "state_size"), path, what)
+        kernel = _need(merged, ("conv_kernel", "mamba_d_conv", "conv_kernel_size"), path, what)
+        groups = _int(merged, ("n_groups", "mamba_n_groups"), path) or 1
+        inner = _int(merged, ("mamba_d_ssm",), path) or heads * head
+        conv = (kernel - 1) * (inner + 2 * groups * state)
+        temporal = heads * head * state
+    else:  # mamba1 (Jamba)
+        what = "Mamba"
+        expand = _need(merged, ("mamba_expand",), path, what)
+        state = _need(merged, ("mamba_d_state",), path, what)
+        kernel = _need(merged, ("mamba_d_conv",), path, what)
+        if hidden is None:
+            raise ConfigError(f"{path} declares Mamba layers but gives no hidden_size.")
+        inner = expand * hidden
+        conv = (kernel - 1) * inner
+        temporal = inner * state
+    return (conv + temporal) * elem
+
+
+def _layer_kinds(
+    merged: dict[str, Any], text_type: str | None, layers: int, path: Path, notes: list[str]
+) -> list[tuple[str, ...]]:
+    """What each layer keeps of its past: "full", "sliding", "chunked", "gated_delta_net",
+    "mamba2", "mamba1" (a layer can hold two, as Falcon-H1's do), or nothing."""
+    pattern = merged.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and pattern:
+        # Nemotron-H: M a Mamba-2 layer, * attention, - an MLP and E a MoE (neither cached).
+        if len(pattern) != layers:
+            raise ConfigError(
+                f"{path}: hybrid_override_pattern has {len(pattern)} layers, "
+                f"num_hidden_layers {layers}."
+            )
+        return [{"M": ("mamba2",), "*": ("full",)}.get(c, ()) for c in pattern]
+    types = merged.get("layer_types") or merged.get("layers_block_type")
+    if isinstance(types, list) and types:
+        if len(types) != layers:
+            raise ConfigError(
+                f"{path}: layer_types lists {len(types)} layers, num_hidden_layers {layers}."
+            )
+        out: list[tuple[str, ...]] = []
+        for t in types:
+            kind = LAYER_TYPE_KINDS.get(str(t))
+            if kind is None:
+                raise ConfigError(
+                    f"{path}: layer type {t!r} is not one llmfit can size "
+                    f"(known: {', '.join(sorted(LAYER_TYPE_KINDS))})."
+                )
+            if kind == "linear":
+                kind = "gated_delta_net"
+            elif kind == "mamba":
+                kind = "mamba1" if text_type == "jamba" else "mamba2"
+            out.append((kind,))
+        return out
+    if text_type == "falcon_h1":
+        # Falcon-H1 runs attention and a Mamba-2 mixer side by side in every layer.
+        return [("full", "mamba2")] * layers
+    n = _int(merged, ("full_attention_interval",), path)
+    if n:
+        return [("full",) if (i + 1) % n == 0 else ("gated_delta_net",) for i in range(layers)]
+    period = _int(merged, ("attn_layer_period",), path)
+    if text_type == "jamba" and period:
+        offset = merged.get("attn_layer_offset") or 0
+        return [("full",) if i % period == offset else ("mamba1",) for i in range(layers)]
+    if merged.get("attention_chunk_size"):
+        # Llama 4: layers with rope attend within a chunk; every no_rope_layer_interval-th layer
+        # (no_rope_layers[i] == 0) attends globally (transformers Llama4TextConfig defaults).
+        flags = merged.get("no_rope_layers")
+        if not (isinstance(flags, list) and len(flags) == layers):
+            n = _int(merged, ("no_rope_layer_interval",), path) or 4
+            flags = [int((i + 1) % n != 0) for i in range(layers)]
+        return [("chunked",) if f else ("full",) for f in flags]
+    window = merged.get("sliding_window")
+    if isinstance(window, int) and window > 0 and merged.get("use_sliding_window") is not False:
+        period = merged.get("sliding_window_pattern") or merged.get("_sliding_window_pattern")
+        if text_type in ("gemma2", "gpt_oss"):
+            period = 2
+        if isinstance(period, int) and period > 1:
+            return [("sliding",) if (i + 1) % period else ("full",) for i in range(layers)]
+        notes.append(
+            f"sliding_window {window} with no layer pattern: every layer is planned as sliding."
+        )
+        return [("sliding",)] * layers
+    present = [k for k in STATE_KEYS if merged.get(k) is not None]
+    if present:
+        raise ConfigError(
+            f"{path} declares state-space or linear-attention layers ({present[0]}) but not "
+            "which layers they are, so its cache cannot be sized.",
+        )
+    return [("full",)] * layers
+
+
+def _groups(
+    kinds: list[tuple[str, ...]],
+    merged: dict[str, Any],
+    hidden: int | None,
+    kv_heads: int,
+    head_dim: int,
+    elem: int,
+    path: Path,
+) -> tuple[LayerGroup, ...]:
+    counts: dict[str, int] = {}
+    for ks in kinds:
+        for k in ks:
+            counts[k] = counts.get(k, 0) + 1
+    out: list[LayerGroup] = []
+    window = merged.get("sliding_window")
+    for kind in ("full", "sliding", "chunked", "gated_delta_net", "mamba2", "mamba1"):
+        n = counts.get(kind)
+        if not n:
+            continue
+        if kind == "full":
+            out.append(LayerGroup(AttentionKind.FULL, n, kv_heads=kv_heads, head_dim=head_dim))
+        elif kind == "sliding":
+            if not isinstance(window, int) or window <= 0:
+                raise ConfigError(f"{path} has sliding-window layers but no sliding_window size.")
+            out.append(
+                LayerGroup(
+                    AttentionKind.SLIDING, n, kv_heads=kv_heads, head_dim=head_dim, window=window
+                )
+            )
+        elif kind == "chunked":
+            chunk = _int(merged, ("attention_chunk_size",), path) or 0
+            out.append(
+                LayerGroup(
+                    AttentionKind.SLIDING,
+                    n,
+                    kv_heads=kv_heads,
+                    head_dim=head_dim,
+                    window=chunk,
+                    chunked=True,
+                )
+            )
+        else:
+            state = _state_bytes(kind, merged, hidden, elem, path)
+            out.append(LayerGroup(AttentionKind.LINEAR, n, state_bytes=state, state_kind=kind))
+    return tuple(out)
+
+
+def _task(arch: str | None) -> tuple[str, str]:
+    """What the architecture is for: ("generate", "") or ("embed"/"classify", what it is)."""
+    if not arch or arch in GENERATING_MODELS:
+        return "generate", ""
+    if arch.endswith(("ForCausalLM", "ForConditionalGeneration", "LMHeadModel")):
+        return "generate", ""
+    for suffix, task, what in NON_GENERATING:
+        if arch.endswith(suffix):
+            return task, what
+    return "generate", ""
+
+
+def model_from_config(
+    cfg: dict[str, Any], path: Path, hf_quant: dict[str, Any] | None = None
+) -> Model:
+    """The Model a config describes; a field it does not give stays None.
+
+    `hf_quant` is ModelOpt's hf_quant_config.json, for checkpoints whose config.json carries no
+    quantization_config.
+    """
     text = cfg.get("text_config")
     text = text if isinstance(text, dict) else cfg
     # A multimodal config can leave fields at the top that its text_config does not repeat.
@@ -110,6 +469,7 @@ def model_from_config(cfg: dict[str, Any], path: Path) -> Model:
             f"{path} gives no {missing}, so the model's memory cannot be sized.",
             hint="pass a repository whose config.json describes a transformer",
         )
+    notes: list[str] = []
     if merged.get("multi_query") is True:
         kv_heads = 1
     elif isinstance(merged.get("attn_config"), dict) and merged["attn_config"].get("kv_n_heads"):
@@ -126,26 +486,60 @@ def model_from_config(cfg: dict[str, Any], path: Path) -> Model:
     # The repository's own type names it ("gemma3"); the text model's type decides how it attends.
     model_type = cfg.get("model_type") or text.get("model_type")
     text_type = text.get("model_type") or model_type
-    notes: list[str] = []
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    dtype = (
+        text.get("torch_dtype") or text.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype")
+    )
+    dtype = dtype if isinstance(dtype, str) else None
+    # Linear and state-space layers keep their state in the model's dtype (vLLM
+    # MambaStateDtypeCalculator with --mamba-cache-dtype auto).
+    state_elem = 4 if dtype == "float32" else 2
+
+    task, what = _task(arch)
     kv_lora = merged.get("kv_lora_rank")
-    if text_type in MLA_TYPES and kv_lora:
+    if task != "generate":
+        notes.append(
+            f"{arch} is {what}, not a text generator: planned as its weights and the runtime, "
+            "with no KV cache."
+        )
+        groups: tuple[LayerGroup, ...] = ()
+    elif text_type in MLA_TYPES and kv_lora:
         # vLLM's get_head_size for MLA: the latent (kv_lora_rank + qk_rope_head_dim), one "head".
         head_dim = int(kv_lora) + int(merged.get("qk_rope_head_dim") or 0)
         groups = (LayerGroup(AttentionKind.MLA, layers, latent_dim=head_dim),)
         kv_heads = 1
     else:
-        groups = (LayerGroup(AttentionKind.FULL, layers, kv_heads=kv_heads, head_dim=head_dim),)
+        kinds = _layer_kinds(merged, text_type, layers, path, notes)
+        groups = _groups(kinds, merged, hidden, kv_heads, head_dim, state_elem, path)
+
+    if text_type not in KNOWN_TYPES:
+        assumed = ", ".join(f"{g.layers} {g.kind.value}" for g in groups) or "no KV cache"
+        given = f"({assumed} layers, {kv_heads} KV heads × {head_dim})"
+        if text_type:
+            notes.append(
+                f"model_type {text_type!r} is not one llmfit has been checked against: planned "
+                f"from the fields its config gives {given}."
+            )
+        else:
+            notes.append(
+                f"No model_type is given: planned from the fields the config gives {given}."
+            )
+    if text_type == "kimi_linear":
+        notes.append(
+            "Kimi-Linear's KDA (linear-attention) layers are charged as MLA layers, "
+            "which over-counts their cache."
+        )
 
     experts = _int(merged, EXPERT_KEYS, path)
     shared = _first(merged, ("n_shared_experts", "num_shared_experts"))
     if shared is None and merged.get("shared_expert_intermediate_size"):
         shared = 1
-    archs = cfg.get("architectures")
-    dtype = (
-        text.get("torch_dtype") or text.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype")
-    )
+    q = _quant_config(cfg, text, hf_quant)
+    method = _quant_method(q) if q else None
+    kv_cache_dtype = _kv_cache_dtype(q, notes)
     return Model(
-        architecture=archs[0] if isinstance(archs, list) and archs else None,
+        architecture=arch,
         model_type=model_type,
         layers=layers,
         attention_heads=heads,
@@ -154,11 +548,14 @@ def model_from_config(cfg: dict[str, Any], path: Path) -> Model:
         layer_groups=groups,
         hidden_size=hidden,
         vocab_size=_int(merged, ("vocab_size", "padded_vocab_size"), path),
-        max_context=_int(merged, CONTEXT_KEYS, path),
-        dtype=dtype if isinstance(dtype, str) else None,
-        quantization=_quantization(cfg, text),
+        max_context=_trained_context(merged, text_type, path),
+        dtype=dtype,
+        quantization=method,
         experts=experts,
         experts_active=_int(merged, ACTIVE_EXPERT_KEYS, path) if experts else None,
         shared_experts=int(shared) if experts and shared is not None else None,
         notes=tuple(notes),
+        kv_cache_dtype=kv_cache_dtype,
+        split_rules=_split_rules(merged, method, q, experts),
+        task=task,
     )

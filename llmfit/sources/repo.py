@@ -47,17 +47,32 @@ def _read_dir(
             f"{repo_id} has no config.json"
             + (f" in the cached snapshot {commit[:12]}." if commit else f" ({root}).")
         )
-    model = model_from_config(load_config(cfg_path), cfg_path)
-    art, params = _safetensors_artifact(root, model)
+    # ModelOpt checkpoints describe their quantisation in hf_quant_config.json instead.
+    quant_path = root / "hf_quant_config.json"
+    hf_quant = load_config(quant_path) if quant_path.is_file() else None
+    model = model_from_config(load_config(cfg_path), cfg_path, hf_quant)
+    art, params, expert_params = _safetensors_artifact(root, model)
     if params and not model.params:
-        model = _with_params(model, params)
-    return Repo(repo_id, revision, commit, source, model, (art,) if art else ())
+        model = _with_params(model, params, expert_params)
+    if art is None:
+        missing = (
+            f"{repo_id} holds no {INDEX} or {SINGLE} here, so its weights cannot be sized: "
+            "only its model is read."
+        )
+        return Repo(repo_id, revision, commit, source, model, (), (missing,))
+    return Repo(repo_id, revision, commit, source, model, (art,))
 
 
-def _with_params(model: Model, params: int) -> Model:
+def _with_params(model: Model, params: int, expert_params: int) -> Model:
+    """The counted parameters, and for a MoE those one token uses: every tensor but the routed
+    experts', plus experts_active of every `experts` of those (each expert is the same size)."""
     from dataclasses import replace
 
-    return replace(model, params=params)
+    active = None
+    if model.is_moe and model.experts_active and expert_params:
+        unused = expert_params * (model.experts - model.experts_active) // model.experts
+        active = params - unused
+    return replace(model, params=params, active_params=active)
 
 
 def _quant_name(model: Model) -> str | None:
@@ -66,7 +81,7 @@ def _quant_name(model: Model) -> str | None:
     return DTYPE_SHORT.get(model.dtype or "")
 
 
-def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, int | None]:
+def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, int | None, int]:
     """The original weights: bytes from the headers where the files are here, else the index's.
 
     Parameters are counted from the headers when every shard is at hand; a repository cached for
@@ -76,9 +91,11 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
     if index_path.is_file():
         index = read_index(index_path)
         headers = _headers(root, index.shards)
+        expert_params = 0
         if headers is not None:
             data = sum(h.data_bytes for h in headers)
             params = sum(h.params for h in headers)
+            expert_params = sum(h.expert_params for h in headers)
         else:
             if index.total_size is None:
                 raise WeightsError(
@@ -95,7 +112,7 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
             params=params,
             path=str(root),
         )
-        return art, params
+        return art, params, expert_params
     single = root / SINGLE
     if single.is_file():
         h = read_header(single)
@@ -108,8 +125,8 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
             params=h.params,
             path=str(root),
         )
-        return art, h.params
-    return None, None
+        return art, h.params, h.expert_params
+    return None, None, 0
 
 
 def _headers(root: Path, shards: tuple[str, ...]) -> list[SafetensorsHeader] | None:

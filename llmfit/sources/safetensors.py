@@ -37,6 +37,8 @@ class SafetensorsHeader:
     data_bytes: int
     params_by_dtype: tuple[tuple[str, int], ...]
     header_bytes: int
+    # Elements of routed-expert tensors (named `.experts.`; shared experts are not among them).
+    expert_params: int = 0
 
     @property
     def params(self) -> int:
@@ -52,6 +54,7 @@ def parse_header(raw: bytes, name: str) -> SafetensorsHeader:
     if not isinstance(header, dict):
         raise WeightsError(f"{name}: the safetensors header is not a JSON object.")
     end = 0
+    experts = 0
     counts: Counter[str] = Counter()
     for tensor, info in header.items():
         if tensor == "__metadata__":
@@ -73,9 +76,14 @@ def parse_header(raw: bytes, name: str) -> SafetensorsHeader:
                 "dtype, shape and data_offsets."
             ) from None
         counts[dtype] += n
+        if ".experts." in tensor:
+            experts += n
         end = max(end, stop)
     return SafetensorsHeader(
-        data_bytes=end, params_by_dtype=tuple(sorted(counts.items())), header_bytes=len(raw) + 8
+        data_bytes=end,
+        params_by_dtype=tuple(sorted(counts.items())),
+        header_bytes=len(raw) + 8,
+        expert_params=experts,
     )
 
 

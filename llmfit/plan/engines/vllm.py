@@ -8,12 +8,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmfit.plan.fleet import GIB
-from llmfit.plan.model import Shape
+from llmfit.plan.model import AttentionCharge, AttentionKind, Shape
 from llmfit.plan.options import PerCard
 
 # vLLM allocates KV in blocks of 16 tokens (CacheConfig.DEFAULT_BLOCK_SIZE), so a request's cache is
 # rounded up to whole blocks and the longest context that fits is a multiple of 16.
 BLOCK_SIZE = 16
+
+# Tokens vLLM schedules in one step (--max-num-batched-tokens), which a sliding-window layer keeps
+# beside its window. `vllm serve` defaults to 8192 on cards of 70 GiB or more other than the A100,
+# and to 2048 elsewhere (EngineArgs.get_batch_defaults in vllm/engine/arg_utils.py). The plan
+# assumes the larger everywhere: on smaller cards it over-counts a sliding layer by 6,144 tokens,
+# never under-counts it.
+MAX_NUM_BATCHED_TOKENS = 8192
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,19 @@ def blocks(tokens: int) -> int:
     return -(-tokens // BLOCK_SIZE) * BLOCK_SIZE
 
 
+def fixed_kv(shape: Shape, tp: int, pp: int, context: int) -> int:
+    """What one sequence's sliding windows and linear states cost a card, at any length."""
+    return shape.fixed_kv_bytes(
+        tp, pp, context, batched_tokens=MAX_NUM_BATCHED_TOKENS, block_size=BLOCK_SIZE
+    )
+
+
+def sequence_kv(shape: Shape, tp: int, pp: int, context: int) -> int:
+    """One sequence of `context` tokens on one card: the growing layers in whole blocks, plus the
+    windows and states that do not grow."""
+    return shape.kv_bytes_per_token(tp, pp) * blocks(context) + fixed_kv(shape, tp, pp, context)
+
+
 def per_card(shape: Shape, weight_bytes: int, tp: int, pp: int, context: int) -> PerCard:
     """One card's weights, KV cache for one sequence of `context` tokens, and overhead.
 
@@ -47,12 +67,16 @@ def per_card(shape: Shape, weight_bytes: int, tp: int, pp: int, context: int) ->
     expert parallelism (FusedMoEParallelConfig), so the same division holds for them.
     """
     weights = -(-weight_bytes // (tp * pp))
-    kv = shape.kv_bytes_per_token(tp, pp) * blocks(context)
+    kv = sequence_kv(shape, tp, pp, context)
     return PerCard(weights=weights, kv_cache=kv, overhead=overhead_bytes(weights))
 
 
-def width_refusal(shape: Shape, tp: int) -> str | None:
-    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it."""
+def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
+    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it.
+
+    With expert parallelism the routed experts stay whole on each rank, so their quantisation
+    blocks are never split and their rule does not apply.
+    """
     if shape.attention_heads and shape.attention_heads % tp:
         # ModelConfig.verify_with_parallel_config, word for word.
         return (
@@ -66,6 +90,32 @@ def width_refusal(shape: Shape, tp: int) -> str | None:
             f"{kv} KV heads can be neither split evenly across nor replicated evenly over "
             f"{tp} cards."
         )
+    for rule in shape.split_rules:
+        if tp == 1 or (rule.experts and expert_parallel):
+            continue
+        if rule.size % tp:
+            # vllm/distributed/utils.py ensure_divisibility.
+            return f"{rule.size} is not divisible by {tp}"
+        share = rule.size // tp
+        if share % rule.multiple == 0:
+            continue
+        if rule.check == "block_fp8_moe":
+            # Fp8MoEMethod.create_weights (vllm/model_executor/layers/quantization/fp8.py).
+            return (
+                f"The output_size of gate's and up's weight = {share} is not divisible by "
+                f"weight quantization block_n = {rule.multiple}."
+            )
+        if rule.check == "block_fp8":
+            # validate_fp8_block_shape, the column-parallel gate_up_proj (fp8_utils.py).
+            return (
+                f"Weight output_partition_size = {share} is not divisible by "
+                f"weight quantization block_n = {rule.multiple}."
+            )
+        # GPTQ/AWQ create_weights, the row-parallel down_proj (gptq.py, awq.py).
+        return (
+            "The input size is not aligned with the quantized weight shape. "
+            "This can be caused by too large tensor parallel size."
+        )
     return None
 
 
@@ -77,7 +127,9 @@ def max_context(
     Capped at the trained context: vLLM refuses a --max-model-len past the one the config derives
     unless told to with VLLM_ALLOW_LONG_MAX_MODEL_LEN, which the plan does not assume.
     """
-    budget = have - card.weights - card.overhead
+    # The windows and states a sequence keeps at any length come first, at their largest (a
+    # window's worth): what is left grows with the context.
+    budget = have - card.weights - card.overhead - fixed_kv(shape, tp, pp, trained or 1 << 62)
     per_token = shape.kv_bytes_per_token(tp, pp)
     if budget <= 0:
         return 0
@@ -89,8 +141,48 @@ def max_context(
 
 def concurrency(shape: Shape, card: PerCard, have: int, tp: int, pp: int, context: int) -> float:
     """How many sequences of `context` tokens the KV budget holds at once, as vLLM reports it."""
-    per_seq = shape.kv_bytes_per_token(tp, pp) * blocks(context)
+    per_seq = sequence_kv(shape, tp, pp, context)
     budget = have - card.weights - card.overhead
     if per_seq == 0 or budget <= 0:
         return 0.0
     return round(budget / per_seq, 2)
+
+
+def attention_charges(shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+    """Each kind of layer, what it costs a replica of one card, and in words how it was charged."""
+    out: list[AttentionCharge] = []
+    for g in shape.layer_groups:
+        one = Shape((g,), shape.attention_heads, shape.kv_heads, shape.kv_dtype)
+        per_token = one.kv_bytes_per_token()
+        per_seq = fixed_kv(one, 1, 1, context)
+        if g.kind is AttentionKind.FULL:
+            kind, how = "full", "K and V for every token of the context"
+        elif g.kind is AttentionKind.MLA:
+            kind = "mla"
+            how = (
+                f"one latent of {g.latent_dim} per token, stored once and not split by tensor "
+                "parallelism"
+            )
+        elif g.kind is AttentionKind.SLIDING and g.chunked:
+            kind = "chunked"
+            how = (
+                f"a chunk of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
+                "sequence, whatever the context (vLLM's max_num_batched_tokens on cards of 70 GiB "
+                "or more, assumed everywhere)"
+            )
+        elif g.kind is AttentionKind.SLIDING:
+            kind = "sliding"
+            how = (
+                f"a window of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
+                "sequence, whatever the context (vLLM's max_num_batched_tokens on cards of 70 GiB "
+                "or more, assumed everywhere)"
+            )
+        else:
+            kind = "linear"
+            how = (
+                f"a fixed {g.state_kind or 'recurrent'} state of {g.state_bytes:,} B a sequence "
+                "a layer, split by tensor parallelism, whatever the context"
+            )
+        window = g.window if g.kind is AttentionKind.SLIDING else None
+        out.append(AttentionCharge(kind, g.layers, per_token, per_seq, how, window))
+    return tuple(out)
