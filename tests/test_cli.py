@@ -12,7 +12,9 @@ FLEET = str(EXAMPLE_FLEET)
 def test_qwen3_235b_on_the_example_fleet(run):
     code, out, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET)
     assert code == 0, err
-    assert "Best: 4 × h200-141g, bf16, 124.3 GB a card (1.7 free)" in out
+    # 470,187,269,120 / 4 of weights + 1,971,322,880 of KV + 8,729,714,688 of overhead
+    # = 128,247,854,848 B = 119.4 GiB, of 0.90 × 150,278,766,592 B (6.5 GiB left).
+    assert "Best: 4 × h200-141g, bf16, 119.4 GB a card (6.5 free)" in out
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --enable-expert-parallel "
         "--max-model-len 40960 --gpu-memory-utilization 0.90"
@@ -132,12 +134,13 @@ def test_nothing_fits_exits_1_and_says_the_nearest(run, tmp_path):
     small.write_text('[[node]]\ngpu = "rtx4090-24g"\ngpus = 1\n')
     code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", str(small))
     assert code == 1
-    # Weights, KV for 40,960 tokens at 192,512 B, and 2 GiB + a tenth of the weights, in GiB;
-    # against 0.90 of the RTX 4090's 25,386,352,640 B.
-    need = (470_187_269_120 + 192_512 * 40_960 + 2 * 2**30 + 47_018_726_912) / 2**30
-    assert f"{need:.1f}" == "491.0" and f"{25_386_352_640 * 0.9 / 2**30:.1f}" == "21.3"
+    # Weights, KV for 40,960 tokens at 192,512 B, and the overhead of a 2,048-token profile run
+    # (vocabulary 151,936, hidden 4,096), in GiB; against 0.90 of the RTX 4090's 25,386,352,640 B.
+    overhead = 2048 * (19 * 151_936 + 11 * 4096) // 4 + 2**28 + 2**29
+    need = (470_187_269_120 + 192_512 * 40_960 + overhead) / 2**30
+    assert f"{need:.1f}" == "447.4" and f"{25_386_352_640 * 0.9 / 2**30:.1f}" == "21.3"
     assert (
-        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 491.0 GB of 21.3 a card"
+        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 447.4 GB of 21.3 a card"
         in out.splitlines()
     )
 

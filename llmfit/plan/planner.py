@@ -147,7 +147,7 @@ def _vllm_options(
 
     def option(pool: _ClassPool, tp: int, pp: int, fabric: str, hosts: list[_Host]) -> Option:
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
-        card = vllm.per_card(shape, art.bytes, tp, pp, context)
+        card = vllm.per_card(shape, art.bytes, tp, pp, context, _runtime(model, pool))
         ready = [h for h in hosts if h.free >= tp]
         nodes = ready if len(ready) >= pp else hosts
         return Option(
@@ -175,6 +175,7 @@ def _vllm_options(
     for pool in pools:
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         widest = pool.max_gpus
+        runtime = _runtime(model, pool)
         # One node: the narrowest power of two that holds it. Powers of two only, because tensor
         # parallelism divides the attention heads, and a width the engine cannot divide them by
         # is a plan that fails at launch.
@@ -188,7 +189,7 @@ def _vllm_options(
                 rejected.append(Rejection(art.name, "vllm", where, refusal))
             else:
                 valid_widths.append(tp)
-                card = vllm.per_card(shape, art.bytes, tp, 1, context)
+                card = vllm.per_card(shape, art.bytes, tp, 1, context, runtime)
                 if card.need <= have:
                     hosts = [h for h in pool.hosts if h.gpus >= tp]
                     single = option(pool, tp, 1, "", hosts)
@@ -220,14 +221,22 @@ def _vllm_options(
                 continue
             placed = False
             for pp in range(2, min(len(hosts), shape.layers) + 1):
-                card = vllm.per_card(shape, art.bytes, tp, pp, context)
+                card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
                 if card.need <= have:
                     out.append(option(pool, tp, pp, fabric, hosts))
                     placed = True
                     break
             if not placed and len(hosts) > 1:
                 pp = min(len(hosts), shape.layers)
-                card = vllm.per_card(shape, art.bytes, tp, pp, context)
+                card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
                 where = f"{pp} nodes × {tp} {pool.gpu_class} on {fabric}"
                 rejected.append(Rejection(art.name, "vllm", where, "", need=card.need, have=have))
     return out
+
+
+def _runtime(model: Model, pool: _ClassPool) -> vllm.Runtime | None:
+    """vLLM's working-memory inputs on this card; None when the config lacks them."""
+    if not (model.vocab_size and model.hidden_size):
+        return None
+    tokens = vllm.batched_tokens(pool.card_bytes, pool.gpu_class)
+    return vllm.Runtime(tokens, model.vocab_size, model.hidden_size)

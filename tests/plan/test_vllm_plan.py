@@ -30,8 +30,10 @@ def test_llama_8b_on_one_l40s_card_part_by_part():
     assert o.per_card.weights == 16_060_522_496
     # 131,072 tokens (the trained context) × 131,072 B a token.
     assert o.per_card.kv_cache == 131_072 * 131_072 == 17_179_869_184
-    # 2 GiB + a tenth of the card's weights.
-    assert o.per_card.overhead == 2_147_483_648 + 1_606_052_249
+    # A 44.5 GiB card profiles 2,048 batched tokens: 2,048 × (4.75 B × 128,256 vocab + 2.75 B ×
+    # 4,096 hidden) of activation, 0.25 GiB non-torch and 0.5 GiB CUDA graphs.
+    assert o.per_card.overhead == 2048 * (19 * 128_256 + 11 * 4096) // 4 + 2**28 + 2**29
+    assert o.per_card.overhead == 2_076_049_408
     assert o.have == int(47_803_596_800 * 0.90) == 43_023_237_120
     assert not o.expert_parallel
 
@@ -45,7 +47,11 @@ def test_qwen3_235b_on_h200_takes_four_cards_with_expert_parallelism():
     assert o.per_card.weights == 470_187_269_120 // 4 == 117_546_817_280
     # One KV head a rank: 94 × 1 × (128 + 128) × 2 B × 40,960 tokens.
     assert o.per_card.kv_cache == 94 * 256 * 2 * 40_960 == 1_971_322_880
-    assert o.per_card.overhead == 2 * GIB + 11_754_681_728
+    # An H200 profiles 8,192 tokens; vocabulary 151,936, hidden 4,096; TP adds NCCL's 1.79 GiB.
+    assert (
+        o.per_card.overhead
+        == 8192 * (19 * 151_936 + 11 * 4096) // 4 + 2**28 + 1_920_000_000 + 2**29
+    )
     assert o.expert_parallel
     assert o.hosts == 2 and o.free_now
 
@@ -57,7 +63,7 @@ def test_two_cards_are_refused_when_they_cannot_hold_it():
     sized = [(r.where, r.need) for r in p.rejected if r.need]
     # 235 GB of weights a card on two cards, plus KV of 2 heads a rank and the overhead.
     half = 470_187_269_120 // 2
-    two = half + 94 * 2 * 256 * 2 * 40_960 + 2 * GIB + half // 10
+    two = half + 94 * 2 * 256 * 2 * 40_960 + 8_729_714_688
     assert ("2 × h200-141g", two) in sized
 
 
@@ -69,7 +75,12 @@ def test_deepseek_v3_on_eight_h200_keeps_the_whole_latent_cache_on_every_card():
     assert o.per_card.weights == -(-688_586_727_753 // 8) == 86_073_340_970
     # 70,272 B a token on every rank (not divided by 8) × 163,840 tokens.
     assert o.per_card.kv_cache == 70_272 * 163_840 == 11_513_364_480
-    assert o.per_card.overhead == 2 * GIB + 8_607_334_097
+    # Vocabulary 129,280 and hidden 7,168 at 8,192 tokens, with TP's non-torch memory.
+    assert (
+        o.per_card.overhead
+        == 8192 * (19 * 129_280 + 11 * 7168) // 4 + 2**28 + 1_920_000_000 + 2**29
+    )
+    assert o.per_card.overhead == 7_917_330_432
 
 
 def test_a_width_that_does_not_divide_the_heads_is_refused_with_vllms_sentence():
@@ -181,11 +192,11 @@ def test_max_context_and_concurrency_on_one_card():
     o = plan(
         m, [art], Fleet((node("l40s", "l40s-48g", L40S, 1),)), PlanSettings(context=8192)
     ).options[0]
-    budget = 43_023_237_120 - 16_060_522_496 - (2 * GIB + 1_606_052_249)
-    assert budget == 23_209_178_727
-    # 131,072 B a token: 177,072 tokens, floored to a block of 16 → 177,072; capped at 131,072.
+    budget = 43_023_237_120 - 16_060_522_496 - 2_076_049_408
+    assert budget == 24_886_665_216
+    # 131,072 B a token: 189,870 tokens, more than the trained 131,072 it is capped at.
     assert o.max_context == 131_072
-    assert o.concurrency == round(budget / (8192 * 131_072), 2) == 21.62
+    assert o.concurrency == round(budget / (8192 * 131_072), 2) == 23.18
 
 
 def test_gpu_memory_utilization_sets_the_share_counted_on():
