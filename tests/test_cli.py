@@ -259,16 +259,16 @@ def test_why_not_lists_the_refusals_with_their_reasons(run, tmp_path):
     assert code == 1
     lines = out.splitlines()
     assert (
-        "  safetensors · vllm · 2 nodes × 8 h100-80g: these nodes have no fabric, so a replica cannot span them"
-        in lines
+        "  safetensors · vllm · 2 nodes × 8 h100-80g: these nodes have no fabric, so a "
+        "replica cannot span them" in lines
     )
     assert (
-        "  safetensors · vllm · several a100-80g-mig-3g.40gb: a MIG instance cannot be joined with others, on its node or across nodes"
-        in lines
+        "  safetensors · vllm · several a100-80g-mig-3g.40gb: a MIG instance cannot be "
+        "joined with others, on its node or across nodes" in lines
     )
     assert (
-        "  safetensors · vllm · CPU nodes: safetensors weights are planned for vLLM on GPUs; a CPU node runs GGUF files with llama.cpp"
-        in lines
+        "  safetensors · vllm · CPU nodes: safetensors weights are planned for vLLM on "
+        "GPUs; a CPU node runs GGUF files with llama.cpp" in lines
     )
     assert any(line.startswith("  safetensors · vllm · 8 × h100-80g: needs ") for line in lines)
 
