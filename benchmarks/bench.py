@@ -18,13 +18,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+ST = "Qwen/Qwen3-235B-A22B"
+GGUF = "unsloth/Qwen3-8B-GGUF"
+EXAMPLE = ["--fleet", "examples/fleet.toml"]
+BIG = ["--fleet", "examples/fleet-200.toml"]
 CASES = [
-    ("safetensors, example fleet", ["Qwen/Qwen3-235B-A22B", "--fleet", "examples/fleet.toml"]),
-    ("safetensors, example fleet, --json", ["Qwen/Qwen3-235B-A22B", "--fleet", "examples/fleet.toml", "--json"]),
-    ("safetensors, 200-node fleet", ["Qwen/Qwen3-235B-A22B", "--fleet", "examples/fleet-200.toml"]),
-    ("gguf, example fleet", ["unsloth/Qwen3-8B-GGUF", "--fleet", "examples/fleet.toml"]),
-    ("gguf, 200-node fleet", ["unsloth/Qwen3-8B-GGUF", "--fleet", "examples/fleet-200.toml"]),
-]  # fmt: skip
+    ("safetensors, example fleet", [ST, *EXAMPLE]),
+    ("safetensors, example fleet, --json", [ST, *EXAMPLE, "--json"]),
+    ("safetensors, 200-node fleet", [ST, *BIG]),
+    ("gguf, example fleet", [GGUF, *EXAMPLE]),
+    ("gguf, 200-node fleet", [GGUF, *BIG]),
+]
 
 
 def run(args: list[str], runs: int) -> tuple[float, list[str]]:
