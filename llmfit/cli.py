@@ -52,6 +52,7 @@ def cli() -> None:
     Example usage:
       llmfit Qwen/Qwen3-235B-A22B --fleet fleet.toml
       llmfit meta-llama/Llama-3.1-8B-Instruct --fleet fleet.toml --context 32k --json
+      llmfit deepseek-ai/DeepSeek-V3 --fleet fleet.toml --explain --why-not
     """
 
 
@@ -75,18 +76,48 @@ def cli() -> None:
     show_default=True,
     help="KV cache dtype to plan (auto: the checkpoint's); passed on to vLLM.",
 )
+@click.option(
+    "--precision",
+    type=click.Choice(["all", "stored", "fp8", "kv-fp8"]),
+    default="all",
+    show_default=True,
+    help="Offer the checkpoint as stored, the what-ifs of a 16-bit one, or only one what-if.",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option("--all", "show_all", is_flag=True, help="Show every option, not the top ten.")
+@click.option("--commands", "commands_only", is_flag=True, help="Print only the command lines.")
+@click.option("--explain", is_flag=True, help="Show one option's card part by part, and why.")
+@click.option("--why-not", is_flag=True, help="List the ways that were refused, and why.")
+@click.option(
+    "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
+)
+@click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
 def plan_cmd(
     repo: str,
     fleet_path: Path | None,
     context: str | None,
     gpu_memory_utilization: float,
     kv_cache_dtype: str,
+    precision: str,
     json_: bool,
     show_all: bool,
+    commands_only: bool,
+    explain: bool,
+    why_not: bool,
+    number: int | None,
+    ray: bool,
 ) -> None:
-    """Plan REPO (org/name[@revision] from the Hugging Face cache, or a directory) on a fleet."""
+    """Plan REPO (org/name[@revision] from the Hugging Face cache, or a directory) on a fleet.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub):
+      llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml
+      llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision stored
+      llmfit meta-llama/Llama-3.1-8B-Instruct --fleet examples/fleet.toml --context 32k
+      llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --explain --option 2
+      llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --why-not
+      llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
+    """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
     from llmfit.sources.fleet import read_fleet
@@ -98,18 +129,36 @@ def plan_cmd(
         context=_context(context),
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
+        precision=precision,
     )
     advice = advise(repo, fleet, settings)
+    options = advice.plan.options
+    if number is not None and number > len(options):
+        raise UsageError(f"--option {number}: there are only {len(options)} options.")
+    chosen = number or 1
     if json_:
         from llmfit.render.json import render_json
 
-        click.echo(render_json(advice))
+        click.echo(render_json(advice, ray=ray))
     else:
         from llmfit.render.console import make_console
-        from llmfit.render.table import render_text
+        from llmfit.render.explain import render_explain, render_why_not
+        from llmfit.render.table import render_commands, render_text
 
-        render_text(advice, make_console(), show_all=show_all)
-    sys.exit(EXIT_FITS if advice.plan.options else EXIT_NOTHING_FITS)
+        console = make_console()
+        if commands_only:
+            if options:
+                render_commands(advice, console, options[chosen - 1], ray)
+        elif explain or why_not:
+            if explain and options:
+                render_explain(advice, console, chosen)
+            if why_not:
+                if explain:
+                    console.print()
+                render_why_not(advice, console)
+        else:
+            render_text(advice, console, show_all=show_all, ray=ray)
+    sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,9 +10,11 @@ FLEET = str(EXAMPLE_FLEET)
 
 
 def test_qwen3_235b_on_the_example_fleet(run):
-    code, out, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET)
+    code, out, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored")
     assert code == 0, err
-    assert "Best: 4 × h200-141g, bf16, 124.3 GB a card (1.7 free)" in out
+    # 470,187,269,120 / 4 of weights + 1,971,322,880 of KV + 8,729,714,688 of overhead
+    # = 128,247,854,848 B = 119.4 GiB, of 0.90 × 150,278,766,592 B (6.5 GiB left).
+    assert "Best: 4 × h200-141g, bf16, 119.4 GB a card (6.5 free)" in out
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --enable-expert-parallel "
         "--max-model-len 40960 --gpu-memory-utilization 0.90"
@@ -56,7 +58,7 @@ def test_gpu_memory_utilization_is_passed_on(run):
 
 
 def test_json_document_version_1(run):
-    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--json")
+    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--json", "--precision", "stored")
     assert code == 0
     doc = json.loads(out)
     assert doc["schema"] == 1
@@ -132,12 +134,13 @@ def test_nothing_fits_exits_1_and_says_the_nearest(run, tmp_path):
     small.write_text('[[node]]\ngpu = "rtx4090-24g"\ngpus = 1\n')
     code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", str(small))
     assert code == 1
-    # Weights, KV for 40,960 tokens at 192,512 B, and 2 GiB + a tenth of the weights, in GiB;
-    # against 0.90 of the RTX 4090's 25,386,352,640 B.
-    need = (470_187_269_120 + 192_512 * 40_960 + 2 * 2**30 + 47_018_726_912) / 2**30
-    assert f"{need:.1f}" == "491.0" and f"{25_386_352_640 * 0.9 / 2**30:.1f}" == "21.3"
+    # Weights, KV for 40,960 tokens at 192,512 B, and the overhead of a 2,048-token profile run
+    # (vocabulary 151,936, hidden 4,096), in GiB; against 0.90 of the RTX 4090's 25,386,352,640 B.
+    overhead = 2048 * (19 * 151_936 + 11 * 4096) // 4 + 2**28 + 2**29
+    need = (470_187_269_120 + 192_512 * 40_960 + overhead) / 2**30
+    assert f"{need:.1f}" == "447.4" and f"{25_386_352_640 * 0.9 / 2**30:.1f}" == "21.3"
     assert (
-        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 491.0 GB of 21.3 a card"
+        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 447.4 GB of 21.3 a card"
         in out.splitlines()
     )
 
@@ -156,3 +159,147 @@ def test_python_dash_m_works():
         [sys.executable, "-m", "llmfit", "--version"], capture_output=True, text=True
     )
     assert r.stdout.strip() == "llmfit, version 0.1.0"
+
+
+def test_the_fp8_what_if_of_a_bf16_checkpoint_is_marked_and_its_flag_passed(run):
+    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET)
+    assert code == 0
+    # Linear layers halve, the embedding and head (2 × 151,936 × 4,096 × 2 B) stay bf16, split
+    # over 2 cards: 118,169,147,136 B; KV of 2 heads a card for 40,960 tokens: 3,942,645,760 B;
+    # overhead 8,729,714,688 B. 130,841,507,584 B = 121.9 GB of 135,250,889,932 (4.1 left).
+    assert (
+        "Best: 2 × h200-141g, fp8 (what-if: --quantization fp8), 121.9 GB a card (4.1 free)" in out
+    )
+    assert (
+        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --enable-expert-parallel "
+        "--quantization fp8 --max-model-len 40960 --gpu-memory-utilization 0.90"
+    ) in out.splitlines()
+
+
+def test_commands_prints_only_the_command_lines(run):
+    code, out, _ = run(
+        "meta-llama/Llama-3.1-8B-Instruct", "--fleet", FLEET, "--context", "8k", "--commands"
+    )
+    assert code == 0
+    assert out == (
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 "
+        "--max-model-len 8192 --gpu-memory-utilization 0.90\n"
+    )
+
+
+def two_nodes(tmp_path):
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(
+        '[[pool]]\nname = "h100"\ncount = 2\ngpu = "h100-80g"\ngpus = 8\nfabric = "ib0"\n'
+    )
+    return str(fleet)
+
+
+def test_ray_form_of_a_two_node_launch(run, tmp_path):
+    code, out, _ = run(
+        "deepseek-ai/DeepSeek-V3", "--fleet", two_nodes(tmp_path), "--context", "8192",
+        "--precision", "stored", "--commands", "--ray",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines() == [
+        "# head on h100-1",
+        "ray start --head --port=6379",
+        "# worker on h100-2",
+        "ray start --address=h100-1:6379",
+        "# head on h100-1",
+        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
+        "--enable-expert-parallel --max-model-len 8192 --gpu-memory-utilization 0.90 "
+        "--distributed-executor-backend ray",
+    ]
+
+
+def test_option_picks_another_way_and_a_missing_one_is_a_usage_error(run):
+    code, out, _ = run(
+        "Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored", "--option", "2",
+        "--commands",
+    )  # fmt: skip
+    assert code == 0
+    assert out.startswith("vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 8 ")
+    code, _, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored",
+                       "--option", "9")  # fmt: skip
+    assert code == 2
+    assert err == "llmfit: --option 9: there are only 2 options.\n"
+
+
+def test_explain_shows_the_card_part_by_part(run):
+    code, out, _ = run(
+        "meta-llama/Llama-3.1-8B-Instruct", "--fleet", FLEET, "--context", "8k", "--explain",
+        "--precision", "stored",
+    )  # fmt: skip
+    assert code == 0
+    lines = out.splitlines()
+    # 16,060,522,496 weights + 1,073,741,824 KV + 5,888,278,528 overhead (8,192 tokens ×
+    # (4.75 × 128,256 + 2.75 × 4,096) + 0.75 GiB) = 23,022,542,848 B = 21.4 GiB.
+    assert lines[0] == "Option 1: 1 × h200-141g, bf16, 21.4 GB a card (104.5 free)"
+    # 8,192 tokens × 131,072 B = 1 GiB of KV.
+    assert lines[3].split()[:4] == ["KV", "cache", "1.0", "GB"]
+    assert lines[3].endswith("8,192 tokens × 131,072 B a token a card")
+    assert lines[7] == (
+        "  inputs: 32 layers · 32 attention heads · 8 KV heads × 128 · "
+        "KV 131,072 B a token for the whole model"
+    )
+
+
+def test_why_not_lists_the_refusals_with_their_reasons(run, tmp_path):
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(
+        '[[node]]\nname = "a"\ngpu = "h100-80g"\ngpus = 8\n'
+        '[[node]]\nname = "b"\ngpu = "h100-80g"\ngpus = 8\n'
+        '[[node]]\nname = "m"\n  [[node.devices]]\n  gpu = "a100-80g-mig-3g.40gb"\n  gpus = 2\n'
+        '[[node]]\nname = "cpu"\nram_gb = 512\n'
+    )
+    code, out, _ = run(
+        "deepseek-ai/DeepSeek-V3", "--fleet", str(fleet), "--why-not", "--precision", "stored"
+    )
+    assert code == 1
+    lines = out.splitlines()
+    assert (
+        "  safetensors · vllm · 2 nodes × 8 h100-80g: these nodes have no fabric, so a "
+        "replica cannot span them" in lines
+    )
+    assert (
+        "  safetensors · vllm · several a100-80g-mig-3g.40gb: a MIG instance cannot be "
+        "joined with others, on its node or across nodes" in lines
+    )
+    assert (
+        "  safetensors · vllm · CPU nodes: safetensors weights are planned for vLLM on "
+        "GPUs; a CPU node runs GGUF files with llama.cpp" in lines
+    )
+    assert any(line.startswith("  safetensors · vllm · 8 × h100-80g: needs ") for line in lines)
+
+
+def test_why_not_names_a_width_that_does_not_divide_the_heads(run, tmp_path):
+    cfg = json.loads(
+        (HUB / "models--Qwen--Qwen3-8B" / "snapshots").glob("*/config.json").__next__().read_text()
+    )
+    cfg["num_attention_heads"] = 28
+    cfg["num_key_value_heads"] = 4
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 600 * 2**30}, "weight_map": {}})
+    )
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[node]]\ngpu = "h100-80g"\ngpus = 8\n')
+    code, out, _ = run(str(tmp_path), "--fleet", str(fleet), "--why-not", "--precision", "stored")
+    assert code == 1
+    assert (
+        f"  {'safetensors'} · vllm · 8 × h100-80g: Total number of attention heads (28) must be "
+        "divisible by tensor parallel size (8)."
+    ) in out.splitlines()
+
+
+def test_nothing_fits_at_the_target_says_the_context_that_would(run, tmp_path):
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[node]]\ngpu = "rtx3090-24g"\ngpus = 1\n')
+    code, out, _ = run(
+        "meta-llama/Llama-3.1-8B-Instruct", "--fleet", str(fleet), "--precision", "stored"
+    )
+    assert code == 1
+    # int(0.90 × 25,327,697,920) − 16,060,522,496 weights − 2,076,049,408 overhead, at 131,072 B
+    # a token, in whole blocks of 16: 35,536 tokens.
+    assert "  at 35,536 tokens, 1 × rtx3090-24g would hold it (--context 35536)" in out.splitlines()

@@ -49,6 +49,16 @@ class Option:
     gpu_memory_utilization: float = 0.90
     # The KV cache dtype to pass to the engine (vLLM's name, "fp8"); None leaves it at auto.
     kv_cache_dtype: str | None = None
+    # A what-if: what an engine flag would make of the checkpoint ("fp8 weights"), with the flags
+    # that make it so; None for the artifact as stored.
+    what_if: str | None = None
+    engine_flags: tuple[str, ...] = ()
+    # How many things the what-if changes (weights, cache): fewer changes rank first.
+    changes: int = 0
+    # The formula's inputs, kept so that an explanation reads them rather than recomputing:
+    # KV bytes one token costs one card, and the batch vLLM profiles its working memory with.
+    kv_per_token: int = 0
+    batched_tokens: int = 0
 
     @property
     def gpus(self) -> int:
@@ -70,6 +80,10 @@ class Rejection:
     reason: str
     need: int = 0
     have: int = 0
+    # The longest context this way could hold instead, where it is only the context that is
+    # too long (0 when even the weights do not fit).
+    max_context: int = 0
+    what_if: str | None = None
 
 
 # The precision past which a bigger file is not a better model worth its memory: eight bits keep
@@ -95,8 +109,12 @@ def rank_key(o: Option) -> tuple:
     bits. Whether it could run now only breaks a tie, then the most room left. Busy is not unfit:
     ranking free first made every file come out on the CPU on a cluster whose one card was in use,
     turning down the very file the card was there for.
+
+    A what-if (the checkpoint quantised on load, a smaller KV cache) ranks first only where it
+    saves cards or nodes: on the same hardware the checkpoint as its authors shipped it comes
+    first, since the what-if buys nothing there but a changed model.
     """
-    return (o.cpu, o.gpus, o.nodes, -quality(o), not o.free_now, -o.room)
+    return (o.cpu, o.gpus, o.nodes, o.changes, -quality(o), not o.free_now, -o.room)
 
 
 def rank(options: list[Option]) -> list[Option]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import vllm
 from llmfit.plan.fleet import Fleet, is_mig
 from llmfit.plan.model import AttentionCharge, Model, Shape
-from llmfit.plan.options import Option, Rejection, rank
+from llmfit.plan.options import Option, PerCard, Rejection, rank
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,12 @@ class PlanSettings:
     # "auto" keeps the model's own dtype for the cache (or the one its checkpoint was calibrated
     # for); else "bfloat16" or "fp8".
     kv_cache_dtype: str = "auto"
+    # Which precisions to offer: "all" (as stored, and the what-ifs an engine flag makes of a
+    # 16-bit checkpoint), "stored", "fp8" (weights quantised on load) or "kv-fp8" (an fp8 cache).
+    precision: str = "all"
+
+
+PRECISIONS = ("all", "stored", "fp8", "kv-fp8")
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,21 @@ class Unplaced:
     where: str = ""
     need: int = 0
     have: int = 0
+    # The longest context at which something would fit, and where (0 and "" when nothing would).
+    fits_at: int = 0
+    fits_where: str = ""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The checkpoint as stored, or what an engine flag would make of it."""
+
+    weight_bytes: int
+    quant: str | None
+    kv_dtype: str
+    what_if: str | None = None
+    flags: tuple[str, ...] = ()
+    changes: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,7 +127,27 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     unplaced: list[Unplaced] = []
     for art in artifacts:
         if art.format == "safetensors":
-            found = _vllm_options(art, model, shape, pools, context, settings, rejected)
+            found = []
+            for v in vllm_variants(art, model, shape.kv_dtype, settings):
+                v_art = replace(art, bytes=v.weight_bytes, quant=v.quant)
+                v_shape = replace(shape, kv_dtype=v.kv_dtype)
+                refused: list[Rejection] = []
+                v_opts = _vllm_options(v_art, model, v_shape, pools, context, settings, refused)
+                rejected.extend(replace(r, what_if=v.what_if) for r in refused)
+                for o in v_opts:
+                    found.append(
+                        replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    )
+            if any(n.is_cpu for n in fleet.nodes):
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        "vllm",
+                        "CPU nodes",
+                        "safetensors weights are planned for vLLM on GPUs; a CPU node runs "
+                        "GGUF files with llama.cpp",
+                    )
+                )
         else:
             found = []
             rejected.append(Rejection(art.name, "llama.cpp", "any", "GGUF plans are not built yet"))
@@ -120,7 +161,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         options=tuple(rank(options)),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
-        notes=model.notes + fleet.notes,
+        notes=model.notes + fleet.notes + _context_notes(model, context),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=vllm.attention_charges(shape, context),
     )
@@ -134,15 +175,68 @@ def _engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
 
 
+def _context_notes(model: Model, context: int) -> tuple[str, ...]:
+    if model.max_context and context > model.max_context:
+        return (
+            f"a context of {context:,} is past the {model.max_context:,} the model was trained "
+            "for: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set",
+        )
+    return ()
+
+
+def vllm_variants(
+    art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings
+) -> list[Variant]:
+    """The checkpoint as stored and, for a 16-bit one, what vLLM's flags would make of it.
+
+    `--quantization fp8` quantises the linear layers on load and keeps the embedding and the
+    output head at 16 bits (vLLM's Fp8LinearMethod covers Linear layers only), so the what-if
+    weighs half of everything else; without a vocabulary and hidden size the two are taken as
+    nothing, which would flatter the what-if, so then none is offered. `--kv-cache-dtype fp8`
+    halves a 16-bit cache.
+    """
+    stored = Variant(art.bytes, art.quant, kv_dtype)
+    if settings.precision == "stored":
+        return [stored]
+    out = [stored] if settings.precision == "all" else []
+    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
+    fp8_weights = None
+    if sixteen and model.vocab_size and model.hidden_size:
+        head = 2 * model.vocab_size * model.hidden_size * 2
+        if art.bytes > head:
+            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
+    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
+    kv_flag = ("--kv-cache-dtype", "fp8")
+    q_flag = ("--quantization", "fp8")
+    if settings.precision in ("all", "kv-fp8") and kv16:
+        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", kv_flag, 1))
+    if settings.precision in ("all", "fp8") and fp8_weights:
+        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", q_flag, 1))
+        if settings.precision == "all" and kv16:
+            out.append(
+                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache", q_flag + kv_flag, 2)
+            )
+    return out or [stored]
+
+
 def _nearest(art: Artifact, rejected: list[Rejection], pools: list[_ClassPool]) -> Unplaced:
     if not pools:
         return Unplaced(art.name, "the fleet has no GPU that vLLM could use")
-    sized = [r for r in rejected if r.artifact == art.name and r.need]
+    sized = [r for r in rejected if r.artifact == art.name and r.need and not r.what_if]
     if not sized:
         reasons = [r.reason for r in rejected if r.artifact == art.name]
         return Unplaced(art.name, reasons[-1] if reasons else "no way to place it was found")
     best = min(sized, key=lambda r: r.need / r.have)
-    return Unplaced(art.name, where=best.where, need=best.need, have=best.have)
+    # Where the weights fit and only the context does not, the longest context that would.
+    shorter = max(sized, key=lambda r: r.max_context)
+    return Unplaced(
+        art.name,
+        where=best.where,
+        need=best.need,
+        have=best.have,
+        fits_at=shorter.max_context,
+        fits_where=shorter.where if shorter.max_context else "",
+    )
 
 
 def _vllm_options(
@@ -159,7 +253,7 @@ def _vllm_options(
 
     def option(pool: _ClassPool, tp: int, pp: int, fabric: str, hosts: list[_Host]) -> Option:
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
-        card = vllm.per_card(shape, art.bytes, tp, pp, context)
+        card = vllm.per_card(shape, art.bytes, tp, pp, context, _runtime(model, pool))
         ready = [h for h in hosts if h.free >= tp]
         nodes = ready if len(ready) >= pp else hosts
         return Option(
@@ -180,6 +274,8 @@ def _vllm_options(
             context=context,
             max_context=vllm.max_context(shape, card, have, tp, pp, model.max_context),
             concurrency=vllm.concurrency(shape, card, have, tp, pp, context),
+            kv_per_token=shape.kv_bytes_per_token(tp, pp),
+            batched_tokens=vllm.batched_tokens(pool.card_bytes, pool.gpu_class),
             node_ids=tuple(h.node_id for h in nodes[:pp]) if pp > 1 else (),
             gpu_memory_utilization=settings.gpu_memory_utilization,
             kv_cache_dtype=_engine_kv_dtype(model, settings),
@@ -188,6 +284,7 @@ def _vllm_options(
     for pool in pools:
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         widest = pool.max_gpus
+        runtime = _runtime(model, pool)
         # One node: the narrowest power of two that holds it. Powers of two only, because tensor
         # parallelism divides the attention heads, and a width the engine cannot divide them by
         # is a plan that fails at launch.
@@ -201,18 +298,28 @@ def _vllm_options(
                 rejected.append(Rejection(art.name, "vllm", where, refusal))
             else:
                 valid_widths.append(tp)
-                card = vllm.per_card(shape, art.bytes, tp, 1, context)
+                card = vllm.per_card(shape, art.bytes, tp, 1, context, runtime)
                 if card.need <= have:
                     hosts = [h for h in pool.hosts if h.gpus >= tp]
                     single = option(pool, tp, 1, "", hosts)
                     break
-                rejected.append(Rejection(art.name, "vllm", where, "", need=card.need, have=have))
+                rejected.append(_too_big(art, shape, model, where, card, have, tp, 1))
             tp *= 2
         if single:
             out.append(single)
             continue
         # A MIG instance does not join others, on its node or across a fabric.
-        if is_mig(pool.gpu_class) or not valid_widths:
+        if is_mig(pool.gpu_class):
+            rejected.append(
+                Rejection(
+                    art.name,
+                    "vllm",
+                    f"several {pool.gpu_class}",
+                    "a MIG instance cannot be joined with others, on its node or across nodes",
+                )
+            )
+            continue
+        if not valid_widths:
             continue
         # Several nodes: the widest valid width on each, pipeline-parallel between them, in any
         # number, and only within one fabric: a replica across two would hang on its first
@@ -233,14 +340,36 @@ def _vllm_options(
                 continue
             placed = False
             for pp in range(2, min(len(hosts), shape.layers) + 1):
-                card = vllm.per_card(shape, art.bytes, tp, pp, context)
+                card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
                 if card.need <= have:
                     out.append(option(pool, tp, pp, fabric, hosts))
                     placed = True
                     break
             if not placed and len(hosts) > 1:
                 pp = min(len(hosts), shape.layers)
-                card = vllm.per_card(shape, art.bytes, tp, pp, context)
+                card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
                 where = f"{pp} nodes × {tp} {pool.gpu_class} on {fabric}"
-                rejected.append(Rejection(art.name, "vllm", where, "", need=card.need, have=have))
+                rejected.append(_too_big(art, shape, model, where, card, have, tp, pp))
     return out
+
+
+def _runtime(model: Model, pool: _ClassPool) -> vllm.Runtime | None:
+    """vLLM's working-memory inputs on this card; None when the config lacks them."""
+    if not (model.vocab_size and model.hidden_size):
+        return None
+    tokens = vllm.batched_tokens(pool.card_bytes, pool.gpu_class)
+    return vllm.Runtime(tokens, model.vocab_size, model.hidden_size)
+
+
+def _too_big(
+    art: Artifact,
+    shape: Shape,
+    model: Model,
+    where: str,
+    card: PerCard,
+    have: int,
+    tp: int,
+    pp: int,
+) -> Rejection:
+    longest = vllm.max_context(shape, card, have, tp, pp, model.max_context)
+    return Rejection(art.name, "vllm", where, "", need=card.need, have=have, max_context=longest)

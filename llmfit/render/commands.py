@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from llmfit.plan.options import Option
 
+RAY_PORT = 6379
+
 
 @dataclass(frozen=True)
 class Command:
@@ -19,13 +21,15 @@ class Command:
         return shlex.join(self.argv)
 
 
-def commands(o: Option, model_ref: str, revision: str | None = None) -> list[Command]:
+def commands(
+    o: Option, model_ref: str, revision: str | None = None, ray: bool = False
+) -> list[Command]:
     if o.engine == "vllm":
-        return _vllm(o, model_ref, revision)
+        return _vllm(o, model_ref, revision, ray)
     return []
 
 
-def _vllm(o: Option, model_ref: str, revision: str | None) -> list[Command]:
+def _vllm(o: Option, model_ref: str, revision: str | None, ray: bool) -> list[Command]:
     argv = ["vllm", "serve", model_ref]
     if revision:
         argv += ["--revision", revision]
@@ -34,6 +38,7 @@ def _vllm(o: Option, model_ref: str, revision: str | None) -> list[Command]:
         argv += ["--pipeline-parallel-size", str(o.pp)]
     if o.expert_parallel:
         argv.append("--enable-expert-parallel")
+    argv += o.engine_flags
     # Every value the plan relied on is passed explicitly, so the engine's defaults (which have
     # changed between releases: 0.9 then 0.92 utilisation) cannot quietly change the plan.
     argv += [
@@ -46,14 +51,24 @@ def _vllm(o: Option, model_ref: str, revision: str | None) -> list[Command]:
         argv += ["--kv-cache-dtype", o.kv_cache_dtype]
     if o.nodes <= 1:
         return [Command("all", tuple(argv))]
-    # Several nodes without Ray (vLLM's multiprocessing executor across nodes): the same command on
-    # each, by rank, the head's address given to all, and the workers headless.
-    head = o.node_ids[0] if o.node_ids else "<head-address>"
+    names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(o.nodes)]
+    head = names[0] or "<head-address>"
+    if ray:
+        # Ray: a cluster first (head, then each worker joining it), then one serve on the head.
+        # vLLM no longer picks Ray by itself when the replica is wider than the node.
+        out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
+        for name in names[1:]:
+            join = ("ray", "start", f"--address={head}:{RAY_PORT}")
+            out.append(Command("worker", join, name))
+        serve = (*argv, "--distributed-executor-backend", "ray")
+        out.append(Command("head", serve, names[0]))
+        return out
+    # Without Ray (vLLM's multiprocessing executor across nodes): the same command on each node,
+    # by rank, the head's address given to all, and the workers headless.
     out = []
-    for rank in range(o.nodes):
-        node = o.node_ids[rank] if rank < len(o.node_ids) else None
+    for rank, name in enumerate(names):
         role_args = ["--nnodes", str(o.nodes), "--node-rank", str(rank), "--master-addr", head]
         if rank:
             role_args.append("--headless")
-        out.append(Command("head" if rank == 0 else "worker", tuple(argv + role_args), node))
+        out.append(Command("head" if rank == 0 else "worker", tuple(argv + role_args), name))
     return out

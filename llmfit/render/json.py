@@ -8,7 +8,7 @@ from typing import Any
 from llmfit.advise import Advice
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
-from llmfit.render.sentences import describe, label, unplaced_reason
+from llmfit.render.sentences import describe, label, rejection_reason, unplaced_reason
 
 SCHEMA = 1
 
@@ -17,7 +17,7 @@ def _bits(b: float | None) -> float | None:
     return round(b, 2) if b else None
 
 
-def _option(rank: int, o: Option, advice: Advice) -> dict[str, Any]:
+def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
     repo = advice.repo
     return {
         "rank": rank,
@@ -43,15 +43,16 @@ def _option(rank: int, o: Option, advice: Advice) -> dict[str, Any]:
         "bits_per_weight": _bits(o.bits_per_weight),
         "max_context": o.max_context,
         "concurrency": o.concurrency,
+        "what_if": o.what_if,
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
-            for c in commands(o, repo.id, repo.revision)
+            for c in commands(o, repo.id, repo.revision, ray)
         ],
     }
 
 
-def document(advice: Advice) -> dict[str, Any]:
+def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
     repo, plan, fleet = advice.repo, advice.plan, advice.fleet
     m = repo.model
     return {
@@ -103,11 +104,24 @@ def document(advice: Advice) -> dict[str, Any]:
             }
             for a in repo.artifacts
         ],
-        "options": [_option(i, o, advice) for i, o in enumerate(plan.options, 1)],
-        "unplaced": [{"artifact": u.artifact, "reason": unplaced_reason(u)} for u in plan.unplaced],
+        "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options, 1)],
+        "unplaced": [
+            {"artifact": u.artifact, "reason": unplaced_reason(u), "fits_at": u.fits_at or None}
+            for u in plan.unplaced
+        ],
+        "rejected": [
+            {
+                "artifact": r.artifact,
+                "what_if": r.what_if,
+                "engine": r.engine,
+                "where": r.where,
+                "reason": rejection_reason(r),
+            }
+            for r in plan.rejected
+        ],
         "notes": list(plan.notes + repo.warnings),
     }
 
 
-def render_json(advice: Advice) -> str:
-    return json.dumps(document(advice), indent=2, sort_keys=True, ensure_ascii=False)
+def render_json(advice: Advice, ray: bool = False) -> str:
+    return json.dumps(document(advice, ray), indent=2, sort_keys=True, ensure_ascii=False)

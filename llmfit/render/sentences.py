@@ -26,12 +26,19 @@ def label(o: Option) -> str:
     return f"{o.gpus_per_node} × {o.gpu_class}"
 
 
+def precision(o: Option) -> str:
+    """What it runs at: "bf16", or for a what-if the flags that make it so."""
+    if o.what_if:
+        return f"{quant(o)} (what-if: {' '.join(o.engine_flags)})"
+    return quant(o)
+
+
 def describe(o: Option) -> str:
-    """ "8 × h200-141g, bf16, 61.2 GB a card (65.7 free)"."""
+    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GB a card (65.7 free)"."""
     need = o.per_card.need
     if o.cpu:
-        return f"CPU, {quant(o)}, {gb(need)} GB of RAM ({gb(o.room)} free)"
-    return f"{label(o)}, {quant(o)}, {gb(need)} GB a card ({gb(o.room)} free)"
+        return f"CPU, {precision(o)}, {gb(need)} GB of RAM ({gb(o.room)} free)"
+    return f"{label(o)}, {precision(o)}, {gb(need)} GB a card ({gb(o.room)} free)"
 
 
 def unplaced_reason(u: Unplaced) -> str:
@@ -43,5 +50,13 @@ def unplaced_reason(u: Unplaced) -> str:
 
 def rejection_reason(r: Rejection) -> str:
     if r.need:
-        return f"needs {gb(r.need)} GB of {gb(r.have)} a card"
+        also = f"; it would hold {r.max_context:,} tokens" if r.max_context else ""
+        return f"needs {gb(r.need)} GB of {gb(r.have)} a card{also}"
     return r.reason
+
+
+def fits_instead(u: Unplaced) -> str | None:
+    """ "at 35,536 tokens, 1 × rtx3090-24g would hold it" when only the context is too long."""
+    if not u.fits_at:
+        return None
+    return f"at {u.fits_at:,} tokens, {u.fits_where} would hold it (--context {u.fits_at})"

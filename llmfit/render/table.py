@@ -9,7 +9,7 @@ from rich.text import Text
 from llmfit.advise import Advice
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
-from llmfit.render.sentences import describe, gb, label, quant, unplaced_reason
+from llmfit.render.sentences import describe, fits_instead, gb, label, quant, unplaced_reason
 
 TOP = 10
 
@@ -55,6 +55,7 @@ def options_table(options: list[Option]) -> Table:
     for name, justify in (
         ("#", "right"),
         ("artifact", "left"),
+        ("what-if", "left"),
         ("engine", "left"),
         ("where", "left"),
         ("bits", "right"),
@@ -69,6 +70,7 @@ def options_table(options: list[Option]) -> Table:
         t.add_row(
             str(i),
             quant(o),
+            o.what_if or "",
             o.engine,
             label(o),
             bits,
@@ -89,7 +91,9 @@ def breakdown(o: Option) -> str:
     )
 
 
-def render_text(advice: Advice, console: Console, show_all: bool = False) -> None:
+def render_text(
+    advice: Advice, console: Console, show_all: bool = False, ray: bool = False
+) -> None:
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
     console.print(Text(f"{repo.id}{at}", style="bold"), Text(model_line(advice)), soft_wrap=True)
@@ -120,8 +124,18 @@ def render_text(advice: Advice, console: Console, show_all: bool = False) -> Non
                 f"{best.concurrency:g} sequences of {plan.context:,} tokens at once"
             )
         )
-        for cmd in commands(best, repo.id, repo.revision):
-            prefix = f"# {cmd.role} on {cmd.node}\n" if cmd.node else ""
-            console.print(prefix + cmd.shell, soft_wrap=True, markup=False, highlight=False)
+        render_commands(advice, console, best, ray)
     for u in plan.unplaced:
         console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)
+        instead = fits_instead(u)
+        if instead and not options:
+            console.print(Text(f"  {instead}"), soft_wrap=True)
+
+
+def render_commands(advice: Advice, console: Console, o: Option, ray: bool = False) -> None:
+    """The option's command lines, each node's under a comment naming its role and node."""
+    repo = advice.repo
+    for cmd in commands(o, repo.id, repo.revision, ray):
+        if cmd.node:
+            console.print(f"# {cmd.role} on {cmd.node}", soft_wrap=True, markup=False)
+        console.print(cmd.shell, soft_wrap=True, markup=False, highlight=False)

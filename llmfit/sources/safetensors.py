@@ -75,6 +75,17 @@ def parse_header(raw: bytes, name: str) -> SafetensorsHeader:
                 f"{name}: tensor {tensor!r} in the safetensors header has no valid "
                 "dtype, shape and data_offsets."
             ) from None
+        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
+            raise WeightsError(
+                f"{name}: tensor {tensor!r} has dtype {dtype!r}, which is not a safetensors dtype."
+            )
+        # The byte range must hold exactly the elements the shape says: a header that disagrees
+        # with itself would size the weights wrong whichever of the two were believed.
+        if stop - begin != -(-int(n * DTYPE_SIZES[dtype] * 4) // 4):
+            raise WeightsError(
+                f"{name}: tensor {tensor!r} spans {stop - begin} bytes, but {dtype} of shape "
+                f"{list(shape)} needs {-(-int(n * DTYPE_SIZES[dtype] * 4) // 4)}."
+            )
         counts[dtype] += n
         if ".experts." in tensor:
             experts += n

@@ -24,14 +24,16 @@ def test_llama_8b_on_one_l40s_card_part_by_part():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     fleet = Fleet((node("l40s", "l40s-48g", L40S, 4),))
-    p = plan(m, [art], fleet, PlanSettings())
+    p = plan(m, [art], fleet, PlanSettings(precision="stored"))
     o = p.options[0]
     assert (o.gpu_class, o.tp, o.pp) == ("l40s-48g", 1, 1)
     assert o.per_card.weights == 16_060_522_496
     # 131,072 tokens (the trained context) × 131,072 B a token.
     assert o.per_card.kv_cache == 131_072 * 131_072 == 17_179_869_184
-    # 2 GiB + a tenth of the card's weights.
-    assert o.per_card.overhead == 2_147_483_648 + 1_606_052_249
+    # A 44.5 GiB card profiles 2,048 batched tokens: 2,048 × (4.75 B × 128,256 vocab + 2.75 B ×
+    # 4,096 hidden) of activation, 0.25 GiB non-torch and 0.5 GiB CUDA graphs.
+    assert o.per_card.overhead == 2048 * (19 * 128_256 + 11 * 4096) // 4 + 2**28 + 2**29
+    assert o.per_card.overhead == 2_076_049_408
     assert o.have == int(47_803_596_800 * 0.90) == 43_023_237_120
     assert not o.expert_parallel
 
@@ -40,12 +42,16 @@ def test_qwen3_235b_on_h200_takes_four_cards_with_expert_parallelism():
     m = model("Qwen/Qwen3-235B-A22B")
     art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
     fleet = Fleet(tuple(node(f"h200-{i}", "h200-141g", H200, 8, fabric="ib0") for i in (1, 2)))
-    o = plan(m, [art], fleet, PlanSettings()).options[0]
+    o = plan(m, [art], fleet, PlanSettings(precision="stored")).options[0]
     assert (o.tp, o.pp, o.gpus) == (4, 1, 4)
     assert o.per_card.weights == 470_187_269_120 // 4 == 117_546_817_280
     # One KV head a rank: 94 × 1 × (128 + 128) × 2 B × 40,960 tokens.
     assert o.per_card.kv_cache == 94 * 256 * 2 * 40_960 == 1_971_322_880
-    assert o.per_card.overhead == 2 * GIB + 11_754_681_728
+    # An H200 profiles 8,192 tokens; vocabulary 151,936, hidden 4,096; TP adds NCCL's 1.79 GiB.
+    assert (
+        o.per_card.overhead
+        == 8192 * (19 * 151_936 + 11 * 4096) // 4 + 2**28 + 1_920_000_000 + 2**29
+    )
     assert o.expert_parallel
     assert o.hosts == 2 and o.free_now
 
@@ -53,23 +59,32 @@ def test_qwen3_235b_on_h200_takes_four_cards_with_expert_parallelism():
 def test_two_cards_are_refused_when_they_cannot_hold_it():
     m = model("Qwen/Qwen3-235B-A22B")
     art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
-    p = plan(m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings())
+    p = plan(
+        m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings(precision="stored")
+    )
     sized = [(r.where, r.need) for r in p.rejected if r.need]
     # 235 GB of weights a card on two cards, plus KV of 2 heads a rank and the overhead.
     half = 470_187_269_120 // 2
-    two = half + 94 * 2 * 256 * 2 * 40_960 + 2 * GIB + half // 10
+    two = half + 94 * 2 * 256 * 2 * 40_960 + 8_729_714_688
     assert ("2 × h200-141g", two) in sized
 
 
 def test_deepseek_v3_on_eight_h200_keeps_the_whole_latent_cache_on_every_card():
     m = model("deepseek-ai/DeepSeek-V3")
     art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
-    o = plan(m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings()).options[0]
+    o = plan(
+        m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings(precision="stored")
+    ).options[0]
     assert o.tp == 8
     assert o.per_card.weights == -(-688_586_727_753 // 8) == 86_073_340_970
     # 70,272 B a token on every rank (not divided by 8) × 163,840 tokens.
     assert o.per_card.kv_cache == 70_272 * 163_840 == 11_513_364_480
-    assert o.per_card.overhead == 2 * GIB + 8_607_334_097
+    # Vocabulary 129,280 and hidden 7,168 at 8,192 tokens, with TP's non-torch memory.
+    assert (
+        o.per_card.overhead
+        == 8192 * (19 * 129_280 + 11 * 7168) // 4 + 2**28 + 1_920_000_000 + 2**29
+    )
+    assert o.per_card.overhead == 7_917_330_432
 
 
 def test_a_width_that_does_not_divide_the_heads_is_refused_with_vllms_sentence():
@@ -80,7 +95,7 @@ def test_a_width_that_does_not_divide_the_heads_is_refused_with_vllms_sentence()
         max_context=128_000, dtype="bfloat16",
     )  # fmt: skip
     art = Artifact("safetensors", "safetensors", 400 * GIB, quant="bf16")
-    p = plan(m, [art], Fleet((node("n", "h100-80g", H100, 8),)), PlanSettings())
+    p = plan(m, [art], Fleet((node("n", "h100-80g", H100, 8),)), PlanSettings(precision="stored"))
     reasons = [r.reason for r in p.rejected]
     assert (
         "Total number of attention heads (28) must be divisible by tensor parallel size (8)."
@@ -96,7 +111,7 @@ def test_kv_heads_that_neither_divide_nor_are_divided_refuse_the_width():
     )  # fmt: skip
     # 400 GiB does not fit four 80 GB cards, so eight are tried, and refused.
     art = Artifact("safetensors", "safetensors", 400 * GIB, quant="bf16")
-    p = plan(m, [art], Fleet((node("n", "h100-80g", H100, 8),)), PlanSettings())
+    p = plan(m, [art], Fleet((node("n", "h100-80g", H100, 8),)), PlanSettings(precision="stored"))
     assert "12 KV heads can be neither split evenly across nor replicated evenly over 8 cards." in [
         r.reason for r in p.rejected
     ]
@@ -108,11 +123,11 @@ def test_multi_node_only_within_one_fabric():
     split = Fleet(
         (node("a", "h100-80g", H100, 8, fabric="ib0"), node("b", "h100-80g", H100, 8, fabric="ib1"))
     )
-    assert not plan(m, [art], split, PlanSettings()).options
+    assert not plan(m, [art], split, PlanSettings(precision="stored")).options
     joined = Fleet(
         (node("a", "h100-80g", H100, 8, fabric="ib0"), node("b", "h100-80g", H100, 8, fabric="ib0"))
     )
-    o = plan(m, [art], joined, PlanSettings()).options[0]
+    o = plan(m, [art], joined, PlanSettings(precision="stored")).options[0]
     assert (o.tp, o.pp, o.nodes, o.fabric, o.node_ids) == (8, 2, 2, "ib0", ("a", "b"))
     # 16 cards share the weights; each stage holds 31 of the 61 layers' latent cache.
     assert o.per_card.weights == -(-688_586_727_753 // 16)
@@ -123,7 +138,7 @@ def test_nodes_without_a_fabric_are_islands():
     m = model("deepseek-ai/DeepSeek-V3")
     art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
     islands = Fleet((node("a", "h100-80g", H100, 8), node("b", "h100-80g", H100, 8)))
-    p = plan(m, [art], islands, PlanSettings())
+    p = plan(m, [art], islands, PlanSettings(precision="stored"))
     assert not p.options
     assert "these nodes have no fabric, so a replica cannot span them" in [
         r.reason for r in p.rejected
@@ -135,7 +150,7 @@ def test_any_number_of_nodes_not_only_powers_of_two():
     art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
     # 4 cards of 80 GB a node: two nodes cannot hold it, three can.
     fleet = Fleet(tuple(node(f"n{i}", "h100-80g", H100, 4, fabric="ib0") for i in range(4)))
-    o = plan(m, [art], fleet, PlanSettings(context=8192)).options[0]
+    o = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options[0]
     assert (o.tp, o.pp) == (4, 3)
 
 
@@ -145,16 +160,22 @@ def test_mig_instances_never_join_each_other():
     # Seven 10 GB instances hold 70 GB together, but a replica may use only one.
     mig = PoolKind("a100-80g-mig-1g.10gb", 10 * GIB, 7, 7)
     fleet = Fleet((PoolNode("mig", (mig,), fabric="ib0"), PoolNode("mig2", (mig,), fabric="ib0")))
-    p = plan(m, [art], fleet, PlanSettings(context=4096))
+    p = plan(m, [art], fleet, PlanSettings(precision="stored", context=4096))
     assert not p.options
-    assert [r.where for r in p.rejected] == ["1 × a100-80g-mig-1g.10gb"]
+    assert [(r.where, r.reason) for r in p.rejected] == [
+        ("1 × a100-80g-mig-1g.10gb", ""),
+        (
+            "several a100-80g-mig-1g.10gb",
+            "a MIG instance cannot be joined with others, on its node or across nodes",
+        ),
+    ]
 
 
 def test_busy_is_not_unfit_and_free_now_breaks_ties_only():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     fleet = Fleet((node("busy", "h100-80g", H100, 8, free=0), node("l40s", "l40s-48g", L40S, 1)))
-    opts = plan(m, [art], fleet, PlanSettings(context=8192)).options
+    opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
     assert [(o.gpu_class, o.free_now) for o in opts] == [("l40s-48g", True), ("h100-80g", False)]
 
 
@@ -162,7 +183,7 @@ def test_fewest_cards_rank_first_then_room():
     m = model("meta-llama/Meta-Llama-3.1-70B")
     art = Artifact("safetensors", "safetensors", 141_107_412_992, quant="bf16")
     fleet = Fleet((node("h100", "h100-80g", H100, 8), node("h200", "h200-141g", H200, 8)))
-    opts = plan(m, [art], fleet, PlanSettings(context=8192)).options
+    opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
     assert [(o.gpu_class, o.tp) for o in opts] == [("h200-141g", 2), ("h100-80g", 4)]
 
 
@@ -170,7 +191,9 @@ def test_unhealthy_cards_are_not_capacity():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     sick = PoolKind("l40s-48g", L40S, 1, 0, unhealthy_gpus=1)
-    p = plan(m, [art], Fleet((PoolNode("x", (sick,)),)), PlanSettings(context=4096))
+    p = plan(
+        m, [art], Fleet((PoolNode("x", (sick,)),)), PlanSettings(precision="stored", context=4096)
+    )
     assert not p.options
     assert p.unplaced[0].reason == "the fleet has no GPU that vLLM could use"
 
@@ -179,13 +202,16 @@ def test_max_context_and_concurrency_on_one_card():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     o = plan(
-        m, [art], Fleet((node("l40s", "l40s-48g", L40S, 1),)), PlanSettings(context=8192)
+        m,
+        [art],
+        Fleet((node("l40s", "l40s-48g", L40S, 1),)),
+        PlanSettings(precision="stored", context=8192),
     ).options[0]
-    budget = 43_023_237_120 - 16_060_522_496 - (2 * GIB + 1_606_052_249)
-    assert budget == 23_209_178_727
-    # 131,072 B a token: 177,072 tokens, floored to a block of 16 → 177,072; capped at 131,072.
+    budget = 43_023_237_120 - 16_060_522_496 - 2_076_049_408
+    assert budget == 24_886_665_216
+    # 131,072 B a token: 189,870 tokens, more than the trained 131,072 it is capped at.
     assert o.max_context == 131_072
-    assert o.concurrency == round(budget / (8192 * 131_072), 2) == 21.62
+    assert o.concurrency == round(budget / (8192 * 131_072), 2) == 23.18
 
 
 def test_gpu_memory_utilization_sets_the_share_counted_on():
@@ -195,7 +221,59 @@ def test_gpu_memory_utilization_sets_the_share_counted_on():
         m,
         [art],
         Fleet((node("l40s", "l40s-48g", L40S, 1),)),
-        PlanSettings(context=8192, gpu_memory_utilization=0.5),
+        PlanSettings(precision="stored", context=8192, gpu_memory_utilization=0.5),
     ).options[0]
     assert o.have == int(47_803_596_800 * 0.5)
     assert replace(o).gpu_memory_utilization == 0.5
+
+
+def test_fp8_what_if_of_a_bf16_checkpoint_saves_cards_and_ranks_first():
+    m = model("Qwen/Qwen3-235B-A22B")
+    art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
+    fleet = Fleet((node("h200-1", "h200-141g", H200, 8),))
+    opts = plan(m, [art], fleet, PlanSettings()).options
+    best = opts[0]
+    assert (best.what_if, best.tp, best.engine_flags) == (
+        "fp8 weights",
+        2,
+        ("--quantization", "fp8"),
+    )
+    # The embedding and output head stay bf16 (151,936 × 4,096 × 2 B each); the rest halves.
+    head = 2 * 151_936 * 4096 * 2
+    assert best.per_card.weights == -(-((470_187_269_120 - head) // 2 + head) // 2)
+    # On the same four cards, the checkpoint as shipped ranks before its what-ifs.
+    four = [(o.what_if, o.tp) for o in opts if o.tp == 4]
+    assert four[0] == (None, 4)
+
+
+def test_fp8_kv_what_if_halves_the_cache():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    fleet = Fleet((node("l40s", "l40s-48g", L40S, 1),))
+    opts = plan(m, [art], fleet, PlanSettings(precision="kv-fp8")).options
+    assert [o.what_if for o in opts] == ["fp8 KV cache"]
+    # 131,072 tokens × 32 layers × 8 heads × 256 × 1 B.
+    assert opts[0].per_card.kv_cache == 131_072 * 32 * 8 * 256 == 8_589_934_592
+    assert opts[0].engine_flags == ("--kv-cache-dtype", "fp8")
+
+
+def test_a_quantised_checkpoint_gets_no_fp8_weight_what_if():
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    fleet = Fleet((node("h200-1", "h200-141g", H200, 8),))
+    whats = {o.what_if for o in plan(m, [art], fleet, PlanSettings()).options}
+    assert whats == {None, "fp8 KV cache"}
+
+
+def test_when_nothing_fits_the_longest_context_that_would_is_said():
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    card = PoolKind("rtx3090-24g", 25_327_697_920, 1, 1)
+    p = plan(m, [art], Fleet((PoolNode("box", (card,)),)), PlanSettings(precision="stored"))
+    assert not p.options
+    u = p.unplaced[0]
+    # 0.90 of the card, less the weights and the 2,048-token overhead, at 131,072 B a token.
+    budget = int(25_327_697_920 * 0.9) - 16_060_522_496 - 2_076_049_408
+    assert budget == 4_658_356_224
+    assert (u.fits_at, u.fits_where) == (budget // 131_072 // 16 * 16, "1 × rtx3090-24g")
+    assert u.fits_at == 35_536

@@ -103,3 +103,26 @@ def test_header_length_past_the_file_is_refused(tmp_path):
         f"{bad}: the safetensors header claims 10000 bytes, but the file holds 2 after the "
         "length and the format allows at most 100000000."
     )
+
+
+def test_a_dtype_that_is_not_a_string_is_one_sentence_found_by_fuzzing():
+    from llmfit.sources.safetensors import parse_header
+
+    raw = json.dumps({"": {"dtype": [], "shape": [], "data_offsets": [0, 0]}}).encode()
+    with pytest.raises(WeightsError) as e:
+        parse_header(raw, "x.safetensors")
+    assert (
+        e.value.message
+        == "x.safetensors: tensor '' has dtype [], which is not a safetensors dtype."
+    )
+
+
+def test_a_byte_range_that_disagrees_with_the_shape_is_refused():
+    from llmfit.sources.safetensors import parse_header
+
+    raw = json.dumps({"w": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 10]}}).encode()
+    with pytest.raises(WeightsError) as e:
+        parse_header(raw, "x.safetensors")
+    assert e.value.message == (
+        "x.safetensors: tensor 'w' spans 10 bytes, but BF16 of shape [2, 3] needs 12."
+    )

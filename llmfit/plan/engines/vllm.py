@@ -30,15 +30,57 @@ class VllmOptions:
     gpu_memory_utilization: float = 0.90
 
 
-def overhead_bytes(weights_per_card: int) -> int:
-    """What the runtime costs a card beyond its weights and cache.
+@dataclass(frozen=True)
+class Runtime:
+    """What sizes vLLM's working memory beside weights and cache: the profile run's batch of
+    tokens, and the model's vocabulary and hidden size."""
 
-    A flat allowance plus a tenth of the card's weights, as the reference planner charges: the flat
-    part is the CUDA context, the framework and its allocator, which a small model pays as much as a
-    large one; the fraction stands in for activations and fragmentation, which do scale. Each
-    process pays its own, so it is charged per card, not shared.
+    batched_tokens: int
+    vocab_size: int
+    hidden_size: int
+
+
+def batched_tokens(card_bytes: int, gpu_class: str) -> int:
+    """vLLM serve's default --max-num-batched-tokens for a card (EngineArgs.get_batch_defaults):
+    8192 on cards of at least 70 GiB that are not A100s, 2048 elsewhere."""
+    return 8192 if card_bytes >= 70 * GIB and not gpu_class.startswith("a100") else 2048
+
+
+# Fitted to vLLM V1's own startup lines (fixtures/calibration/engine-logs.jsonl, llm-d's H100
+# table): the profile run's activation peak is 5.56 GiB for Qwen3-0.6B, 4.76 for Llama-3.1-8B and
+# 7.38 for gpt-oss-20b at 8192 batched tokens, which 4.75 B per token per vocabulary entry (fp32
+# logits and the sampler's copy) plus 2.75 B per token per hidden unit reproduces within 0.03 GiB;
+# the same formula at 2048 tokens gives Llama-3-8B's 1.19 GiB against the 1.26 printed in vLLM PR
+# #10511. It depends on the vocabulary, not the weights: the reference planner's 2 GiB + 10 % of
+# the weights under-charged these three by 1.4 to 4.2 GiB, every one of them a wrong "it fits".
+LOGITS_BYTES_X4 = 19  # 4.75 B, as quarters so the arithmetic stays in integers
+HIDDEN_BYTES_X4 = 11  # 2.75 B
+# Memory outside torch's allocator after the snapshot: 0.13 GiB in every V1 record at TP 1; with
+# TP 2 the NCCL and custom all-reduce buffers added 1.79 GiB a card in PR #10511's figures.
+NON_TORCH = GIB // 4
+NON_TORCH_TP = 1_920_000_000  # 1.79 GiB
+# CUDA graphs, subtracted from the KV budget since v0.21: 0.10-0.39 GiB in the records, up to
+# 1.3 GiB reported for large models (PR #21489).
+CUDA_GRAPHS = GIB // 2
+
+
+def overhead_bytes(weights_per_card: int, runtime: Runtime | None = None, tp: int = 1) -> int:
+    """What the runtime costs a card beyond its weights and cache; each process pays its own.
+
+    With the model's vocabulary and hidden size known, it is vLLM's profile-run activation peak
+    (fitted above), plus non-torch memory and CUDA graphs. Without them, the reference planner's
+    allowance: 2 GiB + a tenth of the card's weights, a flat part for the CUDA context and
+    allocator and a fraction standing in for activations. See docs/accuracy.md for both against
+    the records.
     """
-    return 2 * GIB + weights_per_card // 10
+    if runtime is None:
+        return 2 * GIB + weights_per_card // 10
+    t = runtime.batched_tokens
+    activation = (
+        t * (LOGITS_BYTES_X4 * runtime.vocab_size + HIDDEN_BYTES_X4 * runtime.hidden_size) // 4
+    )
+    non_torch = NON_TORCH + (NON_TORCH_TP if tp > 1 else 0)
+    return activation + non_torch + CUDA_GRAPHS
 
 
 def blocks(tokens: int) -> int:
@@ -59,7 +101,14 @@ def sequence_kv(shape: Shape, tp: int, pp: int, context: int) -> int:
     return shape.kv_bytes_per_token(tp, pp) * blocks(context) + fixed_kv(shape, tp, pp, context)
 
 
-def per_card(shape: Shape, weight_bytes: int, tp: int, pp: int, context: int) -> PerCard:
+def per_card(
+    shape: Shape,
+    weight_bytes: int,
+    tp: int,
+    pp: int,
+    context: int,
+    runtime: Runtime | None = None,
+) -> PerCard:
     """One card's weights, KV cache for one sequence of `context` tokens, and overhead.
 
     Tensor parallelism splits the weights across the width and pipeline stages split the layers, so
@@ -68,7 +117,7 @@ def per_card(shape: Shape, weight_bytes: int, tp: int, pp: int, context: int) ->
     """
     weights = -(-weight_bytes // (tp * pp))
     kv = sequence_kv(shape, tp, pp, context)
-    return PerCard(weights=weights, kv_cache=kv, overhead=overhead_bytes(weights))
+    return PerCard(weights=weights, kv_cache=kv, overhead=overhead_bytes(weights, runtime, tp))
 
 
 def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
