@@ -321,35 +321,50 @@ def _vllm_options(
             continue
         if not valid_widths:
             continue
-        # Several nodes: the widest valid width on each, pipeline-parallel between them, in any
-        # number, and only within one fabric: a replica across two would hang on its first
-        # all-reduce rather than fail to start.
-        tp = valid_widths[-1]
+        # Several nodes, pipeline-parallel between them, in any number, and only within one
+        # fabric: a replica across two would hang on its first all-reduce rather than fail to
+        # start. Each width the fabric's nodes allow is tried, and the way with the fewest cards
+        # kept: a single wider node must not hide the narrower nodes beside it (found by the
+        # property that adding a node never takes a way away).
         for fabric, members in pool.fabrics().items():
-            hosts = [h for h in members if h.gpus >= tp]
+            widest_here = max(h.gpus for h in members)
+            widths = [w for w in valid_widths if w <= widest_here]
+            if not widths:
+                continue
             if not fabric:
+                hosts = [h for h in members if h.gpus >= widths[-1]]
                 if len(hosts) > 1:
                     rejected.append(
                         Rejection(
                             art.name,
                             "vllm",
-                            f"{len(hosts)} nodes × {tp} {pool.gpu_class}",
+                            f"{len(hosts)} nodes × {widths[-1]} {pool.gpu_class}",
                             "these nodes have no fabric, so a replica cannot span them",
                         )
                     )
                 continue
-            placed = False
-            for pp in range(2, min(len(hosts), shape.layers) + 1):
-                card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
-                if card.need <= have:
-                    out.append(option(pool, tp, pp, fabric, hosts))
-                    placed = True
-                    break
-            if not placed and len(hosts) > 1:
-                pp = min(len(hosts), shape.layers)
-                card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
-                where = f"{pp} nodes × {tp} {pool.gpu_class} on {fabric}"
-                rejected.append(_too_big(art, shape, model, where, card, have, tp, pp))
+            best: tuple[int, int, list[_Host]] | None = None
+            nearest: Rejection | None = None
+            # Widest first, so that of two ways with as many cards the one on fewer nodes stays.
+            for tp in reversed(widths):
+                hosts = [h for h in members if h.gpus >= tp]
+                for pp in range(2, min(len(hosts), shape.layers) + 1):
+                    if best and tp * pp >= best[0] * best[1]:
+                        break
+                    card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
+                    if card.need <= have:
+                        best = (tp, pp, hosts)
+                        break
+                else:
+                    if len(hosts) > 1 and tp == widths[-1]:
+                        pp = min(len(hosts), shape.layers)
+                        card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
+                        where = f"{pp} nodes × {tp} {pool.gpu_class} on {fabric}"
+                        nearest = _too_big(art, shape, model, where, card, have, tp, pp)
+            if best:
+                out.append(option(pool, best[0], best[1], fabric, best[2]))
+            elif nearest:
+                rejected.append(nearest)
     return out
 
 
