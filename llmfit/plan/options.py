@@ -47,6 +47,13 @@ class Option:
     # The nodes a multi-node launch would use, head first.
     node_ids: tuple[str, ...] = ()
     gpu_memory_utilization: float = 0.90
+    # llama.cpp: --n-gpu-layers (n_layer + 1 is every layer and the output layer), the equal
+    # --tensor-split across the cards (empty on one card), --n-cpu-moe, and what the host's RAM
+    # holds of a part-offloaded model (weights, KV and compute kept there).
+    gpu_layers: int | None = None
+    tensor_split: tuple[int, ...] = ()
+    cpu_moe_layers: int = 0
+    host_bytes: int = 0
 
     @property
     def gpus(self) -> int:

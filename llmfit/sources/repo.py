@@ -42,7 +42,15 @@ def _read_dir(
     root: Path, repo_id: str, revision: str | None, commit: str | None, source: str
 ) -> Repo:
     cfg_path = root / "config.json"
+    ggufs = _gguf_files(root)
     if not cfg_path.is_file():
+        if ggufs and ggufs.first_header is not None:
+            # A GGUF-only repository (most of unsloth's and bartowski's): its files' own headers
+            # say what the model is.
+            from llmfit.sources.gguf import model_from_gguf
+
+            model = model_from_gguf(ggufs.first_header)
+            return Repo(repo_id, revision, commit, source, model, ggufs.artifacts, ggufs.warnings)
         raise ConfigError(
             f"{repo_id} has no config.json"
             + (f" in the cached snapshot {commit[:12]}." if commit else f" ({root}).")
@@ -51,7 +59,18 @@ def _read_dir(
     art, params = _safetensors_artifact(root, model)
     if params and not model.params:
         model = _with_params(model, params)
-    return Repo(repo_id, revision, commit, source, model, (art,) if art else ())
+    artifacts = ((art,) if art else ()) + (ggufs.artifacts if ggufs else ())
+    warnings = ggufs.warnings if ggufs else ()
+    return Repo(repo_id, revision, commit, source, model, artifacts, warnings)
+
+
+def _gguf_files(root: Path):
+    """The GGUF artifacts under root, or None when it has no `*.gguf` (gguf is not imported)."""
+    if not any(root.rglob("*.gguf")):
+        return None
+    from llmfit.sources.gguf import gguf_artifacts
+
+    return gguf_artifacts(root)
 
 
 def _with_params(model: Model, params: int) -> Model:
