@@ -138,9 +138,16 @@ def read_header(path: Path) -> GgufHeader:
 
 def _why(e: Exception) -> str:
     text = str(e).strip()
-    if isinstance(e, IndexError) or not text:
-        return "the header ends early"
-    return text[0].lower() + text[1:].rstrip(".")
+    if "magic" in text.lower():
+        return "it does not begin with the GGUF magic bytes"
+    if "empty file" in text:
+        return "it is empty"
+    if "version" in text:
+        return text[0].lower() + text[1:].rstrip(".")
+    if isinstance(e, OSError):
+        return e.strerror or text
+    # numpy's complaints about a view past the end of the map, or a string cut short.
+    return "its header ends early"
 
 
 def _value(field: Any) -> Any:
