@@ -308,3 +308,12 @@ def test_more_context_never_needs_less_kv(tmp_path):
     layout = found.artifacts[0].layout
     needs = [estimate(layout, Placement(33, 2), c).worst_card().total for c in (1, 512, 513, 9000)]
     assert needs == sorted(needs)
+
+
+def test_labels_say_what_stays_in_ram(tmp_path):
+    from llmfit.render.sentences import label
+
+    p = plan_file(llama8b(tmp_path), [card_node("box", 1, 4 * GIB)], 8192)
+    assert label(p.options[0]) == "1 × x-card + 13 of 32 layers in RAM"
+    q = plan_file(qwen3moe(tmp_path / "q"), [card_node("box", 1, 16 * GIB)], 32_768)
+    assert label(q.options[0]) == "1 × x-card + experts of 19 layers in RAM"
