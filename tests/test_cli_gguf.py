@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import EXAMPLE_FLEET, HUB
+from tests.conftest import EXAMPLE_FLEET, HUB, ROOT
 
 FLEET = str(EXAMPLE_FLEET)
 REPO = "llmfit-fixtures/Tiny-Llama-GGUF"
@@ -57,3 +57,24 @@ def test_a_corrupt_gguf_is_one_sentence_and_exit_3(run, tmp_path):
     assert code == 3
     assert out == ""
     assert err == f"llmfit: {bad} is not a readable GGUF file (its header ends early).\n"
+
+
+def test_a_safetensors_plan_does_not_import_gguf_or_numpy():
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys; os.environ['HF_HUB_CACHE'] = sys.argv[1]; "
+        "from llmfit.advise import advise; from llmfit.plan.planner import PlanSettings; "
+        "from llmfit.sources.fleet import read_fleet; from pathlib import Path; "
+        "advise('Qwen/Qwen3-8B', read_fleet(Path(sys.argv[2])), PlanSettings()); "
+        "print(sorted({'gguf', 'numpy'} & set(sys.modules)))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(HUB), FLEET],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert r.stdout.strip() == "[]"
