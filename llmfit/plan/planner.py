@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.engines import llamacpp, vllm
-from llmfit.plan.fleet import Fleet, PoolNode, is_mig
+from llmfit.plan.fleet import GIB, Fleet, PoolNode, is_mig
 from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard, Rejection, rank
 
@@ -371,14 +371,15 @@ def _llamacpp_options(
                     )
                 )
             elif hosts:
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        "llama.cpp",
-                        f"{k} × {where} with the rest in RAM",
-                        f"the host part needs {e.host.total:,} B of RAM, more than "
-                        f"{settings.host_share:.0%} of any {where} node's",
+                if any(h.ram for h in hosts):
+                    why = (
+                        f"the part in RAM needs {e.host.total / GIB:.1f} GB, more than "
+                        f"{settings.host_share:.0%} of any {where} node's RAM"
                     )
+                else:
+                    why = "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"
+                rejected.append(
+                    Rejection(art.name, "llama.cpp", f"{k} × {where} with the rest in RAM", why)
                 )
         # Every layer on the cards of several nodes of one fabric, over RPC.
         if is_mig(pool.gpu_class):

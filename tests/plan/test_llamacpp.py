@@ -317,3 +317,23 @@ def test_labels_say_what_stays_in_ram(tmp_path):
     assert label(p.options[0]) == "1 × x-card + 13 of 32 layers in RAM"
     q = plan_file(qwen3moe(tmp_path / "q"), [card_node("box", 1, 16 * GIB)], 32_768)
     assert label(q.options[0]) == "1 × x-card + experts of 19 layers in RAM"
+
+
+def test_the_projector_is_charged_to_the_first_card_or_the_host(tmp_path):
+    from llmfit.plan.engines.llamacpp import Placement, estimate
+
+    layout = gguf_artifacts(llama8b(tmp_path).parent).artifacts[0].layout
+    bare = estimate(layout, Placement(33, 2), 8192)
+    with_mmproj = estimate(layout, Placement(33, 2), 8192, projector=1_000_000)
+    assert with_mmproj.cards[0].weights == bare.cards[0].weights + 1_000_000
+    assert with_mmproj.cards[1] == bare.cards[1]
+    cpu = estimate(layout, Placement(0, 0), 8192, projector=1_000_000)
+    assert cpu.host.weights == 32 * L8_LAYER + L8_EMBED + L8_OUTPUT + 1_000_000
+
+
+def test_nodes_without_ram_get_no_partial_offload(tmp_path):
+    path = llama8b(tmp_path)
+    p = plan_file(path, [card_node("box", 1, 4 * GIB, ram=0)], 8192)
+    assert p.options == ()
+    (r,) = [r for r in p.rejected if "with the rest in RAM" in r.where]
+    assert r.reason == "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"

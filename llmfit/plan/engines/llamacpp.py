@@ -28,9 +28,10 @@ overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and
   llama.cpp does not log: ENGINES.md g puts it at 0.3–0.5 GiB a card; we charge the top, 512 MiB,
   on every card, because every card pays its own.
 
-Not modelled: pipeline parallelism's extra compute copies (n_copies = 4 with every layer on
-several cards; ENGINES.md g gives no sizes), and the larger compute buffer partial offload can
-need when it copies host weights up for big batches.
+Not modelled, for want of measurements: pipeline parallelism's extra compute copies (n_copies =
+4 with every layer on several cards; ENGINES.md g gives no sizes, and since PR #16748, Oct 2025,
+llama.cpp retries without pipeline parallelism when they do not fit), and the larger compute
+buffer partial offload can need when it copies host weights up to the card for big batches.
 """
 
 from __future__ import annotations
