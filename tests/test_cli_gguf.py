@@ -78,3 +78,10 @@ def test_a_safetensors_plan_does_not_import_gguf_or_numpy():
         cwd=ROOT,
     )
     assert r.stdout.strip() == "[]"
+
+
+def test_json_says_the_llama_cpp_placement(run):
+    code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096", "--json")
+    assert code == 0
+    best = json.loads(out)["options"][0]
+    assert (best["gpu_layers"], best["cpu_moe_layers"], best["host_bytes"]) == (5, 0, 0)
