@@ -337,3 +337,65 @@ def test_nodes_without_ram_get_no_partial_offload(tmp_path):
     assert p.options == ()
     (r,) = [r for r in p.rejected if "with the rest in RAM" in r.where]
     assert r.reason == "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"
+
+
+def _layout(n: int, experts: bool, tied: bool):
+    from llmfit.plan.artifact import GgufLayout
+
+    return GgufLayout(
+        layer_bytes=tuple(1000 + 7 * i for i in range(n)),
+        expert_bytes=tuple(600 + i for i in range(n)) if experts else (0,) * n,
+        embed_bytes=5000,
+        output_bytes=7000,
+        tied_embeddings=tied,
+        kv_layout=(
+            LayerGroup(AttentionKind.SLIDING, n // 2, kv_heads=2, head_dim=64, window=128),
+            LayerGroup(AttentionKind.FULL, n - n // 2, kv_heads=2, head_dim=64),
+        ),
+        vocab=1000,
+        embedding=64,
+        feed_forward=256,
+    )
+
+
+def test_every_byte_is_placed_once_whatever_the_placement():
+    # Property (gguf-parser-go style): moving layers or experts between cards and the host never
+    # creates or loses a byte, except the tied-embedding copy on the output layer's card.
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from llmfit.plan.engines.llamacpp import Placement, estimate, layer_kv_bytes
+
+    @given(
+        n=st.integers(1, 12),
+        ngl=st.integers(0, 13),
+        cards=st.integers(1, 4),
+        cpu_moe=st.integers(0, 12),
+        experts=st.booleans(),
+        tied=st.booleans(),
+        context=st.integers(1, 20_000),
+    )
+    def check(n, ngl, cards, cpu_moe, experts, tied, context):
+        layout = _layout(n, experts, tied)
+        ngl, cpu_moe = min(ngl, n + 1), min(cpu_moe, n)
+        e = estimate(layout, Placement(ngl, cards, cpu_moe), context)
+        output_on_card = ngl >= n + 1
+        copy = layout.embed_bytes if tied and output_on_card else 0
+        total = sum(layout.layer_bytes) + layout.embed_bytes + layout.output_bytes + copy
+        assert sum(d.weights for d in e.cards) + e.host.weights == total
+        kinds = [g for g in layout.kv_layout for _ in range(g.layers)]
+        kv = sum(layer_kv_bytes(g, context) for g in kinds)
+        assert sum(d.kv_cache for d in e.cards) + e.host.kv_cache == kv
+        # Layers on cards are the last ngl, and the output goes with them only when all do.
+        on_cards = sorted(il for d in e.cards for il in d.layers)
+        assert on_cards == list(range(max(n - ngl, 0), n + (1 if output_on_card else 0)))
+
+    check()
+
+
+def test_more_layers_on_the_cards_never_need_less_of_them():
+    from llmfit.plan.engines.llamacpp import Placement, estimate
+
+    layout = _layout(10, False, False)
+    card = [sum(d.total for d in estimate(layout, Placement(g, 2), 4096).cards) for g in range(12)]
+    assert card == sorted(card)

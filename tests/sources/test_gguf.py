@@ -309,3 +309,23 @@ def test_a_corrupt_file_is_one_sentence_naming_it(tmp_path, content, why):
     with pytest.raises(WeightsError) as e:
         read_header(p)
     assert e.value.message == f"{p} is not a readable GGUF file ({why})."
+
+
+def test_a_repository_with_config_and_gguf_offers_both(tmp_path):
+    import shutil
+
+    from tests.conftest import FIXTURES
+
+    shutil.copyfile(
+        FIXTURES / "src" / "meta-llama--Llama-3.1-8B-Instruct.json", tmp_path / "config.json"
+    )
+    tiny_llama(tmp_path / "tiny-Q4_K_M.gguf")
+    (tmp_path / "model.safetensors.index.json").write_text(
+        '{"metadata": {"total_size": 16060522496}, "weight_map": {}}'
+    )
+    repo = load_repo(str(tmp_path))
+    assert repo.model.model_type == "llama"  # from config.json
+    assert [(a.format, a.quant) for a in repo.artifacts] == [
+        ("safetensors", "bf16"),
+        ("gguf", "Q4_K_M"),
+    ]
