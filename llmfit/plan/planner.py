@@ -313,6 +313,8 @@ def _llamacpp_options(
         rejected.append(Rejection(art.name, "llama.cpp", "CPU", "", need=need, have=have))
 
     for pool in pools:
+        # llama.cpp takes no share of a card as a flag: what the plan keeps back (10% by
+        # default) is the margin, as --fit's own target of 1 GiB free a card is.
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         where = pool.gpu_class
         # Every layer and the output layer on k cards of one node, by layer count.
