@@ -59,6 +59,13 @@ class Option:
     # KV bytes one token costs one card, and the batch vLLM profiles its working memory with.
     kv_per_token: int = 0
     batched_tokens: int = 0
+    # llama.cpp: --n-gpu-layers (n_layer + 1 is every layer and the output layer), the equal
+    # --tensor-split across the cards (empty on one card), --n-cpu-moe, and what the host's RAM
+    # holds of a part-offloaded model (weights, KV and compute kept there).
+    gpu_layers: int | None = None
+    tensor_split: tuple[int, ...] = ()
+    cpu_moe_layers: int = 0
+    host_bytes: int = 0
 
     @property
     def gpus(self) -> int:

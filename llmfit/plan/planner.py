@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import vllm
-from llmfit.plan.fleet import Fleet, is_mig
+from llmfit.plan.artifact import Artifact, GgufLayout
+from llmfit.plan.engines import llamacpp, vllm
+from llmfit.plan.fleet import GIB, Fleet, PoolNode, is_mig
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, PerCard, Rejection, rank
 
@@ -78,6 +78,8 @@ class _Host:
     fabric: str
     gpus: int  # healthy cards of this class (one, for MIG instances)
     free: int
+    ram: int = 0
+    free_ram: int = 0
 
 
 @dataclass
@@ -111,7 +113,9 @@ def _pools(fleet: Fleet) -> list[_ClassPool]:
                 gpus, free = 1, min(free, 1)
             key = (k.gpu_class, k.card_bytes)
             pool = by.setdefault(key, _ClassPool(k.gpu_class, k.card_bytes, []))
-            pool.hosts.append(_Host(node.id, node.fabric, gpus, free))
+            pool.hosts.append(
+                _Host(node.id, node.fabric, gpus, free, node.ram_bytes, node.free_ram_bytes)
+            )
     return [by[k] for k in sorted(by)]
 
 
@@ -148,9 +152,11 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
                         "GGUF files with llama.cpp",
                     )
                 )
+        elif art.layout is not None:
+            found = _llamacpp_options(art, model, fleet, pools, context, settings, rejected)
         else:
             found = []
-            rejected.append(Rejection(art.name, "llama.cpp", "any", "GGUF plans are not built yet"))
+            rejected.append(Rejection(art.name, "llama.cpp", "any", "its header was not read"))
         if found:
             options.extend(found)
         else:
@@ -220,7 +226,7 @@ def vllm_variants(
 
 
 def _nearest(art: Artifact, rejected: list[Rejection], pools: list[_ClassPool]) -> Unplaced:
-    if not pools:
+    if not pools and art.format == "safetensors":
         return Unplaced(art.name, "the fleet has no GPU that vLLM could use")
     sized = [r for r in rejected if r.artifact == art.name and r.need and not r.what_if]
     if not sized:
@@ -388,3 +394,211 @@ def _too_big(
 ) -> Rejection:
     longest = vllm.max_context(shape, card, have, tp, pp, model.max_context)
     return Rejection(art.name, "vllm", where, "", need=card.need, have=have, max_context=longest)
+
+
+def _llamacpp_options(
+    art: Artifact,
+    model: Model,
+    fleet: Fleet,
+    pools: list[_ClassPool],
+    context: int,
+    settings: PlanSettings,
+    rejected: list[Rejection],
+) -> list[Option]:
+    """llama-server's ways: on a CPU; every layer on 1…N cards of a node; when a node's cards
+    cannot hold it all, a MoE's experts (--n-cpu-moe, the fewest layers' worth) or else the
+    first layers (-ngl, the most that fit) kept in the node's RAM; or every layer on the cards of
+    several nodes of one fabric over RPC."""
+    layout = art.layout
+    assert layout is not None
+    n = layout.layers
+    out: list[Option] = []
+    bits = art.bits_per_weight(model.params)
+    extra = art.projector_bytes
+    share = settings.host_share
+
+    def ram_have(h: _Host | PoolNode) -> int:
+        ram = h.ram if isinstance(h, _Host) else h.ram_bytes
+        return int(ram * share)
+
+    def option(placement: llamacpp.Placement, e: llamacpp.Estimate, **kw) -> Option:
+        card = e.worst_card()
+        assert card is not None
+        return Option(
+            artifact=art,
+            engine="llama.cpp",
+            per_card=PerCard(card.weights, card.kv_cache, card.compute + card.overhead),
+            bits_per_weight=bits,
+            context=context,
+            gpu_layers=placement.gpu_layers,
+            tensor_split=(1,) * placement.cards if placement.cards > 1 else (),
+            cpu_moe_layers=placement.cpu_moe,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            # llama-server's pool is --ctx-size cells, one sequence of `context` at most.
+            concurrency=1.0,
+            **kw,
+        )
+
+    # CPU: every node's RAM is a candidate, GPU nodes' too.
+    cpu = llamacpp.Placement(0, 0)
+    e = llamacpp.estimate(layout, cpu, context, extra)
+    need = e.host.total
+    rams = [nd for nd in fleet.nodes if nd.ram_bytes > 0]
+    fitting = [nd for nd in rams if need <= ram_have(nd)]
+    if fitting:
+        have = max(ram_have(nd) for nd in fitting)
+        out.append(
+            Option(
+                artifact=art,
+                engine="llama.cpp",
+                per_card=PerCard(e.host.weights, e.host.kv_cache, e.host.compute),
+                have=have,
+                cpu=True,
+                hosts=len(fitting),
+                free_now=any(need <= nd.free_ram_bytes for nd in fitting),
+                bits_per_weight=bits,
+                context=context,
+                max_context=llamacpp.max_context(
+                    layout, cpu, have, None, model.max_context, cpu=True, extra=extra
+                ),
+                gpu_layers=0,
+                concurrency=1.0,
+            )
+        )
+    elif rams:
+        have = max(ram_have(nd) for nd in rams)
+        rejected.append(Rejection(art.name, "llama.cpp", "CPU", "", need=need, have=have))
+
+    for pool in pools:
+        # llama.cpp takes no share of a card as a flag: what the plan keeps back (10% by
+        # default) is the margin, as --fit's own target of 1 GiB free a card is.
+        have = int(pool.card_bytes * settings.gpu_memory_utilization)
+        where = pool.gpu_class
+        # Every layer and the output layer on k cards of one node, by layer count.
+        full = None
+        for k in range(1, pool.max_gpus + 1):
+            placement = llamacpp.Placement(n + 1, k)
+            e = llamacpp.estimate(layout, placement, context, extra)
+            worst = e.worst_card()
+            assert worst is not None
+            if worst.total <= have:
+                full = (placement, e)
+                break
+            rejected.append(
+                Rejection(art.name, "llama.cpp", f"{k} × {where}", "", need=worst.total, have=have)
+            )
+        if full:
+            placement, e = full
+            hosts = [h for h in pool.hosts if h.gpus >= placement.cards]
+            out.append(
+                option(
+                    placement,
+                    e,
+                    have=have,
+                    gpu_class=pool.gpu_class,
+                    gpus_per_node=placement.cards,
+                    hosts=len(hosts),
+                    free_now=any(h.free >= placement.cards for h in hosts),
+                    max_context=llamacpp.max_context(
+                        layout, placement, have, None, model.max_context, extra=extra
+                    ),
+                )
+            )
+            continue
+        k = pool.max_gpus
+        hosts = [h for h in pool.hosts if h.gpus >= k]
+        # Part on the cards, the rest in the node's RAM.
+        partial = _partial(layout, n, k, have, context, extra)
+        if partial:
+            placement, e = partial
+            with_ram = [h for h in hosts if e.host.total <= ram_have(h)]
+            if with_ram:
+                host_have = min(ram_have(h) for h in with_ram)
+                out.append(
+                    option(
+                        placement,
+                        e,
+                        have=have,
+                        gpu_class=pool.gpu_class,
+                        gpus_per_node=k,
+                        hosts=len(with_ram),
+                        free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
+                        host_bytes=e.host.total,
+                        max_context=llamacpp.max_context(
+                            layout, placement, have, host_have, model.max_context, extra=extra
+                        ),
+                    )
+                )
+            elif hosts:
+                if any(h.ram for h in hosts):
+                    why = (
+                        f"the part in RAM needs {e.host.total / GIB:.1f} GB, more than "
+                        f"{settings.host_share:.0%} of any {where} node's RAM"
+                    )
+                else:
+                    why = "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"
+                rejected.append(
+                    Rejection(art.name, "llama.cpp", f"{k} × {where} with the rest in RAM", why)
+                )
+        # Every layer on the cards of several nodes of one fabric, over RPC.
+        if is_mig(pool.gpu_class):
+            continue
+        for fabric, members in pool.fabrics().items():
+            group = [h for h in members if h.gpus >= k]
+            if not fabric or len(group) < 2:
+                continue
+            for m in range(2, len(group) + 1):
+                placement = llamacpp.Placement(n + 1, m * k)
+                e = llamacpp.estimate(layout, placement, context, extra)
+                worst = e.worst_card()
+                assert worst is not None
+                if worst.total > have:
+                    continue
+                ready = [h for h in group if h.free >= k]
+                chosen = (ready if len(ready) >= m else group)[:m]
+                out.append(
+                    option(
+                        placement,
+                        e,
+                        have=have,
+                        gpu_class=pool.gpu_class,
+                        fabric=fabric,
+                        gpus_per_node=k,
+                        nodes=m,
+                        hosts=len(group),
+                        free_now=len(ready) >= m,
+                        node_ids=tuple(h.node_id for h in chosen),
+                        max_context=llamacpp.max_context(
+                            layout, placement, have, None, model.max_context, extra=extra
+                        ),
+                    )
+                )
+                break
+    return out
+
+
+def _partial(
+    layout: GgufLayout, n: int, k: int, have: int, context: int, extra: int
+) -> tuple[llamacpp.Placement, llamacpp.Estimate] | None:
+    """A MoE: every layer on the cards but the experts of the first K layers in RAM, the fewest
+    K that fits (attention and the shared weights stay on the cards, where they are read every
+    token). Otherwise, or when even all experts in RAM do not fit: the last N layers on the
+    cards and the rest in RAM, the most N that fits."""
+
+    def ok(p: llamacpp.Placement) -> llamacpp.Estimate | None:
+        e = llamacpp.estimate(layout, p, context, extra)
+        worst = e.worst_card()
+        return e if worst is not None and worst.total <= have else None
+
+    if any(layout.expert_bytes):
+        for cpu_moe in range(1, n + 1):
+            p = llamacpp.Placement(n + 1, k, cpu_moe)
+            e = ok(p)
+            if e:
+                return p, e
+    for ngl in range(n, 0, -1):
+        p = llamacpp.Placement(ngl, k)
+        e = ok(p)
+        if e:
+            return p, e
+    return None

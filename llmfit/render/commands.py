@@ -26,7 +26,44 @@ def commands(
 ) -> list[Command]:
     if o.engine == "vllm":
         return _vllm(o, model_ref, revision, ray)
+    if o.engine == "llama.cpp":
+        return _llama_server(o, model_ref)
     return []
+
+
+RPC_PORT = 50052  # rpc-server's default port (tools/rpc/README.md)
+
+
+def _llama_server(o: Option, model_ref: str) -> list[Command]:
+    art = o.artifact
+    argv = ["llama-server"]
+    if art.path:
+        # The first part of a split file: llama.cpp opens the others from its directory.
+        argv += ["-m", art.path]
+        if art.projector:
+            argv += ["--mmproj", art.projector]
+    else:
+        # Not on disk: llama.cpp fetches the quant (every part, and the mmproj) by its tag.
+        argv += ["-hf", f"{model_ref}:{art.quant}" if art.quant else model_ref]
+    # Every value the plan relied on is explicit, so that llama.cpp's --fit (on by default) and
+    # its defaults (ctx 0 = the trained context, -ngl auto) cannot change the plan.
+    argv += ["--ctx-size", str(o.context), "--n-gpu-layers", str(o.gpu_layers or 0)]
+    if o.tensor_split:
+        argv += ["--tensor-split", ",".join(map(str, o.tensor_split))]
+    if o.cpu_moe_layers:
+        argv += ["--n-cpu-moe", str(o.cpu_moe_layers)]
+    workers = o.node_ids[1:] if o.nodes > 1 else ()
+    if o.nodes > 1:
+        hosts = workers or tuple(f"<worker-{i}>" for i in range(1, o.nodes))
+        argv += ["--rpc", ",".join(f"{h}:{RPC_PORT}" for h in hosts)]
+    argv += ["--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080"]
+    if o.nodes <= 1:
+        return [Command("all", tuple(argv))]
+    # The workers first: the head connects to them as it starts.
+    rpc = ("rpc-server", "-H", "0.0.0.0", "-p", str(RPC_PORT))
+    out = [Command("worker", rpc, h) for h in workers]
+    out.append(Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None))
+    return out
 
 
 def _vllm(o: Option, model_ref: str, revision: str | None, ray: bool) -> list[Command]:

@@ -44,6 +44,11 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "max_context": o.max_context,
         "concurrency": o.concurrency,
         "what_if": o.what_if,
+        # llama.cpp only (null for vLLM): --n-gpu-layers, --n-cpu-moe, and what a card option
+        # keeps in the host's RAM beside its cards (weights, KV and compute of the host's part).
+        "gpu_layers": o.gpu_layers,
+        "cpu_moe_layers": o.cpu_moe_layers if o.engine == "llama.cpp" else None,
+        "host_bytes": o.host_bytes if o.engine == "llama.cpp" else None,
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})

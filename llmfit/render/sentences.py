@@ -23,7 +23,17 @@ def label(o: Option) -> str:
         return "CPU"
     if o.nodes > 1:
         return f"{o.nodes} nodes × {o.gpus_per_node} {o.gpu_class} on {o.fabric}"
-    return f"{o.gpus_per_node} × {o.gpu_class}"
+    return f"{o.gpus_per_node} × {o.gpu_class}{in_ram(o)}"
+
+
+def in_ram(o: Option) -> str:
+    """What a llama.cpp option keeps in the host's RAM: " + experts of 19 layers in RAM"."""
+    layout = o.artifact.layout
+    if o.cpu_moe_layers:
+        return f" + experts of {o.cpu_moe_layers} layers in RAM"
+    if layout and o.gpu_layers is not None and 0 < o.gpu_layers <= layout.layers:
+        return f" + {layout.layers - o.gpu_layers} of {layout.layers} layers in RAM"
+    return ""
 
 
 def precision(o: Option) -> str:

@@ -85,9 +85,10 @@ def options_table(options: list[Option]) -> Table:
 def breakdown(o: Option) -> str:
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
+    host = f"; {gb(o.host_bytes)} GB in the host's RAM" if o.host_bytes else ""
     return (
         f"weights {gb(c.weights)} + KV cache {gb(c.kv_cache)} + overhead {gb(c.overhead)} "
-        f"= {gb(c.need)} GB of {gb(o.have)} {unit}"
+        f"= {gb(c.need)} GB of {gb(o.have)} {unit}{host}"
     )
 
 

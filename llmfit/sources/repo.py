@@ -42,7 +42,15 @@ def _read_dir(
     root: Path, repo_id: str, revision: str | None, commit: str | None, source: str
 ) -> Repo:
     cfg_path = root / "config.json"
+    ggufs = _gguf_files(root)
     if not cfg_path.is_file():
+        if ggufs and ggufs.first_header is not None:
+            # A GGUF-only repository (most of unsloth's and bartowski's): its files' own headers
+            # say what the model is.
+            from llmfit.sources.gguf import model_from_gguf
+
+            model = model_from_gguf(ggufs.first_header)
+            return Repo(repo_id, revision, commit, source, model, ggufs.artifacts, ggufs.warnings)
         raise ConfigError(
             f"{repo_id} has no config.json"
             + (f" in the cached snapshot {commit[:12]}." if commit else f" ({root}).")
@@ -54,13 +62,24 @@ def _read_dir(
     art, params, expert_params = _safetensors_artifact(root, model)
     if params and not model.params:
         model = _with_params(model, params, expert_params)
-    if art is None:
+    artifacts = ((art,) if art else ()) + (ggufs.artifacts if ggufs else ())
+    warnings = ggufs.warnings if ggufs else ()
+    if not artifacts:
         missing = (
-            f"{repo_id} holds no {INDEX} or {SINGLE} here, so its weights cannot be sized: "
-            "only its model is read."
+            f"{repo_id} holds no {INDEX}, {SINGLE} or GGUF file here, so its weights cannot be "
+            "sized: only its model is read."
         )
-        return Repo(repo_id, revision, commit, source, model, (), (missing,))
-    return Repo(repo_id, revision, commit, source, model, (art,))
+        warnings += (missing,)
+    return Repo(repo_id, revision, commit, source, model, artifacts, warnings)
+
+
+def _gguf_files(root: Path):
+    """The GGUF artifacts under root, or None when it has no `*.gguf` (gguf is not imported)."""
+    if not any(root.rglob("*.gguf")):
+        return None
+    from llmfit.sources.gguf import gguf_artifacts
+
+    return gguf_artifacts(root)
 
 
 def _with_params(model: Model, params: int, expert_params: int) -> Model:

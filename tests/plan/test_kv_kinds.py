@@ -415,6 +415,6 @@ def test_a_config_only_snapshot_says_its_weights_cannot_be_sized():
     repo = load_repo("openai/gpt-oss-20b", HUB)
     assert repo.artifacts == ()
     assert repo.warnings == (
-        "openai/gpt-oss-20b holds no model.safetensors.index.json or model.safetensors here, "
-        "so its weights cannot be sized: only its model is read.",
+        "openai/gpt-oss-20b holds no model.safetensors.index.json, model.safetensors or GGUF "
+        "file here, so its weights cannot be sized: only its model is read.",
     )

@@ -1,0 +1,216 @@
+"""llama.cpp: what each device holds when llama-server places a GGUF file's layers.
+
+Per device: weights by layer placement + KV of the layers it holds + compute buffer + runtime
+overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and g) reads it:
+
+- Layers (`llama_model::load_tensors`, src/llama-model.cpp): with `-ngl N`, the last N of the
+  n_layer repeating layers go to the cards, and the output layer (index n_layer) too only when
+  N ≥ n_layer + 1. Across cards they split by COUNT: layer il (counted from the first offloaded,
+  over act = min(N, n_layer + 1) units) goes to the first card whose cumulative split fraction
+  exceeds il / act; with equal `--tensor-split 1,1,…` that is card ⌊il·k / act⌋. `token_embd`
+  always stays on the host; with tied embeddings the output layer's device gets a copy of it.
+- `--n-cpu-moe K` keeps `blk.{0..K-1}.ffn_{up,down,gate}_exps` on the host whatever the layer's
+  device (LLM_FFN_EXPS_REGEX overrides).
+- KV (`llama_kv_cache`, `llama_kv_cache_iswa`, `llama_memory_recurrent`): each layer's cache is on
+  that layer's device. n_ctx is padded to 256. Full layers: n_head_kv × (n_embd_k + n_embd_v) ×
+  cells × 2 B (f16, the default cache type). Sliding-window layers: cells =
+  pad256(min(n_ctx, n_swa × n_seq + n_ubatch)). MLA: K only, (kv_lora_rank + rope) × 2 B.
+  Recurrent layers: a fixed f32 state per sequence slot.
+- Compute buffer (graph reserve for one ubatch, with flash attention, which the command turns
+  on): 4 B × n_ubatch × (n_embd + n_ff) on every device that holds a layer, plus 4 B × n_ubatch ×
+  n_vocab of logits on the device holding the output layer. Checked against the calibration
+  records (../shared/calibration/engine-logs.jsonl): GLM-Z1-32B IQ4_XS at ub 512 (vocab 151,552,
+  n_embd 6,144, n_ff 23,040) gives 4 × 512 × 180,736 = 353.00 MiB, and the log says "CUDA0
+  compute buffer size = 353.00 MiB"; Qwen3-30B-A3B (vocab 151,936, n_embd 2,048,
+  feed_forward_length 6,144) gives 312.75 MiB against the logged 304.75 (it over-counts by the
+  dense n_ff a MoE does not use: 8 MiB, on the safe side).
+- Runtime overhead: the CUDA context, cuBLAS workspace and the pool allocator's slack, which
+  llama.cpp does not log: ENGINES.md g puts it at 0.3–0.5 GiB a card; we charge the top, 512 MiB,
+  on every card, because every card pays its own.
+
+Not modelled, for want of measurements: pipeline parallelism's extra compute copies (n_copies =
+4 with every layer on several cards; ENGINES.md g gives no sizes, and since PR #16748, Oct 2025,
+llama.cpp retries without pipeline parallelism when they do not fit), and the larger compute
+buffer partial offload can need when it copies host weights up to the card for big batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmfit.plan.artifact import GgufLayout
+from llmfit.plan.fleet import MIB
+from llmfit.plan.model import AttentionKind, LayerGroup
+
+# llama-server's defaults that the plan relies on and the command does not change.
+KV_ELEMENT_BYTES = 2  # --cache-type-k/-v f16
+N_UBATCH = 512  # --ubatch-size
+# --parallel auto = 4 slots sharing one unified pool of --ctx-size cells (PR #16736): the pool is
+# the same size as one slot's would be, but SWA windows and recurrent states are kept per slot.
+N_SEQ = 4
+CTX_PAD = 256  # llama_context: n_ctx = GGML_PAD(n_ctx, 256)
+RUNTIME_OVERHEAD = 512 * MIB
+
+
+def pad(n: int, to: int = CTX_PAD) -> int:
+    return -(-n // to) * to
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where llama.cpp is told to put things: `-ngl`, the cards sharing them, `--n-cpu-moe`."""
+
+    gpu_layers: int
+    cards: int
+    cpu_moe: int = 0
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """One device's share: the layers it holds (n_layer = the output layer) and their bytes."""
+
+    layers: tuple[int, ...]
+    weights: int
+    kv_cache: int
+    compute: int
+    overhead: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.compute + self.overhead
+
+
+@dataclass(frozen=True)
+class Estimate:
+    cards: tuple[DeviceUsage, ...]
+    host: DeviceUsage
+
+    def worst_card(self) -> DeviceUsage | None:
+        return max(self.cards, key=lambda d: d.total, default=None)
+
+
+def layer_device(il: int, n_layer: int, gpu_layers: int, cards: int) -> int | None:
+    """The card (0-based) layer il goes to, or None for the host; il = n_layer is the output."""
+    start = max(n_layer - gpu_layers, 0)
+    act = min(gpu_layers, n_layer + 1)
+    if cards <= 0 or il < start or il - start >= act:
+        return None
+    return (il - start) * cards // act
+
+
+def expand(kv_layout: tuple[LayerGroup, ...]) -> list[LayerGroup]:
+    """One LayerGroup per layer, in order."""
+    return [g for g in kv_layout for _ in range(g.layers)]
+
+
+def layer_kv_bytes(g: LayerGroup, context: int) -> int:
+    """One layer's cache at a --ctx-size of `context` tokens."""
+    cells = pad(context)
+    if g.kind is AttentionKind.FULL:
+        return g.kv_heads * (g.head_dim + g.value_dim) * cells * KV_ELEMENT_BYTES
+    if g.kind is AttentionKind.SLIDING:
+        window = pad(min(cells, g.window * N_SEQ + N_UBATCH))
+        return g.kv_heads * (g.head_dim + g.value_dim) * window * KV_ELEMENT_BYTES
+    if g.kind is AttentionKind.MLA:
+        return g.latent_dim * cells * KV_ELEMENT_BYTES
+    return g.state_bytes * N_SEQ
+
+
+def compute_bytes(layout: GgufLayout, holds_output: bool) -> int:
+    per_layer = 4 * N_UBATCH * (layout.embedding + layout.feed_forward)
+    return per_layer + (4 * N_UBATCH * layout.vocab if holds_output else 0)
+
+
+def estimate(
+    layout: GgufLayout, placement: Placement, context: int, projector: int = 0
+) -> Estimate:
+    """Each card's and the host's share. A multimodal projector (mmproj) is loaded whole on the
+    first card (mtmd's clip context uses the main GPU), or in RAM when there is no card."""
+    n = layout.layers
+    kinds = expand(layout.kv_layout)
+    k = placement.cards
+    layers: list[list[int]] = [[] for _ in range(k)]
+    weights = [0] * k
+    kv = [0] * k
+    host_layers: list[int] = []
+    host_weights = layout.embed_bytes
+    host_kv = 0
+    for il in range(n + 1):
+        d = layer_device(il, n, placement.gpu_layers, k)
+        if il == n:
+            w, cache = layout.output_bytes, 0
+            if d is not None and layout.tied_embeddings:
+                w += layout.embed_bytes
+        else:
+            w = layout.layer_bytes[il]
+            cache = layer_kv_bytes(kinds[il], context) if il < len(kinds) else 0
+            if d is not None and il < placement.cpu_moe:
+                w -= layout.expert_bytes[il]
+                host_weights += layout.expert_bytes[il]
+        if d is None:
+            host_layers.append(il)
+            host_weights += w
+            host_kv += cache
+        else:
+            layers[d].append(il)
+            weights[d] += w
+            kv[d] += cache
+    if projector:
+        if k:
+            weights[0] += projector
+        else:
+            host_weights += projector
+    cards = tuple(
+        DeviceUsage(
+            layers=tuple(layers[d]),
+            weights=weights[d],
+            kv_cache=kv[d],
+            compute=compute_bytes(layout, n in layers[d]) if layers[d] else 0,
+            overhead=RUNTIME_OVERHEAD,
+        )
+        for d in range(k)
+    )
+    host = DeviceUsage(
+        layers=tuple(host_layers),
+        weights=host_weights,
+        kv_cache=host_kv,
+        compute=compute_bytes(layout, n in host_layers) if host_layers else 0,
+        overhead=0,
+    )
+    return Estimate(cards, host)
+
+
+def fits(e: Estimate, card_have: int, host_have: int | None) -> bool:
+    """Every card within its share, and the host's part within its share of RAM (None: the
+    host's part is only token_embd, which is not checked)."""
+    if any(d.total > card_have for d in e.cards):
+        return False
+    return host_have is None or e.host.total <= host_have
+
+
+def max_context(
+    layout: GgufLayout,
+    placement: Placement,
+    card_have: int,
+    host_have: int | None,
+    trained: int | None,
+    cpu: bool = False,
+    extra: int = 0,
+) -> int:
+    """The largest --ctx-size (a multiple of 256, at most the trained context) that still fits."""
+    limit = trained or 1 << 20
+
+    def ok(ctx: int) -> bool:
+        e = estimate(layout, placement, ctx, extra)
+        return e.host.total <= card_have if cpu else fits(e, card_have, host_have)
+
+    lo, hi = 0, limit // CTX_PAD
+    if ok(limit):
+        return limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid * CTX_PAD):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * CTX_PAD

@@ -1,0 +1,467 @@
+"""GGUF files: their headers read into the core's nouns (Model, Artifact and its GgufLayout).
+
+Only the header is read — the metadata and the tensor infos — never tensor data: a header says each
+tensor's type and shape, and those give its bytes exactly (`gguf.GGML_QUANT_SIZES`: elements per
+block, bytes per block). `gguf` is imported inside the functions that need it, because it imports
+numpy, and a plan of safetensors alone must not pay for that.
+
+Key names are gguf-py's (`gguf/constants.py`, `Keys.*`); what llama.cpp does with them is in
+../shared/ENGINES.md, sections g and h.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmfit.errors import WeightsError
+from llmfit.plan.artifact import Artifact, GgufLayout
+from llmfit.plan.model import AttentionKind, LayerGroup, Model
+
+# `general.file_type` → the name llama.cpp prints (llama_model_ftype_name; ENGINES.md h).
+FILE_TYPES: dict[int, str] = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
+    11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
+    17: "Q5_K_M", 18: "Q6_K", 19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS",
+    23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S",
+    29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16", 36: "TQ1_0", 37: "TQ2_0",
+    38: "MXFP4_MOE",
+}  # fmt: skip
+
+# A quant's name in a file name, as the reference planner reads it.
+_QUANT_IN_NAME = re.compile(r"(IQ\d_[A-Z]+|Q\d_K_[SML]|Q\d_K|Q\d_\d|Q\d|BF16|F16|F32)", re.I)
+# A part of a split GGUF: `<prefix>-00001-of-00003.gguf` (llama_split_path, include/llama.h).
+_SPLIT = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+_BLOCK = re.compile(r"^blk\.(\d+)\.")
+# The tensors --n-cpu-moe keeps on the host (LLM_FFN_EXPS_REGEX, common/common.h).
+_EXPERTS = re.compile(r"\.ffn_(up|down|gate)_(ch)?exps")
+
+# Architectures whose sliding-window layers llama.cpp sets in code rather than from a key
+# (llama_model::load_hparams, `hparams.set_swa_pattern(n)`): period n, the last of each n is full.
+SWA_PERIODS: dict[str, int] = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
+
+
+@dataclass(frozen=True)
+class GgufTensor:
+    name: str
+    type: int  # GGMLQuantizationType
+    shape: tuple[int, ...]
+    n_elements: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class GgufHeader:
+    path: Path
+    metadata: dict[str, Any]
+    tensors: tuple[GgufTensor, ...]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(key, default)
+
+    @property
+    def architecture(self) -> str | None:
+        arch = self.metadata.get("general.architecture")
+        return arch if isinstance(arch, str) else None
+
+    def arch_key(self, key: str, default: Any = None) -> Any:
+        return self.metadata.get(f"{self.architecture}.{key}", default)
+
+    @property
+    def data_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors)
+
+
+def tensor_bytes(ggml_type: int, shape: tuple[int, ...]) -> int:
+    """Bytes of a tensor of this type and shape: whole blocks of `type_size` bytes each."""
+    import gguf
+
+    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ggml_type)]
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n // block * type_size
+
+
+def read_header(path: Path) -> GgufHeader:
+    """A GGUF file's metadata and tensor infos; a file that is not one is one sentence."""
+    import gguf
+
+    class _HeaderOnly(gguf.GGUFReader):
+        # GGUFReader maps each tensor's data as it reads the infos; this keeps the infos only.
+        def _build_tensors(self, start_offs: int, fields: list) -> None:
+            self.infos = []
+            for f in fields:
+                _len, name, _ndims, dims, raw_type, offset = f.parts
+                self.infos.append(
+                    (
+                        bytes(name).decode("utf-8"),
+                        int(raw_type[0]),
+                        tuple(int(d) for d in dims),
+                        int(start_offs + offset[0]),
+                    )
+                )
+
+    try:
+        size = path.stat().st_size
+        reader = _HeaderOnly(path)
+        metadata = {
+            name: _value(field)
+            for name, field in reader.fields.items()
+            if not name.startswith("GGUF.")
+        }
+    except (ValueError, IndexError, KeyError, UnicodeDecodeError, TypeError, OSError) as e:
+        raise WeightsError(f"{path} is not a readable GGUF file ({_why(e)}).") from None
+    tensors = []
+    end = 0
+    for name, raw_type, dims, offset in reader.infos:
+        try:
+            nbytes = tensor_bytes(raw_type, dims)
+        except (ValueError, KeyError):
+            raise WeightsError(
+                f"{path}: tensor {name} has type {raw_type}, which the gguf library does not know."
+            ) from None
+        n = 1
+        for d in dims:
+            n *= d
+        tensors.append(GgufTensor(name, raw_type, dims, n, nbytes))
+        end = max(end, offset + nbytes)
+    if end > size:
+        raise WeightsError(
+            f"{path} is truncated: its header places tensor data up to byte {end:,}, "
+            f"but the file ends at byte {size:,}."
+        )
+    return GgufHeader(path, metadata, tuple(tensors))
+
+
+def _why(e: Exception) -> str:
+    text = str(e).strip()
+    if "magic" in text.lower():
+        return "it does not begin with the GGUF magic bytes"
+    if "empty file" in text:
+        return "it is empty"
+    if "version" in text:
+        return text[0].lower() + text[1:].rstrip(".")
+    if isinstance(e, OSError):
+        return e.strerror or text
+    # numpy's complaints about a view past the end of the map, or a string cut short.
+    return "its header ends early"
+
+
+def _value(field: Any) -> Any:
+    import gguf
+
+    if not field.types:
+        return None
+    if field.types[0] == gguf.GGUFValueType.ARRAY and field.types[-1] == gguf.GGUFValueType.STRING:
+        # Token lists are long and of no use to a plan; their length is all that is needed.
+        return _Strings(len(field.data))
+    v = field.contents()
+    if isinstance(v, list):
+        return tuple(v)
+    return v
+
+
+class _Strings(int):
+    """A string array, kept as its length (tokenizer.ggml.tokens is 150,000 strings)."""
+
+
+def quant_name(header: GgufHeader, filename: str) -> str | None:
+    """The quant people call this file: llama.cpp's name for `general.file_type`, else the one
+    in its file name (`general.file_type` is missing, 1024 = guessed, or an id from a fork)."""
+    ft = header.get("general.file_type")
+    if isinstance(ft, int) and ft in FILE_TYPES:
+        return FILE_TYPES[ft]
+    return quant_from_filename(filename)
+
+
+def quant_from_filename(filename: str) -> str | None:
+    m = _QUANT_IN_NAME.search(Path(filename).name)
+    return m.group(1).upper() if m else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-layer bytes
+
+
+def layout_of(headers: list[GgufHeader]) -> GgufLayout:
+    """Bytes by layer from the tensor infos of every part, and the KV layout from the first."""
+    first = headers[0]
+    n_layer = _int(first.arch_key("block_count"))
+    if not n_layer:
+        raise WeightsError(f"{first.path} states no {first.architecture}.block_count.")
+    layer = [0] * n_layer
+    experts = [0] * n_layer
+    embed = output = 0
+    has_output = False
+    for h in headers:
+        for t in h.tensors:
+            m = _BLOCK.match(t.name)
+            if m and int(m.group(1)) < n_layer:
+                il = int(m.group(1))
+                layer[il] += t.nbytes
+                if _EXPERTS.search(t.name):
+                    experts[il] += t.nbytes
+            elif t.name.startswith("token_embd"):
+                embed += t.nbytes
+            else:
+                # output, output_norm, and the odd tensor outside a block (rope_freqs, a
+                # next-token-prediction layer past block_count) travel with the output layer.
+                output += t.nbytes
+                has_output = has_output or t.name == "output.weight"
+    vocab = _int(first.arch_key("vocab_size")) or int(first.get("tokenizer.ggml.tokens") or 0)
+    if not vocab:
+        emb = next((t for t in first.tensors if t.name == "token_embd.weight"), None)
+        vocab = emb.shape[-1] if emb else 0
+    return GgufLayout(
+        layer_bytes=tuple(layer),
+        expert_bytes=tuple(experts),
+        embed_bytes=embed,
+        output_bytes=output,
+        tied_embeddings=not has_output,
+        kv_layout=kv_layout(first),
+        vocab=vocab,
+        embedding=_int(first.arch_key("embedding_length")),
+        feed_forward=_max(first.arch_key("feed_forward_length")),
+    )
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or v is None:
+        return 0
+    if isinstance(v, int):
+        return v
+    if isinstance(v, tuple) and v:
+        return int(v[0])
+    return 0
+
+
+def _max(v: Any) -> int:
+    if isinstance(v, tuple):
+        return max((int(x) for x in v), default=0)
+    return _int(v)
+
+
+def _per_layer(v: Any, n: int, default: int = 0) -> list[int]:
+    """A key that may be one value or an array with one value per layer."""
+    if isinstance(v, tuple):
+        vals = [int(x) for x in v[:n]]
+        return vals + [vals[-1] if vals else default] * (n - len(vals))
+    return [default if v is None else int(v)] * n
+
+
+def kv_layout(h: GgufHeader) -> tuple[LayerGroup, ...]:
+    """How each layer keeps its past, in layer order, as runs of like layers.
+
+    From llama.cpp's hparams (llama_model::load_hparams, llama_hparams::n_embd_k_gqa): per-layer
+    KV heads (0 = a recurrent layer), key and value lengths (default embedding / heads), MLA when
+    `key_length_mla` is stated (K only: kv_lora_rank + rope dims), sliding-window layers from
+    `sliding_window_pattern` or the architecture's fixed period, and recurrent state from `ssm.*`.
+    """
+    n = _int(h.arch_key("block_count"))
+    embd = _int(h.arch_key("embedding_length"))
+    heads = _per_layer(h.arch_key("attention.head_count"), n)
+    kv_raw = h.arch_key("attention.head_count_kv")
+    kv_heads = _per_layer(kv_raw, n) if kv_raw is not None else list(heads)
+    head0 = max(heads, default=0)
+    k_len = _int(h.arch_key("attention.key_length")) or (embd // head0 if head0 else 0)
+    v_len = _int(h.arch_key("attention.value_length")) or (embd // head0 if head0 else 0)
+    mla = h.arch_key("attention.key_length_mla") is not None
+    window = _int(h.arch_key("attention.sliding_window"))
+    swa = _swa_layers(h, n) if window else [False] * n
+    k_swa = _int(h.arch_key("attention.key_length_swa")) or k_len
+    v_swa = _int(h.arch_key("attention.value_length_swa")) or v_len
+    state = _recurrent_state_bytes(h)
+    interval = _int(h.arch_key("full_attention_interval"))
+    groups: list[LayerGroup] = []
+    for il in range(n):
+        recurrent = state and (kv_heads[il] == 0 or (interval and (il + 1) % interval != 0))
+        if recurrent:
+            g = LayerGroup(AttentionKind.LINEAR, 1, state_bytes=state)
+        elif mla:
+            g = LayerGroup(AttentionKind.MLA, 1, kv_heads=1, head_dim=k_len, latent_dim=k_len)
+        elif swa[il]:
+            g = LayerGroup(
+                AttentionKind.SLIDING, 1, kv_heads=kv_heads[il], head_dim=k_swa,
+                head_dim_v=v_swa if v_swa != k_swa else 0, window=window,
+            )  # fmt: skip
+        else:
+            g = LayerGroup(
+                AttentionKind.FULL, 1, kv_heads=kv_heads[il], head_dim=k_len,
+                head_dim_v=v_len if v_len != k_len else 0,
+            )  # fmt: skip
+        if groups and _same(groups[-1], g):
+            last = groups[-1]
+            groups[-1] = LayerGroup(**{**last.__dict__, "layers": last.layers + 1})
+        else:
+            groups.append(g)
+    return tuple(groups)
+
+
+def _same(a: LayerGroup, b: LayerGroup) -> bool:
+    return {**a.__dict__, "layers": 0} == {**b.__dict__, "layers": 0}
+
+
+def _swa_layers(h: GgufHeader, n: int) -> list[bool]:
+    pattern = h.arch_key("attention.sliding_window_pattern")
+    if isinstance(pattern, tuple):
+        return [bool(x) for x in pattern[:n]] + [False] * (n - len(pattern))
+    period = _int(pattern) if pattern is not None else SWA_PERIODS.get(h.architecture or "", 0)
+    if pattern is None and not period:
+        # A window with no pattern, on an architecture llama.cpp does not window: llama.cpp
+        # ignores it (Mistral 7B v0.1's 4096 is served as full attention).
+        return [False] * n
+    # llama_hparams::set_swa_pattern: swa_layers[il] = n_pattern == 0 || il % n_pattern < n - 1.
+    return [period == 0 or il % period < period - 1 for il in range(n)]
+
+
+def _recurrent_state_bytes(h: GgufHeader) -> int:
+    """One sequence's state in one recurrent layer, f32 (llama_memory_recurrent; ENGINES.md g):
+    R = (conv_kernel − 1) × (inner_size + 2 × group_count × state_size), S = state_size ×
+    inner_size."""
+    inner = _int(h.arch_key("ssm.inner_size"))
+    if not inner:
+        return 0
+    conv = _int(h.arch_key("ssm.conv_kernel"))
+    d_state = _int(h.arch_key("ssm.state_size"))
+    groups = _int(h.arch_key("ssm.group_count"))
+    r = max(conv - 1, 0) * (inner + 2 * groups * d_state)
+    s = d_state * inner
+    return 4 * (r + s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model
+
+
+def model_from_gguf(h: GgufHeader) -> Model:
+    """The Model a GGUF header states, for a repository with no config.json."""
+    arch = h.architecture
+    n = _int(h.arch_key("block_count"))
+    if not arch or not n:
+        raise WeightsError(
+            f"{h.path} states no general.architecture or block_count, so it cannot be planned."
+        )
+    groups = kv_layout(h)
+    heads = _max(h.arch_key("attention.head_count"))
+    attn = [g for g in groups if g.kind is not AttentionKind.LINEAR]
+    kv_heads = max((g.kv_heads for g in attn), default=0)
+    head_dim = max((g.head_dim for g in attn), default=0)
+    experts = _int(h.arch_key("expert_count")) or None
+    used = _int(h.arch_key("expert_used_count")) or None
+    params = sum(t.n_elements for t in h.tensors)
+    active = None
+    if experts and used:
+        expert_params = sum(t.n_elements for t in h.tensors if _EXPERTS.search(t.name))
+        active = params - expert_params + expert_params * used // experts
+    notes: list[str] = []
+    if _int(h.arch_key("attention.kv_lora_rank")) and not any(
+        g.kind is AttentionKind.MLA for g in groups
+    ):
+        notes.append(
+            f"{h.path.name} predates llama.cpp's MLA cache (no key_length_mla): its KV cache "
+            "holds every head's keys and values, many times what a re-converted file needs."
+        )
+    vocab = _int(h.arch_key("vocab_size")) or int(h.get("tokenizer.ggml.tokens") or 0) or None
+    return Model(
+        architecture=arch,
+        model_type=arch,
+        layers=n,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        layer_groups=groups,
+        hidden_size=_int(h.arch_key("embedding_length")) or None,
+        vocab_size=vocab,
+        max_context=_int(h.arch_key("context_length")) or None,
+        quantization="gguf",
+        experts=experts,
+        experts_active=used,
+        shared_experts=_int(h.arch_key("expert_shared_count")) or None,
+        params=params,
+        active_params=active,
+        notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Artifacts in a directory
+
+
+@dataclass(frozen=True)
+class GgufFiles:
+    artifacts: tuple[Artifact, ...]
+    # The first artifact's first header, for a repository whose model only GGUF states.
+    first_header: GgufHeader | None
+    warnings: tuple[str, ...] = ()
+
+
+def is_projector(rel: str) -> bool:
+    return Path(rel).name.lower().startswith("mmproj")
+
+
+def group_files(rels: list[str]) -> tuple[list[list[str]], list[str]]:
+    """GGUF paths grouped into artifacts (split parts together, first part first), and the
+    warnings for split artifacts with parts missing."""
+    singles: list[list[str]] = []
+    splits: dict[tuple[str, int], dict[int, str]] = {}
+    for rel in sorted(rels):
+        m = _SPLIT.match(rel)
+        if m:
+            key = (m.group("prefix"), int(m.group("count")))
+            splits.setdefault(key, {})[int(m.group("no"))] = rel
+        else:
+            singles.append([rel])
+    warnings: list[str] = []
+    groups = list(singles)
+    for (prefix, count), parts in splits.items():
+        missing = [i for i in range(1, count + 1) if i not in parts]
+        if missing:
+            warnings.append(
+                f"{prefix}.gguf: part{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(map(str, missing))} of {count} are not here, so it is not planned."
+            )
+            continue
+        groups.append([parts[i] for i in range(1, count + 1)])
+    groups.sort(key=lambda g: g[0])
+    return groups, warnings
+
+
+def gguf_artifacts(root: Path) -> GgufFiles:
+    rels = [p.relative_to(root).as_posix() for p in root.rglob("*.gguf") if p.is_file()]
+    projectors = sorted(r for r in rels if is_projector(r))
+    models = [r for r in rels if not is_projector(r)]
+    groups, warnings = group_files(models)
+    # Of several projectors (mmproj-F16, mmproj-BF16, mmproj-F32), the smallest; the command
+    # names it with --mmproj, so plan and engine agree on which.
+    projector = min(projectors, key=lambda r: ((root / r).stat().st_size, r), default=None)
+    projector_bytes = (root / projector).stat().st_size if projector else 0
+    artifacts = []
+    first_header = None
+    for parts in groups:
+        headers = [read_header(root / p) for p in parts]
+        if first_header is None:
+            first_header = headers[0]
+        artifacts.append(
+            Artifact(
+                name=_artifact_name(parts),
+                format="gguf",
+                bytes=sum(h.data_bytes for h in headers),
+                shards=len(parts),
+                quant=quant_name(headers[0], parts[0]),
+                params=sum(t.n_elements for h in headers for t in h.tensors),
+                path=str(root / parts[0]),
+                files=tuple(parts),
+                layout=layout_of(headers),
+                projector=str(root / projector) if projector else None,
+                projector_bytes=projector_bytes,
+            )
+        )
+    return GgufFiles(tuple(artifacts), first_header, tuple(warnings))
+
+
+def _artifact_name(parts: list[str]) -> str:
+    m = _SPLIT.match(parts[0])
+    return f"{m.group('prefix')}.gguf" if m and len(parts) > 1 else parts[0]

@@ -1,0 +1,87 @@
+"""A GGUF-only repository from the cache, as a user runs it: every quant file's options."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import EXAMPLE_FLEET, HUB, ROOT
+
+FLEET = str(EXAMPLE_FLEET)
+REPO = "llmfit-fixtures/Tiny-Llama-GGUF"
+SNAP = HUB / "models--llmfit-fixtures--Tiny-Llama-GGUF" / "snapshots"
+
+
+def test_each_quant_file_has_its_options(run):
+    code, out, err = run(REPO, "--fleet", FLEET, "--context", "4096", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["model"]["architecture"] == "llama" and doc["model"]["layers"] == 4
+    assert [(a["name"], a["quant"], a["shards"]) for a in doc["artifacts"]] == [
+        ("Q8_0/Tiny-Llama-Q8_0.gguf", "Q8_0", 2),
+        ("Tiny-Llama-Q4_K_M.gguf", "Q4_K_M", 1),
+        ("Tiny-Llama-Q6_K.gguf", "Q6_K", 1),
+    ]
+    by_file: dict[str, list[str]] = {}
+    for o in doc["options"]:
+        assert o["engine"] == "llama.cpp"
+        by_file.setdefault(o["artifact"], []).append(o["label"])
+    # One card of each class, and the CPU, for every file.
+    labels = ["1 × h200-141g", "1 × a100-80g", "1 × h100-80g", "1 × l40s-48g",
+              "1 × a100-80g-mig-3g.40gb", "CPU"]  # fmt: skip
+    assert {k: sorted(v) for k, v in by_file.items()} == {
+        a["name"]: sorted(labels) for a in doc["artifacts"]
+    }
+    # On a card, the eight-bit file; on a CPU, where every bit is read per token, Q6_K.
+    assert doc["options"][0]["artifact"] == "Q8_0/Tiny-Llama-Q8_0.gguf"
+    cpu = [o["artifact"] for o in doc["options"] if o["cpu"]]
+    assert cpu[0] == "Tiny-Llama-Q6_K.gguf"
+    (snap,) = SNAP.iterdir()
+    first = snap / "Q8_0" / "Tiny-Llama-Q8_0-00001-of-00002.gguf"
+    assert doc["options"][0]["commands"][0]["argv"] == [
+        "llama-server", "-m", str(first), "--ctx-size", "4096", "--n-gpu-layers", "5",
+        "--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080",
+    ]  # fmt: skip
+
+
+def test_text_output_prints_the_best_command(run):
+    code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096")
+    assert code == 0
+    assert "Best: 1 × h200-141g, Q8_0, 0.5 GB a card (125.5 free)" in out
+    assert any(line.startswith("llama-server -m ") for line in out.splitlines())
+
+
+def test_a_corrupt_gguf_is_one_sentence_and_exit_3(run, tmp_path):
+    bad = tmp_path / "model-Q4_K_M.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 20)
+    code, out, err = run(str(tmp_path), "--fleet", FLEET)
+    assert code == 3
+    assert out == ""
+    assert err == f"llmfit: {bad} is not a readable GGUF file (its header ends early).\n"
+
+
+def test_a_safetensors_plan_does_not_import_gguf_or_numpy():
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys; os.environ['HF_HUB_CACHE'] = sys.argv[1]; "
+        "from llmfit.advise import advise; from llmfit.plan.planner import PlanSettings; "
+        "from llmfit.sources.fleet import read_fleet; from pathlib import Path; "
+        "advise('Qwen/Qwen3-8B', read_fleet(Path(sys.argv[2])), PlanSettings()); "
+        "print(sorted({'gguf', 'numpy'} & set(sys.modules)))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(HUB), FLEET],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    assert r.stdout.strip() == "[]"
+
+
+def test_json_says_the_llama_cpp_placement(run):
+    code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096", "--json")
+    assert code == 0
+    best = json.loads(out)["options"][0]
+    assert (best["gpu_layers"], best["cpu_moe_layers"], best["host_bytes"]) == (5, 0, 0)
