@@ -185,8 +185,8 @@ class ClassUsage:
 
 @dataclass(frozen=True)
 class FabricClass:
-    """Whole cards of one class on one fabric: how many nodes, and how many have every healthy
-    card free (what a replica spanning nodes needs)."""
+    """Whole cards of one class on one fabric: how many nodes, how many have every card free
+    (what a replica spanning nodes needs), and the most cards a node of them has."""
 
     fabric: str
     gpu_class: str
@@ -230,9 +230,10 @@ def summarize(fleet: Fleet) -> FleetSummary:
     """Count the fleet by class and by fabric, in one pass over its nodes.
 
     A card is unhealthy, free, or used (the healthy cards that are not free); unhealthy cards are
-    neither used nor free. A node is a free whole node of a class when it has healthy cards of
-    that class and every one of them is free. MIG classes are left out of the fabric counts: an
-    instance never joins others, on its node or across a fabric.
+    neither used nor free. A node is a free whole node of a class when every card of that class
+    on it is free: none in use and none broken, so a replica as wide as the node can land. MIG
+    classes are left out of the fabric counts: an instance never joins others, on its node or
+    across a fabric.
     """
     classes: dict[tuple[str, int], list[int]] = {}
     fabrics: dict[tuple[str, str], list[int]] = {}
@@ -257,8 +258,8 @@ def summarize(fleet: Fleet) -> FleetSummary:
                 continue
             f = fabrics.setdefault((node.fabric, k.gpu_class), [0, 0, 0])
             f[0] += 1
-            f[1] += k.healthy > 0 and free == k.healthy
-            f[2] = max(f[2], k.healthy)
+            f[1] += k.gpus > 0 and k.unhealthy_gpus == 0 and free == k.gpus
+            f[2] = max(f[2], k.gpus)
     return FleetSummary(
         source=fleet.source,
         nodes=len(fleet.nodes),

@@ -19,7 +19,7 @@ def _gb(n: int) -> str:
 
 
 def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _ram(n: int) -> str:
@@ -33,9 +33,9 @@ def bar(used: int, free: int, unhealthy: int, width: int = BAR) -> str:
     total = sum(parts)
     if total <= 0:
         return " " * width
-    exact = [p * width / total for p in parts]
-    cells = [int(x) for x in exact]
-    for i in sorted(range(3), key=lambda i: exact[i] - cells[i], reverse=True):
+    cells = [p * width // total for p in parts]
+    rest = [p * width % total for p in parts]
+    for i in sorted(range(3), key=lambda i: -rest[i]):
         if sum(cells) < width:
             cells[i] += 1
     for i in range(3):
@@ -61,7 +61,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: int) -> l
 
 def render_summary(s: FleetSummary) -> str:
     gpu_part = (
-        f"{_n(s.gpus, 'GPU')}: {s.used} used, {s.free} free, {s.unhealthy} unhealthy"
+        f"{_n(s.gpus, 'GPU')}: {s.used:,} used, {s.free:,} free, {s.unhealthy:,} unhealthy"
         if s.classes
         else "no GPUs"
     )

@@ -43,7 +43,14 @@ class _Reader:
         self.lines = text.splitlines()
 
     def fail(self, where: str, key: str | None, message: str) -> FleetFileError:
-        line = self._line_of(where, key)
+        if key is None and re.fullmatch(r"\w+", where):
+            line = self._top_line(where)  # a top-level key written as a value ("pool = 1")
+        else:
+            line = self._line_of(where, key)
+        if line is None and key is None and "." in where:
+            # An inline table in a list ("devices = [1]"): the line of the list.
+            parent, _, last = where.rpartition(".")
+            line = self._line_of(parent, re.sub(r"\[\d+\]$", "", last))
         at = f"{self.path}:{line}" if line else self.path
         what = ".".join(p for p in (where, key) if p)
         return FleetFileError(f"{at}: {what} {message}")
@@ -71,9 +78,6 @@ class _Reader:
                 return None
             start = found[nth]
         if not key:
-            if where and "." not in where and "[" not in where:
-                # A top-level key written as a value ("pool = 1"), not a table.
-                return self._top_line(where)
             return start + 1 if where else None
         after = [i for i, _ in headers if i > start]
         stop = after[0] if after and where else (after[0] if after else len(self.lines))
