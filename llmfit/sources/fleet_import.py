@@ -94,7 +94,12 @@ def _node_kinds(name: str, labels: dict[str, str], cap: dict, alloc: dict) -> li
         whole = _int(cap.get(_GFD + "gpu"))
     else:
         whole = _int(labels.get(_GFD + "gpu.count")) or _int(cap.get(_GFD + "gpu")) // replicas
-    if whole and product:
+    if whole and not product:
+        raise FleetFileError(
+            f"node {name}: has {whole} nvidia.com/gpu but no nvidia.com/gpu.product label, so "
+            "what its cards are is unknown; run GPU Feature Discovery or write the node by hand."
+        )
+    if whole:
         size = card_bytes(card_class, memory) if memory else memory_from_class(card_class) or 0
         if not size:
             raise FleetFileError(
