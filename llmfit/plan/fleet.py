@@ -147,7 +147,9 @@ def class_from_product(product: str, total_bytes: int | None = None) -> str:
             size = int(m.group(1))
         elif w not in _NOISE:
             kept.append(w.replace("(", "").replace(")", ""))
-    if size is None and total_bytes:
+    if total_bytes and (size is None or not size * 0.9 <= total_bytes / GIB <= size * 1.02):
+        # No size in the name, or one that is not the card's: "NVIDIA GH200 480GB" counts the
+        # CPU's memory too, while the GPU reports 96 GB (gpu-memory-totals.md).
         size = marketed_gb(total_bytes)
     slug = "".join(kept) or "gpu"
     return f"{slug}-{size}g" if size else slug

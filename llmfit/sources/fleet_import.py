@@ -90,14 +90,18 @@ def _node_kinds(name: str, labels: dict[str, str], cap: dict, alloc: dict) -> li
         bad = unhealthy(_GFD + "gpu", count)
         return [PoolKind(cls, size, count, count - bad, bad)] if count else []
     card_class = class_from_product(product, memory) if product else "gpu"
+    # Time-slicing multiplies the resource by gpu.replicas, under its own name
+    # (nvidia.com/gpu.shared) or not; the label gpu.count is the cards themselves.
+    shared = _int(cap.get(_GFD + "gpu")) or _int(cap.get(_GFD + "gpu.shared"))
     if strategy == "mixed":
         whole = _int(cap.get(_GFD + "gpu"))
     else:
-        whole = _int(labels.get(_GFD + "gpu.count")) or _int(cap.get(_GFD + "gpu")) // replicas
-    if whole and not product:
+        whole = _int(labels.get(_GFD + "gpu.count")) or shared // replicas
+    if (whole or shared) and not product:
+        resource = "nvidia.com/gpu" if _int(cap.get(_GFD + "gpu")) else "nvidia.com/gpu.shared"
         raise FleetFileError(
-            f"node {name}: has {whole} nvidia.com/gpu but no nvidia.com/gpu.product label, so "
-            "what its cards are is unknown; run GPU Feature Discovery or write the node by hand."
+            f"node {name}: has {whole or shared} {resource} but no nvidia.com/gpu.product label, "
+            "so what its cards are is unknown; run GPU Feature Discovery or write the node by hand."
         )
     if whole:
         size = card_bytes(card_class, memory) if memory else memory_from_class(card_class) or 0
@@ -138,8 +142,9 @@ def _node_kinds(name: str, labels: dict[str, str], cap: dict, alloc: dict) -> li
 def import_kubectl(text: str, source: str, fabric_label: str | None = None) -> tuple[PoolNode, ...]:
     """Nodes from `kubectl get nodes -o json` (a List of Nodes, or one Node).
 
-    Kubernetes does not say which cards are in use, so every healthy card is written as free;
-    host RAM is the node's memory capacity, and free RAM what it lets pods allocate.
+    Kubernetes does not say which cards are in use, so every healthy card is written as free,
+    except on a cordoned node (none free) or one that is not Ready (every card unhealthy); host
+    RAM is the node's memory capacity, and free RAM what it lets pods allocate (0 on those two).
     """
     try:
         doc = json.loads(text)
@@ -155,6 +160,8 @@ def import_kubectl(text: str, source: str, fabric_label: str | None = None) -> t
         raise FleetFileError(f"{source} holds no nodes; make it with kubectl get nodes -o json.")
     nodes: list[PoolNode] = []
     for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise FleetFileError(f"{source}: item {i} is not a node object.")
         meta = item.get("metadata") or {}
         status = item.get("status") or {}
         name = meta.get("name") or f"node{i + 1}"
@@ -163,10 +170,24 @@ def import_kubectl(text: str, source: str, fabric_label: str | None = None) -> t
         alloc = status.get("allocatable") or {}
         ram = _bytes(cap.get("memory"))
         free_ram = min(_bytes(alloc.get("memory")) or ram, ram)
+        kinds = _node_kinds(name, labels, cap, alloc)
+        ready = [
+            c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"
+        ]
+        if ready and ready[0] != "True":
+            # A node that is not Ready runs nothing: its cards are neither used nor free.
+            kinds = [PoolKind(k.gpu_class, k.card_bytes, k.gpus, 0, k.gpus) for k in kinds]
+            free_ram = 0
+        elif (item.get("spec") or {}).get("unschedulable") is True:
+            # Cordoned: its cards work but take no new work now, so none is free.
+            kinds = [
+                PoolKind(k.gpu_class, k.card_bytes, k.gpus, 0, k.unhealthy_gpus) for k in kinds
+            ]
+            free_ram = 0
         nodes.append(
             PoolNode(
                 id=name,
-                kinds=tuple(_node_kinds(name, labels, cap, alloc)),
+                kinds=tuple(kinds),
                 fabric=labels.get(fabric_label, "") if fabric_label else "",
                 ram_bytes=ram,
                 free_ram_bytes=free_ram,

@@ -178,6 +178,12 @@ def test_kubectl_unhealthy_mig_instances():
         (_node({}, {"nvidia.com/gpu": "4"}),
          "node n1: has 4 nvidia.com/gpu but no nvidia.com/gpu.product label, so what its cards "
          "are is unknown; run GPU Feature Discovery or write the node by hand."),
+        # kubectl-node-mig-timeslicing-shared-bottlerocket.txt: the cards only as a shared
+        # resource, and no labels in the excerpt.
+        (_node({}, {"nvidia.com/gpu": "0", "nvidia.com/gpu.shared": "128"}),
+         "node n1: has 128 nvidia.com/gpu.shared but no nvidia.com/gpu.product label, so what "
+         "its cards are is unknown; run GPU Feature Discovery or write the node by hand."),
+        ('{"kind": "List", "items": [1]}', "n.json: item 0 is not a node object."),
         (_node({"nvidia.com/gpu.product": "NVIDIA-GB10", "nvidia.com/gpu.count": "1"}, {}),
          "node n1: 'NVIDIA-GB10' has no nvidia.com/gpu.memory label, so its card memory is "
          "unknown; add gpu_memory_gb to the fleet file by hand."),
@@ -243,3 +249,43 @@ def test_nvidia_smi_import_keeps_an_unknown_cards_memory_exactly():
     text = fleet_toml((node,), "x")
     assert 'gpu = "rtxa5000-24g"\ngpu_memory_gb = 23.98828125\ngpus = 1\n' in text
     assert parse_fleet(text, "x.toml").nodes[0].kinds[0].card_bytes == 24_564 * MIB
+
+
+H100_LABELS = {
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/gpu.count": "8",
+}
+
+
+def _with(node: str, **extra) -> str:
+    doc = json.loads(node)
+    for key, value in extra.items():
+        doc.setdefault(key, {}).update(value)
+    return json.dumps(doc)
+
+
+def test_kubectl_time_sliced_cards_are_counted_once():
+    """With gpu.replicas = 4 the resource is 32, the cards are 8 (the gpu.count label)."""
+    labels = H100_LABELS | {"nvidia.com/gpu.replicas": "4"}
+    (node,) = import_kubectl(_node(labels, {"nvidia.com/gpu.shared": "32"}), "n.json")
+    assert node.kinds == (PoolKind("h100-80g", H100, 8, 8, 0),)
+
+
+def test_kubectl_cordoned_node_has_no_free_card():
+    text = _with(_node(H100_LABELS, {"nvidia.com/gpu": "8", "memory": "1Ti"}),
+                 spec={"unschedulable": True})  # fmt: skip
+    (node,) = import_kubectl(text, "n.json")
+    assert node.kinds == (PoolKind("h100-80g", H100, 8, 0, 0),)
+    assert (node.ram_bytes, node.free_ram_bytes) == (1 << 40, 0)
+
+
+def test_kubectl_node_not_ready_has_every_card_unhealthy():
+    not_ready = {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                {"type": "Ready", "status": "Unknown"}]}  # fmt: skip
+    text = _with(_node(H100_LABELS, {"nvidia.com/gpu": "8"}), status=not_ready)
+    (node,) = import_kubectl(text, "n.json")
+    assert node.kinds == (PoolKind("h100-80g", H100, 8, 0, 8),)
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    (node,) = import_kubectl(_with(_node(H100_LABELS, {"nvidia.com/gpu": "8"}), status=ready), "")
+    assert node.kinds == (PoolKind("h100-80g", H100, 8, 8, 0),)

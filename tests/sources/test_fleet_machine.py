@@ -164,6 +164,9 @@ def test_list_without_mig():
         ("Tesla T4", 15_360, "t4-16g"),
         ("NVIDIA A30", 24_576, "a30-24g"),
         ("NVIDIA GB10", None, "gb10"),  # no size anywhere: the label has none
+        # A size in the name that is not the GPU's (the GH200's 480 GB counts its CPU memory):
+        # the reported total wins (97,280, gpu-memory-totals.md).
+        ("NVIDIA GH200 480GB", 97_280, "gh200-96g"),
     ],
 )
 def test_class_from_product(product, mib, gpu_class):
