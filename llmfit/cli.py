@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import click
 
@@ -173,7 +174,13 @@ _output = click.option(
 @click.option("--ram-gb", type=click.FloatRange(0), default=0, help="The node's RAM in GB.")
 @_output
 def fleet_import_nvidia_smi(
-    csv_file, list_file, query_gpu, name, fabric, ram_gb, output: Path | None
+    csv_file: TextIO,
+    list_file: TextIO | None,
+    query_gpu: str | None,
+    name: str | None,
+    fabric: str,
+    ram_gb: float,
+    output: Path | None,
 ) -> None:
     """A one-node fleet file from `nvidia-smi --query-gpu=name,memory.total,... --format=csv`.
 
@@ -205,7 +212,7 @@ def fleet_import_nvidia_smi(
 @click.argument("json_file", type=click.File("r", encoding="utf-8"))
 @click.option("--fabric-label", help="The node label that names each node's fabric.")
 @_output
-def fleet_import_kubectl(json_file, fabric_label: str | None, output: Path | None) -> None:
+def fleet_import_kubectl(json_file: TextIO, fabric_label: str | None, output: Path | None) -> None:
     """A fleet file from `kubectl get nodes -o json` (GPU Feature Discovery labels).
 
     \b

@@ -139,3 +139,15 @@ def test_a_fleet_file_with_every_feature_reads_as_written():
         PoolKind("rtxa5000-24g", 24_564 * MIB, 1, 1, 0),
     )
     assert cpu.is_cpu and (cpu.ram_bytes, cpu.free_ram_bytes) == (512 * GIB, 512 * GIB)
+
+
+def test_a_file_that_cannot_be_read_is_one_sentence(tmp_path):
+    binary = tmp_path / "fleet.toml"
+    binary.write_bytes(b"\xff\xfe[[node]]\n")
+    with pytest.raises(FleetFileError) as e:
+        read_fleet(binary)
+    assert e.value.message.startswith(f"{binary}: cannot be read (")
+    assert "codec can't decode byte 0xff" in e.value.message
+    with pytest.raises(FleetFileError) as e:
+        read_fleet(tmp_path / "none.toml")
+    assert e.value.message == f"{tmp_path / 'none.toml'}: no such fleet file."

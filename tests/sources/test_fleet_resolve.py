@@ -177,3 +177,21 @@ def test_an_error_in_the_local_fleet_toml_names_it(box):
     assert e.value.message == (
         "fleet.toml:2: node[0].gpus is given without a gpu class to say what they are."
     )
+
+
+def test_a_failing_list_keeps_the_whole_cards_and_says_so(box, tmp_path):
+    bin_dir = tmp_path / "bin"
+    script = bin_dir / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "-L" ]; then\n'
+        '  echo "Failed to initialize NVML: Unknown Error" >&2; exit 255\n'
+        "fi\n"
+        f'/bin/cat "{bin_dir / "gpus.csv"}"\n'
+    )
+    fleet = resolve_fleet(None)
+    assert fleet.nodes[0].kinds == (PoolKind("a100-80g", 85_100_068_864, 4, 3),)
+    assert fleet.notes == (
+        "nvidia-smi -L failed (Failed to initialize NVML: Unknown Error), so MIG instances are "
+        "not seen.",
+    )
