@@ -73,7 +73,8 @@ class GpuRow:
 
 
 _UNIT = re.compile(r"\s*\[[^\]]*\]$")
-_HEADER_FIELDS = {"index", "name", "memory.total", "memory.used", "memory.free", "uuid"}
+# A header cell is a query field ("memory.total", "pci.bus_id"); a value never looks like one.
+_FIELD = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*")
 _QUERY_ARG = re.compile(r"--query-gpu[=\s]([\w.,]+)")
 _NA = {"[n/a]", "n/a", "[not supported]", ""}
 
@@ -109,7 +110,7 @@ def parse_gpu_csv(text: str, source: str, query: str | None = None) -> tuple[Gpu
             continue
         cells = [c.strip() for c in line.split(",")]
         names = [_UNIT.sub("", c).lower() for c in cells]
-        if not rows and _HEADER_FIELDS & set(names):
+        if not rows and all(_FIELD.fullmatch(n) for n in names):
             fields = names
             continue
         rows.append((n, cells))

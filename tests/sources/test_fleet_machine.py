@@ -66,6 +66,20 @@ def test_memory_na_is_one_sentence():
     assert e.value.message.startswith("gb10.csv:1: memory.total is [N/A] ")
 
 
+def test_a_csv_of_other_fields_says_which_is_missing():
+    mig_mode = fixture_text("nvidia-smi-mig-h100-pcie-scaleway.txt").split("\n\n")[1]
+    assert mig_mode.splitlines()[1:] == [
+        "pci.bus_id, mig.mode.current",
+        "00000000:01:00.0, Enabled",
+    ]
+    with pytest.raises(FleetFileError) as e:
+        parse_gpu_csv(mig_mode, "mig.csv")
+    assert e.value.message == (
+        "mig.csv: has no memory.total column; query it with "
+        "nvidia-smi --query-gpu=name,memory.total --format=csv."
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "query", "message"),
     [
