@@ -104,3 +104,182 @@ class Fleet:
     @property
     def gpus(self) -> int:
         return sum(k.healthy for n in self.nodes for k in n.kinds)
+
+
+# Sizes cards are sold as, in GB. A product name that states no size ("NVIDIA L40S") is named by
+# the smallest of these its reported total reaches within 8 %: nvidia-smi's framebuffer total sits
+# below the marketed figure (L40S 46,068 MiB = 45.0 GiB for 48 GB; H200 143,771 MiB = 140.4 GiB
+# for 141 GB; B200 183,359 MiB = 179.1 GiB for 180 GB; fixtures/fleet/gpu-memory-totals.md).
+MARKETED_GB = (4, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 120, 141, 180, 192)
+
+# Words of a product name that say nothing about which card it is to the plan: the vendor, the
+# brand, the memory type and the form factor (an SXM and a PCIe H100 hold the same 80 GB).
+_NOISE = {
+    "nvidia", "geforce", "tesla", "hbm", "hbm2", "hbm2e", "hbm3", "hbm3e", "sxm", "sxm2", "sxm4",
+    "sxm5", "pcie", "nvl", "workstation", "edition", "server", "gddr6", "gddr6x", "gddr7",
+}  # fmt: skip
+_SIZE_WORD = re.compile(r"^(\d+)gb?$")
+_MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
+
+
+def marketed_gb(total_bytes: int) -> int:
+    """The size a card is sold as, from the total a tool reports (bytes)."""
+    gib = total_bytes / GIB
+    for size in MARKETED_GB:
+        if size * 0.92 <= gib <= size:
+            return size
+    return round(gib)
+
+
+def class_from_product(product: str, total_bytes: int | None = None) -> str:
+    """A GPU class label from a product name as nvidia-smi or GPU Feature Discovery gives it.
+
+    "NVIDIA H100 80GB HBM3" → "h100-80g"; "A100-SXM4-40GB" → "a100-40g"; "NVIDIA L40S" with
+    46,068 MiB → "l40s-48g"; "NVIDIA GeForce RTX 4090" → "rtx4090-24g". The size comes from the
+    name when it states one, else from `total_bytes`; with neither the label has no size.
+    """
+    words = [w for w in re.split(r"[\s\-_]+", product.strip().lower()) if w]
+    size = None
+    kept: list[str] = []
+    for w in words:
+        m = _SIZE_WORD.match(w)
+        if m:
+            size = int(m.group(1))
+        elif w not in _NOISE:
+            kept.append(w.replace("(", "").replace(")", ""))
+    if total_bytes and (size is None or not size * 0.9 <= total_bytes / GIB <= size * 1.02):
+        # No size in the name, or one that is not the card's: "NVIDIA GH200 480GB" counts the
+        # CPU's memory too, while the GPU reports 96 GB (gpu-memory-totals.md).
+        size = marketed_gb(total_bytes)
+    slug = "".join(kept) or "gpu"
+    return f"{slug}-{size}g" if size else slug
+
+
+def mig_class(card_class: str, profile: str) -> str:
+    """The class of a MIG instance: the card's class and the profile ("a100-80g-mig-1g.20gb")."""
+    return f"{card_class}-mig-{profile.strip().lower()}"
+
+
+def is_mig_profile(text: str) -> bool:
+    return bool(_MIG_PROFILE.match(text.strip().lower()))
+
+
+# The fleet at a glance (`llmfit fleet`): what each class has, used, free and broken, and what
+# each fabric could give a replica that spans nodes.
+
+
+@dataclass(frozen=True)
+class ClassUsage:
+    """One GPU class across the fleet. used + free + unhealthy == gpus."""
+
+    gpu_class: str
+    card_bytes: int
+    nodes: int
+    gpus: int
+    used: int
+    free: int
+    unhealthy: int
+
+    @property
+    def mig(self) -> bool:
+        return is_mig(self.gpu_class)
+
+
+@dataclass(frozen=True)
+class FabricClass:
+    """Whole cards of one class on one fabric: how many nodes, how many have every card free
+    (what a replica spanning nodes needs), and the most cards a node of them has."""
+
+    fabric: str
+    gpu_class: str
+    nodes: int
+    free_nodes: int
+    gpus_per_node: int
+
+
+@dataclass(frozen=True)
+class FleetSummary:
+    source: str
+    nodes: int
+    gpu_nodes: int
+    cpu_nodes: int
+    classes: tuple[ClassUsage, ...]
+    fabrics: tuple[FabricClass, ...]
+    ram_bytes: int
+    free_ram_bytes: int
+    cpu_ram_bytes: int
+    cpu_free_ram_bytes: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return sum(c.gpus for c in self.classes)
+
+    @property
+    def used(self) -> int:
+        return sum(c.used for c in self.classes)
+
+    @property
+    def free(self) -> int:
+        return sum(c.free for c in self.classes)
+
+    @property
+    def unhealthy(self) -> int:
+        return sum(c.unhealthy for c in self.classes)
+
+
+def summarize(fleet: Fleet) -> FleetSummary:
+    """Count the fleet by class and by fabric, in one pass over its nodes.
+
+    A card is unhealthy, free, or used (the healthy cards that are not free); unhealthy cards are
+    neither used nor free. A node is a free whole node of a class when every card of that class
+    on it is free: none in use and none broken, so a replica as wide as the node can land. MIG
+    classes are left out of the fabric counts: an instance never joins others, on its node or
+    across a fabric.
+    """
+    classes: dict[tuple[str, int], list[int]] = {}
+    fabrics: dict[tuple[str, str], list[int]] = {}
+    gpu_nodes = cpu_nodes = ram = free_ram = cpu_ram = cpu_free = 0
+    for node in fleet.nodes:
+        ram += node.ram_bytes
+        free_ram += node.free_ram_bytes
+        if node.is_cpu:
+            cpu_nodes += 1
+            cpu_ram += node.ram_bytes
+            cpu_free += node.free_ram_bytes
+            continue
+        gpu_nodes += 1
+        for k in node.kinds:
+            free = min(k.free_gpus, k.healthy)
+            c = classes.setdefault((k.gpu_class, k.card_bytes), [0, 0, 0, 0])
+            c[0] += 1
+            c[1] += k.gpus
+            c[2] += free
+            c[3] += k.unhealthy_gpus
+            if is_mig(k.gpu_class):
+                continue
+            f = fabrics.setdefault((node.fabric, k.gpu_class), [0, 0, 0])
+            f[0] += 1
+            f[1] += k.gpus > 0 and k.unhealthy_gpus == 0 and free == k.gpus
+            f[2] = max(f[2], k.gpus)
+    return FleetSummary(
+        source=fleet.source,
+        nodes=len(fleet.nodes),
+        gpu_nodes=gpu_nodes,
+        cpu_nodes=cpu_nodes,
+        classes=tuple(
+            ClassUsage(cls, card, n, gpus, gpus - free - bad, free, bad)
+            for (cls, card), (n, gpus, free, bad) in sorted(classes.items())
+        ),
+        fabrics=tuple(
+            FabricClass(fab, cls, n, free, width)
+            for (fab, cls), (n, free, width) in sorted(
+                fabrics.items(), key=lambda kv: (kv[0][0] == "", kv[0])
+            )
+        ),
+        ram_bytes=ram,
+        free_ram_bytes=free_ram,
+        cpu_ram_bytes=cpu_ram,
+        cpu_free_ram_bytes=cpu_free,
+        notes=fleet.notes,
+    )

@@ -19,13 +19,16 @@ gpus = 2
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import os
 import re
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llmfit.errors import FleetFileError
+from llmfit.errors import FleetFileError, UsageError
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, memory_from_class
 
 DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
@@ -40,7 +43,14 @@ class _Reader:
         self.lines = text.splitlines()
 
     def fail(self, where: str, key: str | None, message: str) -> FleetFileError:
-        line = self._line_of(where, key)
+        if key is None and re.fullmatch(r"\w+", where):
+            line = self._top_line(where)  # a top-level key written as a value ("pool = 1")
+        else:
+            line = self._line_of(where, key)
+        if line is None and key is None and "." in where:
+            # An inline table in a list ("devices = [1]"): the line of the list.
+            parent, _, last = where.rpartition(".")
+            line = self._line_of(parent, re.sub(r"\[\d+\]$", "", last))
         at = f"{self.path}:{line}" if line else self.path
         what = ".".join(p for p in (where, key) if p)
         return FleetFileError(f"{at}: {what} {message}")
@@ -78,6 +88,13 @@ class _Reader:
             if pattern.match(self.lines[i]):
                 return i + 1
         return start + 1 if where else None
+
+    def _top_line(self, key: str) -> int | None:
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        for i, text in enumerate(self.lines):
+            if pattern.match(text):
+                return i + 1
+        return None
 
     def check_keys(self, table: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
         for key in table:
@@ -123,6 +140,10 @@ class _Reader:
         gpu_class = self.text(table, "gpu", where).strip().lower()
         if "gpu_memory_gb" in table:
             card = self.gib(table, "gpu_memory_gb", where)
+            if card <= 0:
+                raise self.fail(
+                    where, "gpu_memory_gb", f"is {table['gpu_memory_gb']}; it must be more than 0."
+                )
         else:
             card = memory_from_class(gpu_class) or 0
             if not card:
@@ -160,12 +181,19 @@ class _Reader:
             self.check_keys(dev, DEVICE_KEYS, dwhere)
             kind = self.kind(dev, dwhere)
             if kind is None:
-                raise self.fail(dwhere, None, "has no gpu class.")
+                raise self.fail(
+                    dwhere, None, 'has no gpu class; give one like gpu = "a100-80g-mig-3g.40gb".'
+                )
             kinds.append(kind)
         ram = self.gib(table, "ram_gb", where)
         free_ram = self.gib(table, "free_ram_gb", where) if "free_ram_gb" in table else ram
         if free_ram > ram:
-            raise self.fail(where, "free_ram_gb", "is more than the node's ram_gb.")
+            raise self.fail(
+                where,
+                "free_ram_gb",
+                f"is {table['free_ram_gb']}, more than the node's ram_gb of "
+                f"{table.get('ram_gb', 0)}.",
+            )
         return PoolNode(
             id=name,
             kinds=tuple(kinds),
@@ -197,7 +225,28 @@ def parse_fleet(text: str, path: str) -> Fleet:
         nodes.append(r.node(node, where, r.text(node, "name", where, f"node{i + 1}")))
     if not nodes:
         raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
+    seen: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if n.id in seen:
+            where = _where_named(data, i)
+            raise r.fail(
+                where,
+                "name",
+                f"is {n.id!r}, a name another node already has; names must be unique.",
+            )
+        seen[n.id] = i
     return Fleet(nodes=tuple(nodes), source=path)
+
+
+def _where_named(data: dict[str, Any], index: int) -> str:
+    """The table that gave the `index`-th node: its pool or its [[node]]."""
+    pools = data.get("pool", [])
+    i = 0
+    for p, pool in enumerate(pools):
+        i += pool.get("count", 1)
+        if index < i:
+            return f"pool[{p}]"
+    return f"node[{index - i}]"
 
 
 def _tables(r: _Reader, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -215,3 +264,102 @@ def read_fleet(path: Path) -> Fleet:
     except (OSError, UnicodeDecodeError) as e:
         raise FleetFileError(f"{path}: cannot be read ({e}).") from None
     return parse_fleet(text, str(path))
+
+
+# Inline fleets, for a quick question without a file:
+#   8xh100-80g            one node with 8 cards
+#   4x8xh100-80g@ib0      four such nodes on fabric ib0
+#   h100-80g              one node with one card
+#   cpu:512g              a CPU node with 512 GB of RAM (2x cpu:1t: two nodes of 1 TB)
+# several joined with commas.
+INLINE_GRAMMAR = (
+    "[NODESx]GPUSxCLASS[@FABRIC] (8xh100-80g, 4x8xh100-80g@ib0) or [NODESx]cpu:RAM (cpu:512g), "
+    "joined with commas"
+)
+_INLINE_GPU = re.compile(r"^(?:(\d+)x)?(?:(\d+)x)?([a-z][a-z0-9.\-]*)(?:@([a-z0-9_.\-]+))?$")
+_INLINE_CPU = re.compile(r"^(?:(\d+)x)?cpu:(\d+(?:\.\d+)?)(g|gb|t|tb)?$")
+
+
+def parse_inline(text: str, what: str = "--fleet") -> Fleet:
+    """An inline fleet ("4x8xh100-80g@ib0,cpu:512g") → Fleet; a bad one is one UsageError."""
+    nodes: list[PoolNode] = []
+    used: dict[str, int] = {}
+
+    def bad(part: str, why: str) -> UsageError:
+        return UsageError(f"{what} {text!r}: {part!r} {why}; write {INLINE_GRAMMAR}.")
+
+    def name(stem: str) -> str:
+        used[stem] = used.get(stem, 0) + 1
+        return f"{stem}-{used[stem]}"
+
+    parts = [p.strip() for p in text.strip().lower().split(",")]
+    for part in parts:
+        if m := _INLINE_CPU.match(part):
+            count = int(m.group(1) or 1)
+            size = float(m.group(2)) * (1024 if (m.group(3) or "g").startswith("t") else 1)
+            if count < 1 or size <= 0:
+                raise bad(part, "has a count or a size of 0")
+            ram = int(size * GIB)
+            nodes.extend(PoolNode(id=name("cpu"), ram_bytes=ram, free_ram_bytes=ram)
+                         for _ in range(count))  # fmt: skip
+            continue
+        m = _INLINE_GPU.match(part)
+        if not m:
+            raise bad(part, "is not a fleet")
+        first, second, gpu_class, fabric = m.groups()
+        count, gpus = (int(first), int(second)) if second else (1, int(first or 1))
+        if count < 1 or gpus < 1:
+            raise bad(part, "has a count of 0")
+        card = memory_from_class(gpu_class)
+        if not card:
+            raise bad(part, f"names {gpu_class!r}, whose label does not say its memory")
+        kind = PoolKind(gpu_class, card, gpus, gpus)
+        nodes.extend(PoolNode(id=name(gpu_class), kinds=(kind,), fabric=fabric or "")
+                     for _ in range(count))  # fmt: skip
+    return Fleet(nodes=tuple(nodes), source=f"inline: {text.strip()}")
+
+
+def _looks_like_path(text: str) -> bool:
+    return "/" in text or os.sep in text or text.endswith(".toml") or text.startswith(("~", "."))
+
+
+def load_fleet(arg: str, what: str = "--fleet") -> Fleet:
+    """A fleet argument: an existing file is a fleet file; anything path-like that is not there
+    is a missing file; everything else is an inline fleet."""
+    path = Path(arg).expanduser()
+    if path.is_file():
+        return read_fleet(path)
+    if path.is_dir():
+        raise FleetFileError(f"{path} is a directory, not a fleet file.")
+    if _looks_like_path(arg):
+        raise FleetFileError(f"{path}: no such fleet file.")
+    return parse_inline(arg, what)
+
+
+LOCAL_FLEET = "fleet.toml"
+ENV_FLEET = "LLMFIT_FLEET"
+
+
+def resolve_fleet(
+    arg: str | None,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    machine: Callable[[], Fleet] | None = None,
+) -> Fleet:
+    """The fleet to plan on: `arg` when given, else ./fleet.toml, else $LLMFIT_FLEET, else this
+    machine. Fleet.source says which."""
+    if arg:
+        return load_fleet(arg)
+    local = (cwd / LOCAL_FLEET) if cwd else Path(LOCAL_FLEET)
+    if local.is_file():
+        return dataclasses.replace(read_fleet(local), source=LOCAL_FLEET)
+    value = (os.environ if env is None else env).get(ENV_FLEET, "").strip()
+    if value:
+        fleet = load_fleet(value, f"${ENV_FLEET}")
+        return dataclasses.replace(fleet, source=f"${ENV_FLEET}: {value}")
+    if machine is None:
+        from llmfit.sources.machine import read_machine
+
+        machine = read_machine
+    return machine()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from llmfit.errors import FleetFileError
-from llmfit.plan.fleet import GIB, memory_from_class
+from llmfit.plan.fleet import GIB, MIB, PoolKind, memory_from_class
 from llmfit.sources.fleet import parse_fleet, read_fleet
-from tests.conftest import EXAMPLE_FLEET
+from tests.conftest import EXAMPLE_FLEET, ROOT
 
 
 def test_memory_from_class_labels():
@@ -60,3 +60,94 @@ def test_each_mistake_is_one_sentence_naming_file_line_and_key(text, message):
         assert "(at line 1, column 7)" in e.value.message
     else:
         assert e.value.message == message
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Unknown keys: a close name is suggested, else every allowed key is listed.
+        ("[[node]]\ngpu = 'h100-80g'\nzzz = 1\n",
+         "f.toml:3: node[0].zzz is not a key llmfit knows; allowed: name, fabric, ram_gb, "
+         "free_ram_gb, devices, gpu, gpu_memory_gb, gpus, free_gpus, unhealthy_gpus."),
+        ("[[node]]\nname = 'x'\n  [[node.devices]]\n  gpu = 'h100-80g'\n  fabric = 'ib0'\n",
+         "f.toml:5: node[0].devices[0].fabric is not a key llmfit knows; allowed: gpu, "
+         "gpu_memory_gb, gpus, free_gpus, unhealthy_gpus."),
+        ("[[pool]]\nname = 'h100'\ncout = 4\n",
+         "f.toml:3: pool[0].cout is not a key llmfit knows; did you mean 'count'?"),
+        # Wrong types.
+        ("[[pool]]\ncount = 1.5\n", "f.toml:2: pool[0].count is 1.5; it must be a whole number."),
+        ("[[node]]\nram_gb = 'lots'\n",
+         "f.toml:2: node[0].ram_gb is 'lots'; it must be a number of GB."),
+        ("[[node]]\nfabric = 1\n", "f.toml:2: node[0].fabric is 1; it must be a string."),
+        ("[[node]]\ngpu = 8\n", "f.toml:2: node[0].gpu is 8; it must be a string."),
+        ("pool = 1\n", "f.toml:1: pool must be written as [[pool]] tables."),
+        ("# fleet\nnode = 'x'\n", "f.toml:2: node must be written as [[node]] tables."),
+        ("[[node]]\nname = 'x'\ndevices = 1\n",
+         "f.toml:3: node[0].devices must be a list of [[...devices]] tables."),
+        ("[[node]]\nname = 'x'\ndevices = [1]\n", "f.toml:3: node[0].devices[0] must be a table."),
+        # Negative counts and sizes.
+        ("[[pool]]\ncount = -2\ngpu = 'h100-80g'\n",
+         "f.toml:2: pool[0].count is -2; it cannot be negative."),
+        ("[[node]]\nram_gb = -1\n", "f.toml:2: node[0].ram_gb is -1; it cannot be negative."),
+        ("[[node]]\ngpu = 'h100'\ngpu_memory_gb = 0\n",
+         "f.toml:3: node[0].gpu_memory_gb is 0; it must be more than 0."),
+        # Free (or unhealthy) above total.
+        ("[[node]]\ngpu = 'h100-80g'\ngpus = 2\nunhealthy_gpus = 3\n",
+         "f.toml:4: node[0].unhealthy_gpus is 3, more than the 2 gpus it has."),
+        ("[[node]]\ngpu = 'h100-80g'\ngpus = 8\nunhealthy_gpus = 2\nfree_gpus = 7\n",
+         "f.toml:5: node[0].free_gpus is 7, but 2 of the 8 gpus are unhealthy."),
+        ("[[node]]\nram_gb = 768\nfree_ram_gb = 900\n",
+         "f.toml:3: node[0].free_ram_gb is 900, more than the node's ram_gb of 768."),
+        # Cards that say nothing of what they are.
+        ("[[node]]\ngpus = 8\n",
+         "f.toml:2: node[0].gpus is given without a gpu class to say what they are."),
+        ("[[node]]\nname = 'x'\n  [[node.devices]]\n  gpu_memory_gb = 40\n",
+         "f.toml:4: node[0].devices[0].gpu_memory_gb is given without a gpu class to say what "
+         "they are."),
+        ("[[node]]\nname = 'x'\n  [[node.devices]]\n",
+         "f.toml:3: node[0].devices[0] has no gpu class; give one like "
+         "gpu = \"a100-80g-mig-3g.40gb\"."),
+        ("[[node]]\nname = 'x'\n  [[node.devices]]\n  gpu = 'a100-mig'\n",
+         "f.toml:4: node[0].devices[0].gpu is 'a100-mig', whose label does not say its memory "
+         "(write it like h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb)."),
+        # Two nodes of one name: a pool's generated name counts.
+        ("[[node]]\nname = 'a'\n[[node]]\nname = 'a'\n",
+         "f.toml:4: node[1].name is 'a', a name another node already has; names must be unique."),
+        ("[[pool]]\nname = 'h100'\ncount = 2\ngpu = 'h100-80g'\n[[node]]\nname = 'h100-2'\n",
+         "f.toml:6: node[0].name is 'h100-2', a name another node already has; names must be "
+         "unique."),
+    ],
+)  # fmt: skip
+def test_every_validation_sentence(text, message):
+    with pytest.raises(FleetFileError) as e:
+        parse_fleet(text, "f.toml")
+    assert e.value.message == message
+
+
+def test_a_fleet_file_with_every_feature_reads_as_written():
+    """The full example of docs/fleet.md: each key lands where it says."""
+    fleet = read_fleet(ROOT / "examples" / "fleet-4-nodes.toml")
+    assert [n.id for n in fleet.nodes] == ["h100-1", "h100-2", "mixed-1", "cpu-1"]
+    h1, h2, mixed, cpu = fleet.nodes
+    assert (h1.fabric, h1.ram_bytes, h1.free_ram_bytes) == ("ib0", 2048 * GIB, 1800 * GIB)
+    assert h1.kinds == (PoolKind("h100-80g", 85_045_477_376, 8, 8, 0),)
+    assert h2.kinds == h1.kinds and h2.fabric == "ib0"
+    assert mixed.fabric == ""
+    assert mixed.kinds == (
+        PoolKind("a100-80g-mig-3g.40gb", 40 * GIB, 4, 2, 0),
+        PoolKind("a100-80g", 85_100_068_864, 6, 4, 1),
+        PoolKind("rtxa5000-24g", 24_564 * MIB, 1, 1, 0),
+    )
+    assert cpu.is_cpu and (cpu.ram_bytes, cpu.free_ram_bytes) == (512 * GIB, 512 * GIB)
+
+
+def test_a_file_that_cannot_be_read_is_one_sentence(tmp_path):
+    binary = tmp_path / "fleet.toml"
+    binary.write_bytes(b"\xff\xfe[[node]]\n")
+    with pytest.raises(FleetFileError) as e:
+        read_fleet(binary)
+    assert e.value.message.startswith(f"{binary}: cannot be read (")
+    assert "codec can't decode byte 0xff" in e.value.message
+    with pytest.raises(FleetFileError) as e:
+        read_fleet(tmp_path / "none.toml")
+    assert e.value.message == f"{tmp_path / 'none.toml'}: no such fleet file."

@@ -1,0 +1,154 @@
+"""The fleet at a glance (`llmfit fleet`): capacity per GPU class with usage bars, free whole
+nodes per fabric, CPU nodes and RAM; and the same as a JSON document (keys in docs/fleet.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from llmfit.plan.fleet import FleetSummary
+
+GIB = 1 << 30
+BAR = 20
+USED, FREE, UNHEALTHY = "█", "░", "×"
+SCHEMA = 1
+
+
+def _gb(n: int) -> str:
+    return f"{n / GIB:,.1f}"
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _ram(n: int) -> str:
+    return f"{n / GIB:,.0f}"
+
+
+def bar(used: int, free: int, unhealthy: int, width: int = BAR) -> str:
+    """A bar of `width` cells split used / free / unhealthy in proportion (largest remainder),
+    where any part that is not zero gets at least one cell so a single broken card shows."""
+    parts = [used, free, unhealthy]
+    total = sum(parts)
+    if total <= 0:
+        return " " * width
+    cells = [p * width // total for p in parts]
+    rest = [p * width % total for p in parts]
+    for i in sorted(range(3), key=lambda i: -rest[i]):
+        if sum(cells) < width:
+            cells[i] += 1
+    for i in range(3):
+        if parts[i] and not cells[i]:
+            cells[i] = 1
+            cells[max(range(3), key=lambda j: cells[j])] -= 1
+    return USED * cells[0] + FREE * cells[1] + UNHEALTHY * cells[2]
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: int) -> list[str]:
+    """Columns two spaces apart: the first `left` aligned left, the rest right."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: tuple[str, ...]) -> str:
+        cells = [
+            c.ljust(w) if i < left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        return "  ".join(cells).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def render_summary(s: FleetSummary) -> str:
+    gpu_part = (
+        f"{_n(s.gpus, 'GPU')}: {s.used:,} used, {s.free:,} free, {s.unhealthy:,} unhealthy"
+        if s.classes
+        else "no GPUs"
+    )
+    lines = [
+        f"fleet: {s.source} · {_n(s.nodes, 'node')} "
+        f"({s.gpu_nodes} with GPUs, {s.cpu_nodes} CPU only) · {gpu_part}"
+    ]
+    if s.classes:
+        rows = [
+            (
+                c.gpu_class,
+                _gb(c.card_bytes),
+                str(c.nodes),
+                str(c.gpus),
+                str(c.used),
+                str(c.free),
+                str(c.unhealthy),
+                bar(c.used, c.free, c.unhealthy),
+            )
+            for c in s.classes
+        ]
+        header = ("class", "GB a card", "nodes", "GPUs", "used", "free", "unhealthy", "")
+        table = _table(header, rows, 1)
+        # The bar column is the last; align it left under its own start.
+        lines += ["", *table, " " * (len(table[0]) + 2) + f"{USED} used  {FREE} free  "
+                  f"{UNHEALTHY} unhealthy"]  # fmt: skip
+    if s.fabrics:
+        rows = [
+            (
+                f.fabric or "(no fabric)",
+                f.gpu_class,
+                str(f.nodes),
+                str(f.gpus_per_node),
+                str(f.free_nodes),
+            )
+            for f in s.fabrics
+        ]
+        header = ("fabric", "class", "nodes", "GPUs a node", "free whole nodes")
+        lines += ["", *_table(header, rows, 2)]
+        if any(not f.fabric for f in s.fabrics):
+            lines.append("(nodes with no fabric are islands: a replica cannot span them)")
+    lines += [
+        "",
+        f"CPU only: {_n(s.cpu_nodes, 'node')}, {_ram(s.cpu_ram_bytes)} GB RAM "
+        f"({_ram(s.cpu_free_ram_bytes)} free)",
+        f"host RAM, all nodes: {_ram(s.ram_bytes)} GB ({_ram(s.free_ram_bytes)} free)",
+    ]
+    lines += [f"note: {n}" for n in s.notes]
+    return "\n".join(lines)
+
+
+def document(s: FleetSummary) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "source": s.source,
+        "nodes": s.nodes,
+        "gpu_nodes": s.gpu_nodes,
+        "cpu_nodes": s.cpu_nodes,
+        "gpus": {"total": s.gpus, "used": s.used, "free": s.free, "unhealthy": s.unhealthy},
+        "classes": [
+            {
+                "gpu_class": c.gpu_class,
+                "card_bytes": c.card_bytes,
+                "mig": c.mig,
+                "nodes": c.nodes,
+                "gpus": c.gpus,
+                "used": c.used,
+                "free": c.free,
+                "unhealthy": c.unhealthy,
+            }
+            for c in s.classes
+        ],
+        "fabrics": [
+            {
+                "fabric": f.fabric or None,
+                "gpu_class": f.gpu_class,
+                "nodes": f.nodes,
+                "gpus_per_node": f.gpus_per_node,
+                "free_nodes": f.free_nodes,
+            }
+            for f in s.fabrics
+        ],
+        "ram": {"bytes": s.ram_bytes, "free_bytes": s.free_ram_bytes},
+        "cpu_ram": {"bytes": s.cpu_ram_bytes, "free_bytes": s.cpu_free_ram_bytes},
+        "notes": list(s.notes),
+    }
+
+
+def render_summary_json(s: FleetSummary) -> str:
+    return json.dumps(document(s), indent=2, sort_keys=True, ensure_ascii=False)
