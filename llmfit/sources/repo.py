@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from llmfit.errors import ConfigError, WeightsError
+from llmfit.errors import ConfigError, HubUnreachable, UsageError, WeightsError
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.model import DTYPE_SHORT, Model
-from llmfit.sources.cache import RepoRef, parse_ref, require_snapshot
+from llmfit.sources.cache import RepoRef, find_snapshot, parse_ref, require_snapshot
 from llmfit.sources.config import load_config, model_from_config
-from llmfit.sources.safetensors import SafetensorsHeader, read_header, read_index
+from llmfit.sources.metacache import MetaCache
+from llmfit.sources.safetensors import SafetensorsHeader, parse_header, read_header, read_index
+
+if TYPE_CHECKING:
+    from llmfit.sources.hub import Progress
+
+# Headers of the named weight files, wherever they are kept; None when not all of them are at hand.
+HeaderSource = Callable[[tuple[str, ...]], "list[SafetensorsHeader] | None"]
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -27,19 +36,108 @@ class Repo:
     warnings: tuple[str, ...] = ()
 
 
-def load_repo(text: str, cache_dir: Path | None = None) -> Repo:
-    """Read a repository id (from the cache) or a local directory into a Repo."""
+def load_repo(
+    text: str,
+    cache_dir: Path | None = None,
+    *,
+    offline: bool | None = None,
+    revision: str | None = None,
+    progress: Progress | None = None,
+    meta: MetaCache | None = None,
+) -> Repo:
+    """Read a repository id or a local directory into a Repo.
+
+    Offline (`offline=True` or HF_HUB_OFFLINE), a repository id is read from the Hugging Face cache
+    and llmfit's metadata cache and nothing else. Online, its revision is resolved on the Hub (so a
+    new commit is noticed) and what the caches lack is fetched, metadata only; if the Hub cannot be
+    reached, a cached snapshot is used instead, with a warning.
+    """
+    from llmfit.sources import hub
+
     ref = parse_ref(text)
     if isinstance(ref, RepoRef):
-        snap = require_snapshot(ref, cache_dir)
-        return _read_dir(snap.path, ref.repo_id, ref.revision, snap.commit, "cache")
+        if revision:
+            if ref.revision and ref.revision != revision:
+                raise UsageError(
+                    f"{text!r} names revision {ref.revision!r} but --revision says {revision!r}."
+                )
+            ref = RepoRef(ref.repo_id, revision)
+        meta = meta or MetaCache()
+        if hub.offline(offline):
+            return _from_cache(ref, cache_dir, meta)
+        try:
+            remote = hub.fetch_repo(ref, cache_dir=cache_dir, meta=meta, progress=progress)
+        except HubUnreachable as e:
+            if find_snapshot(ref, cache_dir) is None:
+                raise
+            repo = _from_cache(ref, cache_dir, meta)
+            note = f"{e.message[:1].upper()}{e.message[1:-1]}; planned from the local cache."
+            return _replace(repo, warnings=(*repo.warnings, note))
+
+        def remote_headers(names: tuple[str, ...]) -> list[SafetensorsHeader]:
+            return hub.safetensors_headers(
+                ref.repo_id,
+                remote.commit,
+                names,
+                sizes=remote.files,
+                meta=meta,
+                progress=progress,
+            )
+
+        return _read_dir(
+            remote.snapshot,
+            ref.repo_id,
+            ref.revision,
+            remote.commit,
+            "hub",
+            headers=remote_headers,
+            listing=remote.files,
+        )
+    if revision:
+        raise UsageError(f"--revision is for a repository id, not a directory ({ref}).")
     if not ref.is_dir():
         raise ConfigError(f"{ref}: no such directory.")
     return _read_dir(ref, str(ref), None, None, "path")
 
 
+def _from_cache(ref: RepoRef, cache_dir: Path | None, meta: MetaCache) -> Repo:
+    """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
+    snap = require_snapshot(ref, cache_dir)
+
+    def cached_headers(names: tuple[str, ...]) -> list[SafetensorsHeader] | None:
+        raws = [meta.header(ref.repo_id, snap.commit, n, "safetensors") for n in names]
+        if any(r is None for r in raws):
+            return None
+        return [
+            parse_header(r, f"{ref.repo_id}/{n}") for n, r in zip(names, raws, strict=True) if r
+        ]
+
+    return _read_dir(
+        snap.path,
+        ref.repo_id,
+        ref.revision,
+        snap.commit,
+        "cache",
+        headers=cached_headers,
+        listing=meta.listing(ref.repo_id, snap.commit),
+    )
+
+
+def _replace(repo: Repo, **changes: object) -> Repo:
+    from dataclasses import replace
+
+    return replace(repo, **changes)  # type: ignore[arg-type]
+
+
 def _read_dir(
-    root: Path, repo_id: str, revision: str | None, commit: str | None, source: str
+    root: Path,
+    repo_id: str,
+    revision: str | None,
+    commit: str | None,
+    source: str,
+    *,
+    headers: HeaderSource | None = None,
+    listing: dict[str, int | None] | None = None,
 ) -> Repo:
     cfg_path = root / "config.json"
     if not cfg_path.is_file():
@@ -48,7 +146,7 @@ def _read_dir(
             + (f" in the cached snapshot {commit[:12]}." if commit else f" ({root}).")
         )
     model = model_from_config(load_config(cfg_path), cfg_path)
-    art, params = _safetensors_artifact(root, model)
+    art, params = _safetensors_artifact(root, model, headers, listing)
     if params and not model.params:
         model = _with_params(model, params)
     return Repo(repo_id, revision, commit, source, model, (art,) if art else ())
@@ -66,16 +164,22 @@ def _quant_name(model: Model) -> str | None:
     return DTYPE_SHORT.get(model.dtype or "")
 
 
-def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, int | None]:
-    """The original weights: bytes from the headers where the files are here, else the index's.
+def _safetensors_artifact(
+    root: Path,
+    model: Model,
+    source: HeaderSource | None = None,
+    listing: dict[str, int | None] | None = None,
+) -> tuple[Artifact | None, int | None]:
+    """The original weights: bytes from the headers where they are at hand, else the index's.
 
-    Parameters are counted from the headers when every shard is at hand; a repository cached for
-    planning usually holds only the index, and then the count stays unknown rather than guessed.
+    Headers are read from the files when they are here, else from `source` (llmfit's metadata
+    cache, or the Hub by range). Parameters are counted from the headers when every shard's is at
+    hand; otherwise the count stays unknown rather than guessed.
     """
     index_path = root / INDEX
     if index_path.is_file():
         index = read_index(index_path)
-        headers = _headers(root, index.shards)
+        headers = _headers(root, index.shards, source)
         if headers is not None:
             data = sum(h.data_bytes for h in headers)
             params = sum(h.params for h in headers)
@@ -97,8 +201,12 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
         )
         return art, params
     single = root / SINGLE
-    if single.is_file():
-        h = read_header(single)
+    remote_single = listing is not None and SINGLE in listing and source is not None
+    if single.is_file() or remote_single:
+        found = _headers(root, (SINGLE,), source)
+        if found is None:
+            return None, None
+        h = found[0]
         art = Artifact(
             name="safetensors",
             format="safetensors",
@@ -112,7 +220,11 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
     return None, None
 
 
-def _headers(root: Path, shards: tuple[str, ...]) -> list[SafetensorsHeader] | None:
-    if not shards or not all((root / s).is_file() for s in shards):
+def _headers(
+    root: Path, shards: tuple[str, ...], source: HeaderSource | None = None
+) -> list[SafetensorsHeader] | None:
+    if not shards:
         return None
-    return [read_header(root / s) for s in shards]
+    if all((root / s).is_file() for s in shards):
+        return [read_header(root / s) for s in shards]
+    return source(shards) if source is not None else None
