@@ -70,6 +70,12 @@ def cli() -> None:
 )
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option("--all", "show_all", is_flag=True, help="Show every option, not the top ten.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Use only what is cached; never touch the network (as HF_HUB_OFFLINE=1).",
+)
+@click.option("--revision", help="Branch, tag or commit of REPO (the same as REPO@REVISION).")
 def plan_cmd(
     repo: str,
     fleet_path: Path | None,
@@ -77,8 +83,13 @@ def plan_cmd(
     gpu_memory_utilization: float,
     json_: bool,
     show_all: bool,
+    offline: bool,
+    revision: str | None,
 ) -> None:
-    """Plan REPO (org/name[@revision] from the Hugging Face cache, or a directory) on a fleet."""
+    """Plan REPO (org/name[@revision] from the Hub or its cache, or a directory) on a fleet.
+
+    Online, only metadata is fetched (config, index, headers by range), and kept for offline use.
+    """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
     from llmfit.sources.fleet import read_fleet
@@ -89,7 +100,16 @@ def plan_cmd(
     settings = PlanSettings(
         context=_context(context), gpu_memory_utilization=gpu_memory_utilization
     )
-    advice = advise(repo, fleet, settings)
+    from llmfit.render.progress import make_progress
+
+    progress = None if offline else make_progress()
+    try:
+        advice = advise(
+            repo, fleet, settings, offline=offline, revision=revision, progress=progress
+        )
+    finally:
+        if progress is not None:
+            progress.end()
     if json_:
         from llmfit.render.json import render_json
 

@@ -53,3 +53,9 @@ def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
         "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}",
     )
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    # huggingface_hub fetches a registry of AI-agent harnesses from the Hub once a day (telemetry,
+    # utils/_detect_agent.py) and keeps it in HF_HOME: an empty one, held in-process, means tests
+    # neither count that request nor write outside their temporary directories.
+    from huggingface_hub.utils import _detect_agent
+
+    monkeypatch.setattr(_detect_agent, "_registry", _detect_agent._EMPTY_REGISTRY)

@@ -6,6 +6,7 @@ for and what it sent. It answers:
 - `GET /api/models/{repo}` and `/api/models/{repo}/revision/{rev}`: the repository's info, its
   commit (`sha`) and its files (`siblings`, with `size`, `blobId` and `lfs` when `?blobs=true`);
 - `GET /api/models/{repo}/tree/{rev}[/{path}]`: the file tree with sizes;
+- `GET /api/models?search=…&limit=…`: repositories whose id contains the text;
 - `HEAD`/`GET /{repo}/resolve/{rev}/{file}`: the file, with `ETag`, `X-Repo-Commit`,
   `Content-Length` and `Accept-Ranges`; a `Range: bytes=a-b` request is answered with 206.
 
@@ -198,6 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._resolve(m["repo"], m["rev"], m["file"], head)
             elif m := _TREE.match(path):
                 self._tree(m["repo"], m["rev"], m["path"] or "")
+            elif path == "/api/models":
+                self._search(query.get("search", [""])[0], int(query.get("limit", ["20"])[0]))
             elif m := _INFO.match(path):
                 self._info(m["repo"], m["rev"], "true" in query.get("blobs", []))
             else:
@@ -303,6 +306,11 @@ class _Handler(BaseHTTPRequestHandler):
             },
             commit,
         )
+
+    def _search(self, text: str, limit: int) -> None:
+        found = [r for r in sorted(self.hub.repos) if text.lower() in r.lower()][:limit]
+        body = json.dumps([{"_id": r, "id": r, "modelId": r} for r in found]).encode()
+        self._send(200, {"Content-Type": "application/json; charset=utf-8"}, body, len(body))
 
     def _tree(self, repo_id: str, revision: str, prefix: str) -> None:
         found = self._repo(repo_id, revision, False)

@@ -105,6 +105,17 @@ class RemoteRepo:
     snapshot: Path  # the Hugging Face cache's snapshot folder for the commit
 
 
+def quiet_huggingface_hub() -> None:
+    """No progress bars or retry warnings from huggingface_hub on stderr: llmfit draws its own
+    progress, and a failure ends in one sentence of llmfit's (LLMFIT_DEBUG=1 keeps them)."""
+    from huggingface_hub.utils import disable_progress_bars, logging
+
+    if os.environ.get("LLMFIT_DEBUG"):
+        return
+    disable_progress_bars()
+    logging.set_verbosity_error()
+
+
 def endpoint() -> str:
     from huggingface_hub import constants
 
@@ -119,15 +130,26 @@ def fetch_repo(
     progress: Progress | None = None,
 ) -> RemoteRepo:
     """Resolve a repository's revision on the Hub, list its files, cache its small JSON files."""
-    from huggingface_hub import HfApi, constants, hf_hub_download
-    from huggingface_hub.utils import disable_progress_bars
-
     from llmfit.sources.cache import hub_cache_dir
 
     meta = meta or MetaCache()
     progress = progress or _NoProgress()
     cache = cache_dir or hub_cache_dir()
-    disable_progress_bars()  # llmfit draws its own; huggingface_hub's would write to a pipe too
+    quiet_huggingface_hub()
+    try:
+        return _fetch_repo(ref, cache, meta, progress)
+    except HubRepoNotFound as e:
+        names = similar_repos(ref.repo_id)
+        if names:
+            e.hint = "did you mean " + ", ".join(names) + "?"
+        raise
+    finally:
+        progress.end()
+
+
+def _fetch_repo(ref: RepoRef, cache: Path, meta: MetaCache, progress: Progress) -> RemoteRepo:
+    from huggingface_hub import HfApi, constants, hf_hub_download
+
     with translate_errors(ref):
         progress.begin(f"{ref.repo_id}: resolving", 1)
         info = HfApi(endpoint=endpoint()).model_info(
@@ -154,12 +176,36 @@ def fetch_repo(
                 etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
             )
             progress.advance()
-        progress.end()
     folder = cache / ("models--" + ref.repo_id.replace("/", "--"))
     _write_ref(folder, ref.revision or "main", commit)
     snapshot = folder / "snapshots" / commit
     snapshot.mkdir(parents=True, exist_ok=True)
     return RemoteRepo(ref.repo_id, ref.revision, commit, files, snapshot)
+
+
+def similar_repos(repo_id: str, limit: int = 5) -> list[str]:
+    """Repositories the Hub's search offers for a name that was not found; [] if it offers none.
+
+    A direct GET of the search endpoint, because `HfApi.list_models` takes no timeout and a
+    suggestion must not hang an error message. Any failure here just means no suggestion.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    name = repo_id.split("/")[-1]
+    try:
+        r = get_session().get(
+            f"{endpoint()}/api/models",
+            params={"search": name, "limit": limit},
+            headers=build_hf_headers(),
+            timeout=constants.HF_HUB_ETAG_TIMEOUT,
+        )
+        if r.status_code != 200:
+            return []
+        found = [m.get("id") for m in r.json() if isinstance(m, dict)]
+    except Exception:
+        return []
+    return [f for f in found if isinstance(f, str) and f != repo_id][:limit]
 
 
 def _write_ref(folder: Path, revision: str, commit: str) -> None:
@@ -417,7 +463,6 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
         return HubRepoNotFound(
             f"{repo} is not a repository on the Hub ({url}), or it is private and your token "
             "cannot see it.",
-            hint="check the name at " + f"{url}/models?search={repo.split('/')[-1]}",
         )
     if isinstance(exc, RevisionNotFoundError):
         return RevisionNotFound(
