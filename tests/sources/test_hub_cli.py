@@ -1,0 +1,115 @@
+"""The command as a user runs it, online against the loopback Hub and then offline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import EXAMPLE_FLEET, ROOT
+from tests.hubrepos import commit_of, sharded_repo
+
+FLEET = str(EXAMPLE_FLEET)
+
+
+def _doc(out: str) -> dict:
+    doc = json.loads(out)
+    source = doc["repo"].pop("source")
+    return {"source": source, "doc": doc}
+
+
+def test_the_plan_is_the_same_online_and_offline(run_online, hubserver):
+    code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "32k", "--json")
+    assert code == 0, err
+    online = _doc(out)
+    hubserver.reset()
+    code, out, err = run_online(
+        "Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "32k", "--json", "--offline"
+    )
+    assert code == 0, err
+    assert hubserver.requests == []
+    offline = _doc(out)
+    assert (online["source"], offline["source"]) == ("hub", "cache")
+    assert online["doc"] == offline["doc"]
+    assert online["doc"]["model"]["params"] == 8_190_735_360
+    assert online["doc"]["repo"]["commit"] == commit_of("Qwen/Qwen3-8B")
+
+
+def test_offline_and_not_cached_says_what_is_missing_and_asks_nothing(run_online, hubserver):
+    code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--offline")
+    assert code == 4
+    assert out == ""
+    assert err.splitlines()[0].startswith(
+        "llmfit: Qwen/Qwen3-8B is not in the local Hugging Face cache ("
+    )
+    assert hubserver.requests == []
+
+
+def test_hf_hub_offline_is_honoured_like_the_flag(run_online, hubserver, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, _ = run_online("Qwen/Qwen3-8B", "--fleet", FLEET)
+    assert code == 4
+    assert hubserver.requests == []
+
+
+def test_an_unreachable_hub_falls_back_to_the_cache_with_a_note(run_online, hubserver, monkeypatch):
+    from huggingface_hub import constants
+
+    assert run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "8k")[0] == 0
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "8k", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["repo"]["source"] == "cache"
+    assert doc["model"]["params"] == 8_190_735_360
+    assert (
+        "Cannot reach the Hub at http://127.0.0.1:9; planned from the local cache."
+        in (doc["notes"])
+    )
+
+
+def test_a_new_commit_is_noticed_online(run_online, hubserver):
+    assert run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "8k")[0] == 0
+    # The repository gets a new commit: four shards of the same tensors instead of five.
+    moved = sharded_repo("Qwen/Qwen3-8B", "Qwen--Qwen3-8B.json", shards=4)
+    moved.commit = commit_of("Qwen/Qwen3-8B at its next commit")
+    moved.refs["main"] = moved.commit
+    hubserver.add(moved)
+    hubserver.reset()
+    code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "8k", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["repo"]["commit"] == moved.commit
+    assert doc["artifacts"][0]["shards"] == 4
+    assert hubserver.count("GET", "-of-00004.safetensors") == 8  # two ranges for each shard
+
+
+def test_revision_option_and_at_revision_agree(run_online, hubserver):
+    commit = commit_of("Qwen/Qwen3-8B")
+    code, out, _ = run_online("Qwen/Qwen3-8B", "--revision", commit, "--fleet", FLEET, "--json")
+    assert code == 0
+    assert json.loads(out)["repo"]["revision"] == commit
+    code, _, err = run_online("Qwen/Qwen3-8B@main", "--revision", "v2", "--fleet", FLEET)
+    assert code == 2
+    assert err == "llmfit: 'Qwen/Qwen3-8B@main' names revision 'main' but --revision says 'v2'.\n"
+
+
+def test_an_offline_plan_does_not_import_the_download_machinery(tmp_path):
+    # Importing huggingface_hub.file_download costs a plan 0.18 s (see sources/cache.py).
+    code = (
+        "import sys\n"
+        "from llmfit.cli import main\n"
+        "try:\n"
+        f"    main(['Qwen/Qwen3-8B', '--fleet', {FLEET!r}, '--offline', '--context', '8k'])\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith('huggingface_hub')))\n"
+    )
+    env = {"HF_HUB_CACHE": str(ROOT / "fixtures" / "hub"), "LLMFIT_CACHE": str(tmp_path)}
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert r.returncode == 0, r.stderr
+    loaded = r.stdout.strip().splitlines()[-1]
+    assert "huggingface_hub.file_download" not in loaded
+    assert "huggingface_hub.hf_api" not in loaded
