@@ -105,6 +105,10 @@ class HubServer:
         self.mode: str | None = None
         self.fail_on: str = ""
         self.slow_seconds: float = 5.0
+        self.ignore_range = False  # answer a Range request with the whole file, as some proxies do
+        self.delay = 0.0  # seconds every answer waits, so that parallel requests overlap
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -130,6 +134,7 @@ class HubServer:
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.max_in_flight = 0
 
     @property
     def bytes_sent(self) -> int:
@@ -186,7 +191,12 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         self._path = path
         self._recorded = False
+        with hub._lock:
+            hub.in_flight += 1
+            hub.max_in_flight = max(hub.max_in_flight, hub.in_flight)
         try:
+            if hub.delay:
+                hub._stop.wait(hub.delay)
             mode = hub.mode if hub.fail_on in path else None
             if mode == "drop":
                 self.close_connection = True
@@ -208,6 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         finally:
+            with hub._lock:
+                hub.in_flight -= 1
             if not self._recorded:
                 self._record(0, 0)
 
@@ -345,6 +357,9 @@ class _Handler(BaseHTTPRequestHandler):
         size = spec.length
         start, stop, status = 0, size, 200
         rng = self.headers.get("Range")
+        if not head and (not rng or self.hub.ignore_range) and size > 1 << 20:
+            self._stream_whole(spec, etag, commit)
+            return
         if rng and not head:
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
             if not m or int(m[1]) >= size:
@@ -363,6 +378,23 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 206:
             headers["Content-Range"] = f"bytes {start}-{stop - 1}/{size}"
         self._send(status, headers, body, size if head else len(body))
+
+    def _stream_whole(self, spec: FileSpec, etag: str, commit: str) -> None:
+        """A large file whole, in chunks, counting what was written before the client hung up."""
+        self.send_response(200)
+        self.send_header("ETag", f'"{etag}"')
+        self.send_header("X-Repo-Commit", commit)
+        self.send_header("Content-Length", str(spec.length))
+        self.end_headers()
+        sent = 0
+        try:
+            while sent < spec.length:
+                chunk = spec.read(sent, min(spec.length, sent + (64 << 10)))
+                self.wfile.write(chunk)
+                sent += len(chunk)
+        finally:
+            self.close_connection = True
+            self._record(200, sent)
 
     def _json(self, data: object, commit: str) -> None:
         body = json.dumps(data).encode()

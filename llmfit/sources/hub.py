@@ -10,8 +10,8 @@ Everything goes through huggingface_hub, so `HF_ENDPOINT`, `HF_TOKEN` and the st
 - safetensors headers are read by HTTP range from the file's `hf_hub_url`, through
   huggingface_hub's own session (`get_session`, `build_hf_headers`, `hf_raise_for_status`): the
   8-byte length, then exactly the header; many files in parallel, with a bound;
-- GGUF headers are read by `read_growing`, a window that grows until a parser says it has all it
-  needs, under a hard cap;
+- GGUF headers are read by `read_growing`, a window that grows until a parser (a callback, such as
+  `sources.gguf`'s) says it has all it needs, under a hard cap;
 - what the Hugging Face cache has no place for (the listing, the headers) goes to llmfit's own
   `metacache`, keyed by commit.
 
@@ -51,10 +51,10 @@ SMALL_FILES = ("config.json", "model.safetensors.index.json")
 # Headers read at once. The Hub serves ranges from a CDN; eight in flight keep a 100-shard
 # repository to about a dozen round trips without looking like a crawler.
 MAX_WORKERS = 8
-# A GGUF header (metadata and tensor infos) is read in a window that starts here and doubles until
-# the parser has what it needs, and never past the cap: a vocabulary of 256k tokens makes a header
-# of a few MB; anything past 64 MB is not a header worth planning from.
-GGUF_FIRST_WINDOW = 1 << 20
+# A GGUF header (metadata, then tensor infos) is read in a window that starts here and grows until
+# the parser has what it needs, never past the cap. A 32k-token vocabulary makes a header of about
+# 0.7 MB and a 256k one of several MB; past 64 MB it is not a header worth planning from.
+GGUF_FIRST_WINDOW = 256 << 10
 GGUF_MAX_WINDOW = 64 << 20
 
 _OFFLINE_VALUES = {"1", "ON", "YES", "TRUE"}
@@ -331,9 +331,20 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
 # -- GGUF headers -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class NeedMore:
+    """A parser's answer when the window ends too soon: the bytes it needs in all, if it knows.
+
+    `total` is a lower bound on the header's length (from the offset it reached and what the next
+    field says, or an estimate from the items still to come); None when it cannot tell.
+    """
+
+    total: int | None = None
+
+
 def read_growing(
     fetch: Callable[[int, int], bytes],
-    parse: Callable[[bytes], T | None],
+    parse: Callable[[bytes], T | NeedMore],
     *,
     first: int = GGUF_FIRST_WINDOW,
     cap: int = GGUF_MAX_WINDOW,
@@ -343,9 +354,10 @@ def read_growing(
     """Read a file's head in a growing window until `parse` has all it needs: (result, the bytes).
 
     `fetch(start, stop)` returns bytes [start, stop) of the file (fewer at its end). `parse(window)`
-    returns None when the window ends before what it needs (the parser asks for more), and raises
-    on bytes that are wrong. Each round fetches only the bytes not yet held, and the window doubles,
-    so a header of h bytes costs at most about 2h bytes and log2(h / first) + 1 requests; the cap
+    returns its result, or `NeedMore` when the window ends before what it needs, and raises on bytes
+    that are wrong. Each round fetches only the bytes not yet held. The window grows to what the
+    parser says it needs when it says so (then the bytes read are the header's, plus at most the
+    first window), else by half, so a parser without hints still costs O(log h) requests; the cap
     stops a hostile or broken header from making the planner read the whole file.
     """
     held = b""
@@ -358,22 +370,24 @@ def read_growing(
             ended = len(held) + len(more) < window
             held += more
         result = parse(held)
-        if result is not None:
+        if not isinstance(result, NeedMore):
             return result, held
         if ended or (size is not None and len(held) >= size):
             raise WeightsError(f"{where}: the header runs past the end of the file.")
-        if window >= limit:
+        if len(held) >= limit or (result.total is not None and result.total > cap):
             raise WeightsError(
                 f"{where}: the header is larger than {cap // (1 << 20)} MB, the most llmfit reads."
             )
-        window = min(window * 2, limit)
+        grown = len(held) + max(len(held) // 2, 1)
+        wanted = result.total if result.total is not None and result.total > len(held) else grown
+        window = min(wanted, limit)
 
 
 def gguf_header(
     repo_id: str,
     commit: str,
     name: str,
-    parse: Callable[[bytes], T | None],
+    parse: Callable[[bytes], T | NeedMore],
     *,
     size: int | None = None,
     meta: MetaCache | None = None,
@@ -387,7 +401,7 @@ def gguf_header(
     cached = meta.header(repo_id, commit, name, "gguf")
     if cached is not None:
         result = parse(cached)
-        if result is not None:
+        if not isinstance(result, NeedMore):
             return result
     with translate_errors(RepoRef(repo_id, commit)):
         result, held = read_growing(
@@ -398,6 +412,35 @@ def gguf_header(
         )
     meta.put_header(repo_id, commit, name, "gguf", held)
     return result
+
+
+def gguf_headers(
+    repo_id: str,
+    commit: str,
+    names: Iterable[str],
+    parse: Callable[[bytes], T | NeedMore],
+    *,
+    sizes: dict[str, int | None] | None = None,
+    meta: MetaCache | None = None,
+    progress: Progress | None = None,
+    workers: int = MAX_WORKERS,
+) -> list[T]:
+    """The headers of several GGUF files (a repository's quantisations), read in parallel."""
+    meta = meta or MetaCache()
+    progress = progress or _NoProgress()
+    names = list(names)
+    progress.begin(f"{repo_id}: GGUF headers", len(names))
+
+    def one(name: str) -> T:
+        result = gguf_header(repo_id, commit, name, parse, size=(sizes or {}).get(name), meta=meta)
+        progress.advance()
+        return result
+
+    try:
+        with ThreadPoolExecutor(max(1, min(workers, len(names)))) as pool:
+            return list(pool.map(one, names))
+    finally:
+        progress.end()
 
 
 # -- errors -------------------------------------------------------------------------------------
