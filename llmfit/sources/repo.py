@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmfit.errors import ConfigError, HubUnreachable, UsageError, WeightsError
+from llmfit.errors import ConfigError, HubUnreachable, RepoNotFound, UsageError, WeightsError
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.model import DTYPE_SHORT, Model
 from llmfit.sources.cache import RepoRef, find_snapshot, parse_ref, require_snapshot
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 HeaderSource = Callable[[tuple[str, ...]], "list[SafetensorsHeader] | None"]
 
 INDEX = "model.safetensors.index.json"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 SINGLE = "model.safetensors"
 
 
@@ -65,6 +67,23 @@ def load_repo(
         meta = meta or MetaCache()
         if hub.offline(offline):
             return _from_cache(ref, cache_dir, meta)
+        if (
+            ref.revision
+            and _COMMIT.match(ref.revision)
+            and meta.listing(ref.repo_id, ref.revision) is not None
+            and find_snapshot(ref, cache_dir) is not None
+        ):
+            # A commit never changes: what was read of it once is all the Hub could say now, so
+            # the Hub is asked only for headers not yet cached (none, after a complete run).
+            listing = meta.listing(ref.repo_id, ref.revision)
+            commit = ref.revision
+
+            def pinned_headers(names: tuple[str, ...]) -> list[SafetensorsHeader]:
+                return hub.safetensors_headers(
+                    ref.repo_id, commit, names, sizes=listing, meta=meta, progress=progress
+                )
+
+            return _from_cache(ref, cache_dir, meta, headers=pinned_headers)
         try:
             remote = hub.fetch_repo(ref, cache_dir=cache_dir, meta=meta, progress=progress)
         except HubUnreachable as e:
@@ -100,17 +119,29 @@ def load_repo(
     return _read_dir(ref, str(ref), None, None, "path")
 
 
-def _from_cache(ref: RepoRef, cache_dir: Path | None, meta: MetaCache) -> Repo:
+def _from_cache(
+    ref: RepoRef, cache_dir: Path | None, meta: MetaCache, headers: HeaderSource | None = None
+) -> Repo:
     """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
     snap = require_snapshot(ref, cache_dir)
+    if not (snap.path / "config.json").is_file():
+        at = f"@{ref.revision}" if ref.revision else ""
+        raise RepoNotFound(
+            f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
+            f"(snapshot {snap.commit[:12]}).",
+            hint=f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: "
+            f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
+            + (f" --revision {ref.revision}" if ref.revision else ""),
+        )
 
     def cached_headers(names: tuple[str, ...]) -> list[SafetensorsHeader] | None:
         raws = [meta.header(ref.repo_id, snap.commit, n, "safetensors") for n in names]
-        if any(r is None for r in raws):
-            return None
-        return [
-            parse_header(r, f"{ref.repo_id}/{n}") for n, r in zip(names, raws, strict=True) if r
+        found = [
+            parse_header(r, f"{ref.repo_id}/{n}")
+            for n, r in zip(names, raws, strict=True)
+            if r is not None
         ]
+        return found if len(found) == len(names) else None
 
     return _read_dir(
         snap.path,
@@ -118,7 +149,7 @@ def _from_cache(ref: RepoRef, cache_dir: Path | None, meta: MetaCache) -> Repo:
         ref.revision,
         snap.commit,
         "cache",
-        headers=cached_headers,
+        headers=headers or cached_headers,
         listing=meta.listing(ref.repo_id, snap.commit),
     )
 

@@ -113,3 +113,29 @@ def test_an_offline_plan_does_not_import_the_download_machinery(tmp_path):
     loaded = r.stdout.strip().splitlines()[-1]
     assert "huggingface_hub.file_download" not in loaded
     assert "huggingface_hub.hf_api" not in loaded
+
+
+def test_a_commit_planned_before_needs_no_request_at_all(run_online, hubserver):
+    commit = commit_of("Qwen/Qwen3-8B")
+    assert run_online(f"Qwen/Qwen3-8B@{commit}", "--fleet", FLEET, "--context", "8k")[0] == 0
+    hubserver.reset()
+    code, out, err = run_online(f"Qwen/Qwen3-8B@{commit}", "--fleet", FLEET, "--context", "8k")
+    assert code == 0, err
+    assert hubserver.requests == []
+
+
+def test_a_snapshot_cached_without_its_config_says_how_to_get_it(run_online, hubserver, tmp_path):
+    commit = commit_of("Qwen/Qwen3-8B")
+    folder = tmp_path / "hf-cache" / "models--Qwen--Qwen3-8B"
+    (folder / "snapshots" / commit).mkdir(parents=True)
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+    code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--offline")
+    assert code == 4
+    assert err == (
+        "llmfit: Qwen/Qwen3-8B is in the local Hugging Face cache without its config.json "
+        f"(snapshot {commit[:12]}).\nhint: llmfit Qwen/Qwen3-8B  (online, once: it fetches "
+        "metadata only), or: hf download Qwen/Qwen3-8B --include config.json "
+        "'*.safetensors.index.json'\n"
+    )
+    assert hubserver.requests == []
