@@ -26,6 +26,7 @@ import hashlib
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -103,7 +104,7 @@ class HubServer:
     def __init__(self, repos: list[FixtureRepo] | None = None) -> None:
         self.repos: dict[str, FixtureRepo] = {r.repo_id: r for r in repos or []}
         self.mode: str | None = None
-        self.fail_on: str = ""
+        self.fail_on: str | Callable[[str], bool] = ""  # a path substring, or a test of the path
         self.slow_seconds: float = 5.0
         self.ignore_range = False  # answer a Range request with the whole file, as some proxies do
         self.delay = 0.0  # seconds every answer waits, so that parallel requests overlap
@@ -197,7 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if hub.delay:
                 hub._stop.wait(hub.delay)
-            mode = hub.mode if hub.fail_on in path else None
+            hit = hub.fail_on(path) if callable(hub.fail_on) else hub.fail_on in path
+            mode = hub.mode if hit else None
             if mode == "drop":
                 self.close_connection = True
                 return

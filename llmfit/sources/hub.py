@@ -51,6 +51,9 @@ SMALL_FILES = ("config.json", "model.safetensors.index.json")
 # Headers read at once. The Hub serves ranges from a CDN; eight in flight keep a 100-shard
 # repository to about a dozen round trips without looking like a crawler.
 MAX_WORKERS = 8
+# A range read that fails on the way (5xx, 429, a dropped connection, a timeout) is tried again,
+# twice, 0.25 s then 0.5 s later: one bad answer among a hundred shards must not end a plan.
+RANGE_RETRIES = 2
 # A GGUF header (metadata, then tensor infos) is read in a window that starts here and grows until
 # the parser has what it needs, never past the cap. A 32k-token vocabulary makes a header of about
 # 0.7 MB and a 256k one of several MB; past 64 MB it is not a header worth planning from.
@@ -139,9 +142,13 @@ def fetch_repo(
     try:
         return _fetch_repo(ref, cache, meta, progress)
     except HubRepoNotFound as e:
+        from huggingface_hub import get_token
+
         names = similar_repos(ref.repo_id)
         if names:
             e.hint = "did you mean " + ", ".join(names) + "?"
+        elif get_token() is None:
+            e.hint = "if it is private, log in first: hf auth login"
         raise
     finally:
         progress.end()
@@ -292,12 +299,14 @@ def read_safetensors_header(repo_id: str, commit: str, name: str, size: int | No
 def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> bytes:
     """Bytes [start, stop) of a file at a commit, by one HTTP range request.
 
-    Never more than asked for: the body is streamed and the connection dropped past `stop - start`
+    Through huggingface_hub's session and retry policy (`http_stream_backoff`), with its headers
+    (`build_hf_headers`: the token, if any, and its user agent). Never more than asked for: the
+    body is streamed and the connection dropped past `stop - start`
     bytes, so a server that ignores `Range` and starts sending the whole file (gigabytes of
     weights) costs at most the window.
     """
     from huggingface_hub import constants, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 
     if stop <= start:
         return b""
@@ -308,8 +317,14 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
     want = stop - start
     chunks: list[bytes] = []
     got = 0
-    with get_session().stream(
-        "GET", url, headers=headers, timeout=constants.HF_HUB_ETAG_TIMEOUT
+    with http_stream_backoff(
+        "GET",
+        url,
+        headers=headers,
+        timeout=constants.HF_HUB_ETAG_TIMEOUT,
+        max_retries=RANGE_RETRIES,
+        base_wait_time=0.25,
+        max_wait_time=1,
     ) as response:
         if response.status_code == 416:
             return b""  # the file ends before `start`

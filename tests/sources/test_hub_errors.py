@@ -42,7 +42,8 @@ def test_no_such_repo_suggests_what_the_hub_search_offers(run_online, hubserver)
     assert code == 5
     assert err == (
         f"llmfit: Qwen/Qwen3-8b-typo is not a repository on the Hub ({hubserver.url}), or it is "
-        "private and your token cannot see it.\n"
+        "private and your token cannot see it.\nhint: if it is private, log in first: hf auth "
+        "login\n"
     )
     code, out, err = run_online("Qwen/Qwen3", "--fleet", FLEET)
     assert code == 5
@@ -116,8 +117,21 @@ def test_no_hub_at_all(run_online, hubserver, monkeypatch):
 @pytest.mark.parametrize("mode", ["error", "drop", "unauthorized"])
 def test_a_failure_while_reading_headers_is_the_same_sentence(run_online, hubserver, mode):
     hubserver.mode = mode
-    hubserver.fail_on = "-of-"  # the weight shards, after config and index were fetched
+    # The first weight shard fails, after config.json and the index were fetched.
+    hubserver.fail_on = "model-00001-of"
     code, _, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET)
     assert code == {"error": 4, "drop": 4, "unauthorized": 7}[mode]
     assert err.startswith("llmfit: the Hub (" + hubserver.url)
     assert "Traceback" not in err
+    # A transient failure is tried again (twice), a refusal is not.
+    tries = hubserver.count("GET", "model-00001-of")
+    assert tries == (1 if mode == "unauthorized" else 3)
+
+
+def test_one_bad_answer_among_the_shards_is_tried_again(run_online, hubserver):
+    hubserver.mode = "error"
+    failing = iter([True])  # only the first request for that shard fails
+    hubserver.fail_on = lambda path: "model-00003-of" in path and next(failing, False)
+    code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "8k")
+    assert code == 0, err
+    assert hubserver.count("GET", "model-00003-of") == 3  # failed, retried, then its second range
