@@ -123,9 +123,13 @@ def _from_cache(
     ref: RepoRef, cache_dir: Path | None, meta: MetaCache, headers: HeaderSource | None = None
 ) -> Repo:
     """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
-    snap = require_snapshot(ref, cache_dir)
+    at = f"@{ref.revision}" if ref.revision else ""
+    try:
+        snap = require_snapshot(ref, cache_dir)
+    except RepoNotFound as e:
+        e.hint = f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: {e.hint}"
+        raise
     if not (snap.path / "config.json").is_file():
-        at = f"@{ref.revision}" if ref.revision else ""
         raise RepoNotFound(
             f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
             f"(snapshot {snap.commit[:12]}).",

@@ -42,6 +42,10 @@ def test_offline_and_not_cached_says_what_is_missing_and_asks_nothing(run_online
     assert err.splitlines()[0].startswith(
         "llmfit: Qwen/Qwen3-8B is not in the local Hugging Face cache ("
     )
+    assert err.splitlines()[1] == (
+        "hint: llmfit Qwen/Qwen3-8B  (online, once: it fetches metadata only), or: hf download "
+        "Qwen/Qwen3-8B --include config.json '*.safetensors.index.json'"
+    )
     assert hubserver.requests == []
 
 
@@ -139,3 +143,51 @@ def test_a_snapshot_cached_without_its_config_says_how_to_get_it(run_online, hub
         "'*.safetensors.index.json'\n"
     )
     assert hubserver.requests == []
+
+
+def test_progress_is_reported_step_by_step(hubserver):
+    from llmfit.sources.repo import load_repo
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.events: list[tuple] = []
+
+        def begin(self, label: str, total: int) -> None:
+            self.events.append(("begin", label, total))
+
+        def advance(self, n: int = 1) -> None:
+            self.events.append(("advance", n))
+
+        def end(self) -> None:
+            self.events.append(("end",))
+
+    rec = Recorder()
+    load_repo("Qwen/Qwen3-8B", progress=rec)
+    begins = [e[1:] for e in rec.events if e[0] == "begin"]
+    assert begins == [
+        ("Qwen/Qwen3-8B: resolving", 1),
+        ("Qwen/Qwen3-8B: config", 2),
+        ("Qwen/Qwen3-8B: headers", 5),
+    ]
+    assert sum(e[1] for e in rec.events if e[0] == "advance") == 1 + 2 + 5
+    assert rec.events[-1] == ("end",)
+
+
+def test_progress_is_drawn_only_on_a_terminal(monkeypatch):
+    import io
+
+    from llmfit.render import progress
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert progress.make_progress() is None
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stderr", Tty())
+    drawn = progress.make_progress()
+    assert drawn is not None
+    drawn.begin("org/x: headers", 3)
+    drawn.advance(3)
+    drawn.end()
