@@ -191,3 +191,33 @@ def test_progress_is_drawn_only_on_a_terminal(monkeypatch):
     drawn.begin("org/x: headers", 3)
     drawn.advance(3)
     drawn.end()
+
+
+def test_hf_endpoint_in_the_environment_is_honoured_by_a_real_process(hubserver, tmp_path):
+    import os
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("HF_", "HUGGING", "LLMFIT", "TRANSFORMERS"))
+    }
+    env.update(
+        HF_ENDPOINT=hubserver.url,
+        HF_HOME=str(tmp_path / "home"),
+        HF_HUB_CACHE=str(tmp_path / "hub"),
+        LLMFIT_CACHE=str(tmp_path / "llmfit"),
+        HF_HUB_DISABLE_XET="1",
+        HF_TOKEN="hf_FromTheEnvironment000000000000000",
+    )
+    argv = [sys.executable, "-m", "llmfit", "Qwen/Qwen3-8B", "--fleet", FLEET, "--json"]
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""
+    assert json.loads(r.stdout)["repo"]["source"] == "hub"
+    assert (tmp_path / "hub" / "models--Qwen--Qwen3-8B" / "refs" / "main").is_file()
+    assert {q.authorization for q in hubserver.requests if "/resolve/" in q.path} == {
+        "Bearer hf_FromTheEnvironment000000000000000"
+    }
+    r = subprocess.run([*argv, "--offline"], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["repo"]["source"] == "cache"
