@@ -8,8 +8,9 @@ Everything goes through huggingface_hub, so `HF_ENDPOINT`, `HF_TOKEN` and the st
 - config.json and the safetensors index are fetched by `hf_hub_download` at that commit into the
   normal Hugging Face cache, so they are there offline afterwards (and cost nothing the next time);
 - safetensors headers are read by HTTP range from the file's `hf_hub_url`, through
-  huggingface_hub's own session (`get_session`, `build_hf_headers`, `hf_raise_for_status`): the
-  8-byte length, then exactly the header; many files in parallel, with a bound;
+  huggingface_hub's own session and retries (`http_stream_backoff`, `build_hf_headers`,
+  `hf_raise_for_status`): the 8-byte length, then exactly the header; many files in parallel,
+  with a bound;
 - GGUF headers are read by `read_growing`, a window that grows until a parser (a callback, such as
   `sources.gguf`'s) says it has all it needs, under a hard cap;
 - what the Hugging Face cache has no place for (the listing, the headers) goes to llmfit's own
@@ -23,8 +24,9 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -301,9 +303,8 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
 
     Through huggingface_hub's session and retry policy (`http_stream_backoff`), with its headers
     (`build_hf_headers`: the token, if any, and its user agent). Never more than asked for: the
-    body is streamed and the connection dropped past `stop - start`
-    bytes, so a server that ignores `Range` and starts sending the whole file (gigabytes of
-    weights) costs at most the window.
+    body is streamed and the connection dropped at `stop`, so a server that ignores `Range` and
+    starts sending the whole file (gigabytes of weights) costs `stop` bytes, not the file.
     """
     from huggingface_hub import constants, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
@@ -461,25 +462,21 @@ def gguf_headers(
 # -- errors -------------------------------------------------------------------------------------
 
 
-class translate_errors:
+@contextmanager
+def translate_errors(ref: RepoRef) -> Iterator[None]:
     """Turn what huggingface_hub and httpx raise into the llmfit error a user can act on.
 
-    GatedRepoError is caught before RepositoryNotFoundError: it is a subclass. No message of
-    theirs is passed on (they can hold URLs with signed parameters); no token is ever in ours.
+    No message of theirs is passed on (they can hold URLs with signed parameters); no token is ever
+    in ours. Anything that is not a Hub or network failure goes through untouched.
     """
-
-    def __init__(self, ref: RepoRef) -> None:
-        self.ref = ref
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> bool:
-        if exc is None or isinstance(exc, LlmfitError) or not isinstance(exc, Exception):
-            return False
-        err = hub_error(exc, self.ref)
+    try:
+        yield
+    except LlmfitError:
+        raise
+    except Exception as exc:
+        err = hub_error(exc, ref)
         if err is None:
-            return False
+            raise
         raise err from None
 
 
@@ -512,6 +509,7 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
             f"{repo} is needed from the Hub, but huggingface_hub is in offline mode.",
             hint="unset HF_HUB_OFFLINE, or: " + offline_hint,
         )
+    # GatedRepoError before RepositoryNotFoundError: it is a subclass of it.
     if isinstance(exc, GatedRepoError):
         return GatedRepo(
             f"{repo} is gated: accept its licence at {url}/{repo}, then log in with that account.",
