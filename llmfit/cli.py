@@ -101,8 +101,13 @@ def plan_cmd(
         context=_context(context), gpu_memory_utilization=gpu_memory_utilization
     )
     from llmfit.render.progress import make_progress
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
 
-    progress = None if offline else make_progress()
+    progress = None
+    if not is_offline(offline):
+        quiet_huggingface_hub()
+        progress = make_progress()
     try:
         advice = advise(
             repo, fleet, settings, offline=offline, revision=revision, progress=progress

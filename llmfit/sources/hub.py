@@ -112,7 +112,10 @@ class RemoteRepo:
 
 def quiet_huggingface_hub() -> None:
     """No progress bars or retry warnings from huggingface_hub on stderr: llmfit draws its own
-    progress, and a failure ends in one sentence of llmfit's (LLMFIT_DEBUG=1 keeps them)."""
+    progress, and a failure ends in one sentence of llmfit's (LLMFIT_DEBUG=1 keeps them).
+
+    It changes huggingface_hub's settings for the whole process, so the CLI calls it, not the
+    library functions here."""
     from huggingface_hub.utils import disable_progress_bars, logging
 
     if os.environ.get("LLMFIT_DEBUG"):
@@ -140,7 +143,6 @@ def fetch_repo(
     meta = meta or MetaCache()
     progress = progress or _NoProgress()
     cache = cache_dir or hub_cache_dir()
-    quiet_huggingface_hub()
     try:
         return _fetch_repo(ref, cache, meta, progress)
     except HubRepoNotFound as e:
