@@ -256,6 +256,14 @@ def safetensors_headers(
     meta = meta or MetaCache()
     progress = progress or _NoProgress()
     names = list(names)
+    for name in names:
+        # The index's weight_map is the repository's word; the listing is the Hub's. A shard the
+        # listing lacks (or a name like ../x) is not read, nor used as a cache path.
+        if sizes is not None and name not in sizes:
+            raise WeightsError(
+                f"{repo_id}: the safetensors index names {name!r}, which the repository does not "
+                "have."
+            )
     raw: dict[str, bytes] = {}
     missing = []
     for name in names:

@@ -74,10 +74,11 @@ class MetaCache:
     # -- headers ----------------------------------------------------------------------------
 
     def header(self, repo_id: str, commit: str, filename: str, kind: str) -> bytes | None:
-        """The header bytes of one file at a commit; None when not cached."""
+        """The header bytes of one file at a commit; None when not cached (or not a file name a
+        repository can hold, like ../x, which a malformed index could name)."""
         try:
             return self._header_path(repo_id, commit, kind, filename).read_bytes()
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def put_header(self, repo_id: str, commit: str, filename: str, kind: str, raw: bytes) -> None:

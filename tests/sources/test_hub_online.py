@@ -72,3 +72,23 @@ def test_a_second_online_run_of_the_same_commit_reads_no_headers(hubserver):
     assert hubserver.count(contains="/resolve/") == 0
     # One request: which commit is main now.
     assert [r.path for r in hubserver.requests] == ["/api/models/Qwen/Qwen3-8B"]
+
+
+def test_an_index_naming_a_shard_the_repo_lacks_is_one_sentence(hubserver):
+    import pytest
+
+    from llmfit.errors import WeightsError
+    from tests.hubserver import FileSpec
+
+    fixture = hubserver.repos["Qwen/Qwen3-8B"]
+    index = json.loads(fixture.files["model.safetensors.index.json"].content)
+    index["weight_map"]["lm_head.weight"] = "../../outside.safetensors"
+    fixture.files["model.safetensors.index.json"] = FileSpec(json.dumps(index).encode())
+    with pytest.raises(WeightsError) as e:
+        load_repo("Qwen/Qwen3-8B")
+    assert e.value.message == (
+        "Qwen/Qwen3-8B: the safetensors index names '../../outside.safetensors', which the "
+        "repository does not have."
+    )
+    assert e.value.exit_code == 3
+    assert hubserver.count(contains="outside") == 0

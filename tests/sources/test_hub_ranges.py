@@ -168,6 +168,7 @@ def test_metacache_round_trip_and_keys(tmp_path):
     assert not list(tmp_path.rglob(".tmp-*"))
     with pytest.raises(ValueError):
         meta.put_header("org/a", commit, "../escape", "gguf", b"")
+    assert meta.header("org/a", commit, "../escape", "gguf") is None
     with pytest.raises(ValueError):
         meta.listing("org/a", "main")
 
