@@ -92,7 +92,10 @@ def plan_cmd(
     """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
+    from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import read_fleet
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
 
     if fleet_path is None:
         raise UsageError("no fleet given.", hint=f"llmfit {repo} --fleet examples/fleet.toml")
@@ -100,10 +103,6 @@ def plan_cmd(
     settings = PlanSettings(
         context=_context(context), gpu_memory_utilization=gpu_memory_utilization
     )
-    from llmfit.render.progress import make_progress
-    from llmfit.sources.hub import offline as is_offline
-    from llmfit.sources.hub import quiet_huggingface_hub
-
     progress = None
     if not is_offline(offline):
         quiet_huggingface_hub()
