@@ -16,8 +16,8 @@ Everything goes through huggingface_hub, so `HF_ENDPOINT`, `HF_TOKEN` and the st
 - what the Hugging Face cache has no place for (the listing, the headers) goes to llmfit's own
   `metacache`, keyed by commit.
 
-huggingface_hub is imported inside the functions that go online: a plan from the cache (offline)
-never pays for importing it.
+huggingface_hub (and the thread pool) are imported inside the functions that go online: a plan from
+the cache (offline) never pays for importing them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,6 +272,8 @@ def safetensors_headers(
         else:
             missing.append(name)
     if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
         ref = RepoRef(repo_id, commit)
         progress.begin(f"{repo_id}: headers", len(missing))
 
@@ -461,6 +462,8 @@ def gguf_headers(
         result = gguf_header(repo_id, commit, name, parse, size=(sizes or {}).get(name), meta=meta)
         progress.advance()
         return result
+
+    from concurrent.futures import ThreadPoolExecutor
 
     try:
         with ThreadPoolExecutor(max(1, min(workers, len(names)))) as pool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -87,6 +86,8 @@ class MetaCache:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     """Write a file so that a reader sees all of it or none of it. Failing to cache is not fatal."""
+    import tempfile  # 4 ms to import; only runs that fetch something write
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
