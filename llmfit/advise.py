@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmfit.errors import UsageError
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.planner import Plan, PlanSettings, plan
 from llmfit.sources.repo import Repo, load_repo
+
+if TYPE_CHECKING:
+    from llmfit.sources.hub import Progress
 
 
 @dataclass(frozen=True)
@@ -19,9 +23,16 @@ class Advice:
 
 
 def advise(
-    repo_text: str, fleet: Fleet, settings: PlanSettings, cache_dir: Path | None = None
+    repo_text: str,
+    fleet: Fleet,
+    settings: PlanSettings,
+    cache_dir: Path | None = None,
+    *,
+    offline: bool | None = None,
+    revision: str | None = None,
+    progress: Progress | None = None,
 ) -> Advice:
-    repo = load_repo(repo_text, cache_dir)
+    repo = load_repo(repo_text, cache_dir, offline=offline, revision=revision, progress=progress)
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",

@@ -98,6 +98,12 @@ def cli() -> None:
     "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Use only what is cached; never touch the network (as HF_HUB_OFFLINE=1).",
+)
+@click.option("--revision", help="Branch, tag or commit of REPO (the same as REPO@REVISION).")
 def plan_cmd(
     repo: str,
     fleet_path: str | None,
@@ -112,11 +118,15 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    offline: bool,
+    revision: str | None,
 ) -> None:
-    """Plan REPO (org/name[@revision] from the Hugging Face cache, or a directory) on a fleet.
+    """Plan REPO (org/name[@revision] from the Hub or its cache, or a directory) on a fleet.
+
+    Online, only metadata is fetched (config, index, headers by range), and kept for offline use.
 
     \b
-    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub):
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
       llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml
       llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision stored
       llmfit meta-llama/Llama-3.1-8B-Instruct --fleet examples/fleet.toml --context 32k
@@ -126,7 +136,10 @@ def plan_cmd(
     """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
+    from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import resolve_fleet
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
 
     fleet = resolve_fleet(fleet_path)
     settings = PlanSettings(
@@ -135,7 +148,17 @@ def plan_cmd(
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,
     )
-    advice = advise(repo, fleet, settings)
+    progress = None
+    if not is_offline(offline):
+        quiet_huggingface_hub()
+        progress = make_progress()
+    try:
+        advice = advise(
+            repo, fleet, settings, offline=offline, revision=revision, progress=progress
+        )
+    finally:
+        if progress is not None:
+            progress.end()
     options = advice.plan.options
     if number is not None and number > len(options):
         raise UsageError(f"--option {number}: there are only {len(options)} options.")

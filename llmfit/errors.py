@@ -12,7 +12,13 @@ EXIT_FITS = 0
 EXIT_NOTHING_FITS = 1
 EXIT_USAGE = 2
 EXIT_BAD_INPUT = 3
-EXIT_HUB = 4
+EXIT_HUB = 4  # the Hub could not be asked: unreachable, a server error, or offline and not cached
+# The Hub answered, and the answer is one a script may want to tell apart (issue 5): each its own.
+EXIT_REPO_NOT_FOUND = 5
+EXIT_GATED = 6
+EXIT_UNAUTHORIZED = 7
+EXIT_REVISION_NOT_FOUND = 8
+EXIT_TIMEOUT = 9
 
 
 class LlmfitError(Exception):
@@ -54,3 +60,43 @@ class RepoNotFound(LlmfitError):
     """The repository is neither a local directory nor in the cache (nor, online, on the Hub)."""
 
     exit_code = EXIT_HUB
+
+
+class HubError(LlmfitError):
+    """The Hub could not give what the plan needs: unreachable, or it answered with an error."""
+
+    exit_code = EXIT_HUB
+
+
+class HubUnreachable(HubError):
+    """No answer from the Hub: no route, refused, dropped, or a server error."""
+
+
+class HubTimeout(HubUnreachable):
+    """The Hub did not answer within the timeout."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+class HubRepoNotFound(RepoNotFound):
+    """The Hub has no such repository (or it is private and the token cannot see it)."""
+
+    exit_code = EXIT_REPO_NOT_FOUND
+
+
+class GatedRepo(HubError):
+    """The repository is gated and its licence has not been accepted by this account."""
+
+    exit_code = EXIT_GATED
+
+
+class Unauthorized(HubError):
+    """The Hub refused the token: invalid, expired, or without permission."""
+
+    exit_code = EXIT_UNAUTHORIZED
+
+
+class RevisionNotFound(HubError):
+    """The repository exists but has no such branch, tag or commit."""
+
+    exit_code = EXIT_REVISION_NOT_FOUND

@@ -34,3 +34,28 @@ def run(hub: Path, capsys: pytest.CaptureFixture[str]):
         return code, out.out, out.err
 
     return _run
+
+
+@pytest.fixture(autouse=True)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test reads the user's llmfit cache or token, and none reaches a real Hub: an online path
+    that a test did not point at the loopback Hub finds a closed port on 127.0.0.1."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("LLMFIT_CACHE", str(tmp_path_factory.mktemp("llmfit-cache")))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path_factory.mktemp("hf") / "token"))
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr(
+        constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        "http://127.0.0.1:9/{repo_id}/resolve/{revision}/{filename}",
+    )
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+    # huggingface_hub fetches a registry of AI-agent harnesses from the Hub once a day (telemetry,
+    # utils/_detect_agent.py) and keeps it in HF_HOME: an empty one, held in-process, means tests
+    # neither count that request nor write outside their temporary directories.
+    from huggingface_hub.utils import _detect_agent
+
+    monkeypatch.setattr(_detect_agent, "_registry", _detect_agent._EMPTY_REGISTRY)

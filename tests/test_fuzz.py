@@ -157,3 +157,12 @@ def test_fleet_files_long(text):
 @given(st.dictionaries(config_keys, json_values | st.integers(-4, 200), max_size=12))
 def test_configs_long(cfg):
     check_config(cfg)
+
+
+def test_a_config_claiming_four_billion_layers_is_one_sentence_found_by_fuzzing():
+    cfg = {"num_attention_heads": 1, "num_hidden_layers": 4294967296, "head_dim": 1}
+    with pytest.raises(ConfigError) as e:
+        model_from_config(cfg, "config.json")  # type: ignore[arg-type]
+    assert e.value.message == (
+        "config.json: num_hidden_layers is 4,294,967,296; no model has more than 100,000 layers."
+    )

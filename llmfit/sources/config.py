@@ -80,6 +80,9 @@ def _first(cfg: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
+MAX_LAYERS = 100_000
+
+
 def _int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path) -> int | None:
     v = _first(cfg, keys)
     if v is None:
@@ -463,6 +466,13 @@ def model_from_config(
 
     layers = _int(merged, LAYER_KEYS, path)
     heads = _int(merged, HEAD_KEYS, path)
+    # A hostile or broken config must not cost memory in proportion to what it claims: the layer
+    # count sizes per-layer lists (found by fuzzing: 2^32 layers was a MemoryError).
+    if layers is not None and layers > MAX_LAYERS:
+        raise ConfigError(
+            f"{path}: {_which(merged, LAYER_KEYS)} is {layers:,}; no model has more than "
+            f"{MAX_LAYERS:,} layers."
+        )
     if layers is None or heads is None:
         missing = "num_hidden_layers" if layers is None else "num_attention_heads"
         raise ConfigError(

@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from llmfit.errors import ConfigError, WeightsError
+from llmfit.errors import ConfigError, HubUnreachable, RepoNotFound, UsageError, WeightsError
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.model import DTYPE_SHORT, Model
-from llmfit.sources.cache import RepoRef, parse_ref, require_snapshot
+from llmfit.sources.cache import RepoRef, find_snapshot, parse_ref, require_snapshot
 from llmfit.sources.config import load_config, model_from_config
-from llmfit.sources.safetensors import SafetensorsHeader, read_header, read_index
+from llmfit.sources.metacache import MetaCache
+from llmfit.sources.safetensors import SafetensorsHeader, parse_header, read_header, read_index
+
+if TYPE_CHECKING:
+    from llmfit.sources.hub import Progress
+
+# Headers of the named weight files, wherever they are kept; None when not all of them are at hand.
+HeaderSource = Callable[[tuple[str, ...]], "list[SafetensorsHeader] | None"]
 
 INDEX = "model.safetensors.index.json"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 SINGLE = "model.safetensors"
 
 
@@ -27,19 +38,144 @@ class Repo:
     warnings: tuple[str, ...] = ()
 
 
-def load_repo(text: str, cache_dir: Path | None = None) -> Repo:
-    """Read a repository id (from the cache) or a local directory into a Repo."""
+def load_repo(
+    text: str,
+    cache_dir: Path | None = None,
+    *,
+    offline: bool | None = None,
+    revision: str | None = None,
+    progress: Progress | None = None,
+    meta: MetaCache | None = None,
+) -> Repo:
+    """Read a repository id or a local directory into a Repo.
+
+    Offline (`offline=True` or HF_HUB_OFFLINE), a repository id is read from the Hugging Face cache
+    and llmfit's metadata cache and nothing else. Online, its revision is resolved on the Hub (so a
+    new commit is noticed) and what the caches lack is fetched, metadata only; if the Hub cannot be
+    reached, a cached snapshot is used instead, with a warning.
+    """
+    from llmfit.sources import hub
+
     ref = parse_ref(text)
     if isinstance(ref, RepoRef):
-        snap = require_snapshot(ref, cache_dir)
-        return _read_dir(snap.path, ref.repo_id, ref.revision, snap.commit, "cache")
+        if revision:
+            if ref.revision and ref.revision != revision:
+                raise UsageError(
+                    f"{text!r} names revision {ref.revision!r} but --revision says {revision!r}."
+                )
+            ref = RepoRef(ref.repo_id, revision)
+        meta = meta or MetaCache()
+        if hub.offline(offline):
+            return _from_cache(ref, cache_dir, meta)
+        if (
+            ref.revision
+            and _COMMIT.match(ref.revision)
+            and meta.listing(ref.repo_id, ref.revision) is not None
+            and find_snapshot(ref, cache_dir) is not None
+        ):
+            # A commit never changes: what was read of it once is all the Hub could say now, so
+            # the Hub is asked only for headers not yet cached (none, after a complete run).
+            listing = meta.listing(ref.repo_id, ref.revision)
+            commit = ref.revision
+
+            def pinned_headers(names: tuple[str, ...]) -> list[SafetensorsHeader]:
+                return hub.safetensors_headers(
+                    ref.repo_id, commit, names, sizes=listing, meta=meta, progress=progress
+                )
+
+            return _from_cache(ref, cache_dir, meta, headers=pinned_headers)
+        try:
+            remote = hub.fetch_repo(ref, cache_dir=cache_dir, meta=meta, progress=progress)
+        except HubUnreachable as e:
+            if find_snapshot(ref, cache_dir) is None:
+                raise
+            repo = _from_cache(ref, cache_dir, meta)
+            note = f"{e.message[:1].upper()}{e.message[1:-1]}; planned from the local cache."
+            return _replace(repo, warnings=(*repo.warnings, note))
+
+        def remote_headers(names: tuple[str, ...]) -> list[SafetensorsHeader]:
+            return hub.safetensors_headers(
+                ref.repo_id,
+                remote.commit,
+                names,
+                sizes=remote.files,
+                meta=meta,
+                progress=progress,
+            )
+
+        return _read_dir(
+            remote.snapshot,
+            ref.repo_id,
+            ref.revision,
+            remote.commit,
+            "hub",
+            headers=remote_headers,
+            listing=remote.files,
+        )
+    if revision:
+        raise UsageError(f"--revision is for a repository id, not a directory ({ref}).")
     if not ref.is_dir():
         raise ConfigError(f"{ref}: no such directory.")
     return _read_dir(ref, str(ref), None, None, "path")
 
 
+def _from_cache(
+    ref: RepoRef, cache_dir: Path | None, meta: MetaCache, headers: HeaderSource | None = None
+) -> Repo:
+    """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
+    at = f"@{ref.revision}" if ref.revision else ""
+    try:
+        snap = require_snapshot(ref, cache_dir)
+    except RepoNotFound as e:
+        e.hint = f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: {e.hint}"
+        raise
+    # A GGUF-only repository (unsloth's, bartowski's) has no config.json: its files' headers say
+    # what the model is, and _read_dir reads them.
+    gguf_only = not (snap.path / "config.json").is_file() and any(snap.path.rglob("*.gguf"))
+    if not (snap.path / "config.json").is_file() and not gguf_only:
+        raise RepoNotFound(
+            f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
+            f"(snapshot {snap.commit[:12]}).",
+            hint=f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: "
+            f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
+            + (f" --revision {ref.revision}" if ref.revision else ""),
+        )
+
+    def cached_headers(names: tuple[str, ...]) -> list[SafetensorsHeader] | None:
+        raws = [meta.header(ref.repo_id, snap.commit, n, "safetensors") for n in names]
+        found = [
+            parse_header(r, f"{ref.repo_id}/{n}")
+            for n, r in zip(names, raws, strict=True)
+            if r is not None
+        ]
+        return found if len(found) == len(names) else None
+
+    return _read_dir(
+        snap.path,
+        ref.repo_id,
+        ref.revision,
+        snap.commit,
+        "cache",
+        headers=headers or cached_headers,
+        listing=meta.listing(ref.repo_id, snap.commit),
+    )
+
+
+def _replace(repo: Repo, **changes: object) -> Repo:
+    from dataclasses import replace
+
+    return replace(repo, **changes)  # type: ignore[arg-type]
+
+
 def _read_dir(
-    root: Path, repo_id: str, revision: str | None, commit: str | None, source: str
+    root: Path,
+    repo_id: str,
+    revision: str | None,
+    commit: str | None,
+    source: str,
+    *,
+    headers: HeaderSource | None = None,
+    listing: dict[str, int | None] | None = None,
 ) -> Repo:
     cfg_path = root / "config.json"
     ggufs = _gguf_files(root)
@@ -59,7 +195,7 @@ def _read_dir(
     quant_path = root / "hf_quant_config.json"
     hf_quant = load_config(quant_path) if quant_path.is_file() else None
     model = model_from_config(load_config(cfg_path), cfg_path, hf_quant)
-    art, params, expert_params = _safetensors_artifact(root, model)
+    art, params, expert_params = _safetensors_artifact(root, model, headers, listing)
     if params and not model.params:
         model = _with_params(model, params, expert_params)
     artifacts = ((art,) if art else ()) + (ggufs.artifacts if ggufs else ())
@@ -100,16 +236,22 @@ def _quant_name(model: Model) -> str | None:
     return DTYPE_SHORT.get(model.dtype or "")
 
 
-def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, int | None, int]:
-    """The original weights: bytes from the headers where the files are here, else the index's.
+def _safetensors_artifact(
+    root: Path,
+    model: Model,
+    source: HeaderSource | None = None,
+    listing: dict[str, int | None] | None = None,
+) -> tuple[Artifact | None, int | None, int]:
+    """The original weights: bytes from the headers where they are at hand, else the index's.
 
-    Parameters are counted from the headers when every shard is at hand; a repository cached for
-    planning usually holds only the index, and then the count stays unknown rather than guessed.
+    Headers are read from the files when they are here, else from `source` (llmfit's metadata
+    cache, or the Hub by range). Parameters are counted from the headers when every shard's is at
+    hand; otherwise the count stays unknown rather than guessed.
     """
     index_path = root / INDEX
     if index_path.is_file():
         index = read_index(index_path)
-        headers = _headers(root, index.shards)
+        headers = _headers(root, index.shards, source)
         expert_params = 0
         if headers is not None:
             data = sum(h.data_bytes for h in headers)
@@ -133,8 +275,12 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
         )
         return art, params, expert_params
     single = root / SINGLE
-    if single.is_file():
-        h = read_header(single)
+    remote_single = listing is not None and SINGLE in listing and source is not None
+    if single.is_file() or remote_single:
+        found = _headers(root, (SINGLE,), source)
+        if found is None:
+            return None, None
+        h = found[0]
         art = Artifact(
             name="safetensors",
             format="safetensors",
@@ -148,7 +294,11 @@ def _safetensors_artifact(root: Path, model: Model) -> tuple[Artifact | None, in
     return None, None, 0
 
 
-def _headers(root: Path, shards: tuple[str, ...]) -> list[SafetensorsHeader] | None:
-    if not shards or not all((root / s).is_file() for s in shards):
+def _headers(
+    root: Path, shards: tuple[str, ...], source: HeaderSource | None = None
+) -> list[SafetensorsHeader] | None:
+    if not shards:
         return None
-    return [read_header(root / s) for s in shards]
+    if all((root / s).is_file() for s in shards):
+        return [read_header(root / s) for s in shards]
+    return source(shards) if source is not None else None

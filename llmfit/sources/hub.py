@@ -1,0 +1,574 @@
+"""The Hugging Face Hub, online: a repository's metadata, never its weights.
+
+Everything goes through huggingface_hub, so `HF_ENDPOINT`, `HF_TOKEN` and the stored login,
+`HF_HOME`/`HF_HUB_CACHE` and its timeouts (`HF_HUB_ETAG_TIMEOUT`) mean what they mean to `hf`:
+
+- the revision is resolved to a commit, and the file list read with sizes, by one
+  `HfApi.model_info(files_metadata=True)` call;
+- config.json and the safetensors index are fetched by `hf_hub_download` at that commit into the
+  normal Hugging Face cache, so they are there offline afterwards (and cost nothing the next time);
+- safetensors headers are read by HTTP range from the file's `hf_hub_url`, through
+  huggingface_hub's own session and retries (`http_stream_backoff`, `build_hf_headers`,
+  `hf_raise_for_status`): the 8-byte length, then exactly the header; many files in parallel,
+  with a bound;
+- GGUF headers are read by `read_growing`, a window that grows until a parser (a callback, such as
+  `sources.gguf`'s) says it has all it needs, under a hard cap;
+- what the Hugging Face cache has no place for (the listing, the headers) goes to llmfit's own
+  `metacache`, keyed by commit.
+
+huggingface_hub (and the thread pool) are imported inside the functions that go online: a plan from
+the cache (offline) never pays for importing them.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from llmfit.errors import (
+    GatedRepo,
+    HubError,
+    HubRepoNotFound,
+    HubTimeout,
+    HubUnreachable,
+    LlmfitError,
+    RevisionNotFound,
+    Unauthorized,
+    WeightsError,
+)
+from llmfit.sources.cache import RepoRef
+from llmfit.sources.metacache import MetaCache
+from llmfit.sources.safetensors import MAX_HEADER, SafetensorsHeader, parse_header
+
+T = TypeVar("T")
+
+# Small JSON files fetched whole into the Hugging Face cache when the repository has them.
+SMALL_FILES = ("config.json", "model.safetensors.index.json")
+# Headers read at once. The Hub serves ranges from a CDN; eight in flight keep a 100-shard
+# repository to about a dozen round trips without looking like a crawler.
+MAX_WORKERS = 8
+# A range read that fails on the way (5xx, 429, a dropped connection, a timeout) is tried again,
+# twice, 0.25 s then 0.5 s later: one bad answer among a hundred shards must not end a plan.
+RANGE_RETRIES = 2
+# A GGUF header (metadata, then tensor infos) is read in a window that starts here and grows until
+# the parser has what it needs, never past the cap. A 32k-token vocabulary makes a header of about
+# 0.7 MB and a 256k one of several MB; past 64 MB it is not a header worth planning from.
+GGUF_FIRST_WINDOW = 256 << 10
+GGUF_MAX_WINDOW = 64 << 20
+
+_OFFLINE_VALUES = {"1", "ON", "YES", "TRUE"}
+
+
+def offline(flag: bool | None = None) -> bool:
+    """Whether this run may not touch the network: `--offline`, or HF_HUB_OFFLINE as hf reads it."""
+    if flag:
+        return True
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").upper() in _OFFLINE_VALUES:
+            return True
+    import sys
+
+    constants = sys.modules.get("huggingface_hub.constants")
+    return bool(constants is not None and constants.HF_HUB_OFFLINE)
+
+
+class Progress(Protocol):
+    """What reading remote metadata reports as it goes (the CLI draws it; tests ignore it)."""
+
+    def begin(self, label: str, total: int) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+    def end(self) -> None: ...
+
+
+class _NoProgress:
+    def begin(self, label: str, total: int) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class RemoteRepo:
+    """A repository at a commit, as the Hub lists it; its small files are in `snapshot`."""
+
+    repo_id: str
+    revision: str | None
+    commit: str
+    files: dict[str, int | None]  # path → size in bytes (None when the Hub gave none)
+    snapshot: Path  # the Hugging Face cache's snapshot folder for the commit
+
+
+def quiet_huggingface_hub() -> None:
+    """No progress bars or retry warnings from huggingface_hub on stderr: llmfit draws its own
+    progress, and a failure ends in one sentence of llmfit's (LLMFIT_DEBUG=1 keeps them).
+
+    It changes huggingface_hub's settings for the whole process, so the CLI calls it, not the
+    library functions here."""
+    from huggingface_hub.utils import disable_progress_bars, logging
+
+    if os.environ.get("LLMFIT_DEBUG"):
+        return
+    disable_progress_bars()
+    logging.set_verbosity_error()
+
+
+def endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def fetch_repo(
+    ref: RepoRef,
+    *,
+    cache_dir: Path | None = None,
+    meta: MetaCache | None = None,
+    progress: Progress | None = None,
+) -> RemoteRepo:
+    """Resolve a repository's revision on the Hub, list its files, cache its small JSON files."""
+    from llmfit.sources.cache import hub_cache_dir
+
+    meta = meta or MetaCache()
+    progress = progress or _NoProgress()
+    cache = cache_dir or hub_cache_dir()
+    try:
+        return _fetch_repo(ref, cache, meta, progress)
+    except HubRepoNotFound as e:
+        from huggingface_hub import get_token
+
+        names = similar_repos(ref.repo_id)
+        if names:
+            e.hint = "did you mean " + ", ".join(names) + "?"
+        elif get_token() is None:
+            e.hint = "if it is private, log in first: hf auth login"
+        raise
+    finally:
+        progress.end()
+
+
+def _fetch_repo(ref: RepoRef, cache: Path, meta: MetaCache, progress: Progress) -> RemoteRepo:
+    from huggingface_hub import HfApi, constants, hf_hub_download
+
+    with translate_errors(ref):
+        progress.begin(f"{ref.repo_id}: resolving", 1)
+        info = HfApi(endpoint=endpoint()).model_info(
+            ref.repo_id,
+            revision=ref.revision,
+            files_metadata=True,
+            timeout=constants.HF_HUB_ETAG_TIMEOUT,
+        )
+        progress.advance()
+        commit = info.sha
+        if not commit:
+            raise HubError(f"the Hub at {endpoint()} gave no commit for {ref.repo_id}.")
+        files = {s.rfilename: s.size for s in info.siblings or []}
+        meta.put_listing(ref.repo_id, commit, files)
+        wanted = [f for f in SMALL_FILES if f in files]
+        progress.begin(f"{ref.repo_id}: config", len(wanted))
+        for name in wanted:
+            hf_hub_download(
+                ref.repo_id,
+                name,
+                revision=commit,
+                cache_dir=cache,
+                endpoint=endpoint(),
+                etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+            )
+            progress.advance()
+    folder = cache / ("models--" + ref.repo_id.replace("/", "--"))
+    _write_ref(folder, ref.revision or "main", commit)
+    snapshot = folder / "snapshots" / commit
+    snapshot.mkdir(parents=True, exist_ok=True)
+    return RemoteRepo(ref.repo_id, ref.revision, commit, files, snapshot)
+
+
+def similar_repos(repo_id: str, limit: int = 5) -> list[str]:
+    """Repositories the Hub's search offers for a name that was not found; [] if it offers none.
+
+    A direct GET of the search endpoint, because `HfApi.list_models` takes no timeout and a
+    suggestion must not hang an error message. Any failure here just means no suggestion.
+    """
+    from huggingface_hub import constants
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    name = repo_id.split("/")[-1]
+    try:
+        r = get_session().get(
+            f"{endpoint()}/api/models",
+            params={"search": name, "limit": limit},
+            headers=build_hf_headers(),
+            timeout=constants.HF_HUB_ETAG_TIMEOUT,
+        )
+        if r.status_code != 200:
+            return []
+        found = [m.get("id") for m in r.json() if isinstance(m, dict)]
+    except Exception:
+        return []
+    return [f for f in found if isinstance(f, str) and f != repo_id][:limit]
+
+
+def _write_ref(folder: Path, revision: str, commit: str) -> None:
+    """Point `refs/<revision>` at the commit, as huggingface_hub does after a download by branch.
+
+    The files were fetched by commit (so that all of them are of the one commit model_info named),
+    and hf_hub_download writes no ref for a commit; an offline run by branch needs it.
+    """
+    if revision == commit:
+        return
+    ref_file = folder / "refs" / revision
+    try:
+        if ref_file.is_file() and ref_file.read_text(encoding="utf-8").strip() == commit:
+            return
+        ref_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = ref_file.with_name(f".{ref_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(commit, encoding="utf-8")
+        os.replace(tmp, ref_file)
+    except OSError:
+        pass
+
+
+# -- safetensors headers ------------------------------------------------------------------------
+
+
+def safetensors_headers(
+    repo_id: str,
+    commit: str,
+    names: Iterable[str],
+    *,
+    sizes: dict[str, int | None] | None = None,
+    meta: MetaCache | None = None,
+    progress: Progress | None = None,
+    workers: int = MAX_WORKERS,
+) -> list[SafetensorsHeader]:
+    """The headers of these safetensors files at a commit: from llmfit's cache, else by range."""
+    meta = meta or MetaCache()
+    progress = progress or _NoProgress()
+    names = list(names)
+    for name in names:
+        # The index's weight_map is the repository's word; the listing is the Hub's. A shard the
+        # listing lacks (or a name like ../x) is not read, nor used as a cache path.
+        if sizes is not None and name not in sizes:
+            raise WeightsError(
+                f"{repo_id}: the safetensors index names {name!r}, which the repository does not "
+                "have."
+            )
+    raw: dict[str, bytes] = {}
+    missing = []
+    for name in names:
+        cached = meta.header(repo_id, commit, name, "safetensors")
+        if cached is not None:
+            raw[name] = cached
+        else:
+            missing.append(name)
+    if missing:
+        from concurrent.futures import ThreadPoolExecutor
+
+        ref = RepoRef(repo_id, commit)
+        progress.begin(f"{repo_id}: headers", len(missing))
+
+        def fetch(name: str) -> tuple[str, bytes]:
+            size = (sizes or {}).get(name)
+            data = read_safetensors_header(repo_id, commit, name, size)
+            meta.put_header(repo_id, commit, name, "safetensors", data)
+            progress.advance()
+            return name, data
+
+        with translate_errors(ref), ThreadPoolExecutor(min(workers, len(missing))) as pool:
+            raw.update(pool.map(fetch, missing))
+        progress.end()
+    return [parse_header(raw[n], f"{repo_id}/{n}") for n in names]
+
+
+def read_safetensors_header(repo_id: str, commit: str, name: str, size: int | None) -> bytes:
+    """One file's header JSON, read by range: the 8-byte length, then exactly that many bytes."""
+    where = f"{repo_id}/{name}"
+    head = read_range(repo_id, commit, name, 0, 8)
+    if len(head) < 8:
+        raise WeightsError(f"{where}: too short to be a safetensors file ({len(head)} bytes).")
+    (n,) = struct.unpack("<Q", head)
+    if n > MAX_HEADER or (size is not None and n > size - 8):
+        room = f"the file holds {size - 8} after the length and " if size is not None else ""
+        raise WeightsError(
+            f"{where}: the safetensors header claims {n} bytes, but {room}"
+            f"the format allows at most {MAX_HEADER}."
+        )
+    raw = read_range(repo_id, commit, name, 8, 8 + n)
+    if len(raw) < n:
+        raise WeightsError(f"{where}: the header is cut short ({len(raw)} of {n} bytes).")
+    return raw
+
+
+def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> bytes:
+    """Bytes [start, stop) of a file at a commit, by one HTTP range request.
+
+    Through huggingface_hub's session and retry policy (`http_stream_backoff`), with its headers
+    (`build_hf_headers`: the token, if any, and its user agent). Never more than asked for: the
+    body is streamed and the connection dropped at `stop`, so a server that ignores `Range` and
+    starts sending the whole file (gigabytes of weights) costs `stop` bytes, not the file.
+    """
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+
+    if stop <= start:
+        return b""
+    url = hf_hub_url(repo_id, name, revision=commit, endpoint=endpoint())
+    headers = build_hf_headers()
+    headers["Range"] = f"bytes={start}-{stop - 1}"
+    headers["Accept-Encoding"] = "identity"
+    want = stop - start
+    chunks: list[bytes] = []
+    got = 0
+    with http_stream_backoff(
+        "GET",
+        url,
+        headers=headers,
+        timeout=constants.HF_HUB_ETAG_TIMEOUT,
+        max_retries=RANGE_RETRIES,
+        base_wait_time=0.25,
+        max_wait_time=1,
+    ) as response:
+        if response.status_code == 416:
+            return b""  # the file ends before `start`
+        if response.status_code >= 400:
+            response.read()
+            hf_raise_for_status(response)
+        skip = 0 if response.status_code == 206 else start  # 200: the server sent from byte 0
+        for chunk in response.iter_bytes():
+            if skip:
+                cut = min(skip, len(chunk))
+                chunk, skip = chunk[cut:], skip - cut
+            chunks.append(chunk[: want - got])
+            got += len(chunks[-1])
+            if got >= want:
+                break
+    return b"".join(chunks)
+
+
+# -- GGUF headers -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NeedMore:
+    """A parser's answer when the window ends too soon: the bytes it needs in all, if it knows.
+
+    `total` is a lower bound on the header's length (from the offset it reached and what the next
+    field says, or an estimate from the items still to come); None when it cannot tell.
+    """
+
+    total: int | None = None
+
+
+def read_growing(
+    fetch: Callable[[int, int], bytes],
+    parse: Callable[[bytes], T | NeedMore],
+    *,
+    first: int = GGUF_FIRST_WINDOW,
+    cap: int = GGUF_MAX_WINDOW,
+    size: int | None = None,
+    where: str = "file",
+) -> tuple[T, bytes]:
+    """Read a file's head in a growing window until `parse` has all it needs: (result, the bytes).
+
+    `fetch(start, stop)` returns bytes [start, stop) of the file (fewer at its end). `parse(window)`
+    returns its result, or `NeedMore` when the window ends before what it needs, and raises on bytes
+    that are wrong. Each round fetches only the bytes not yet held. The window grows to what the
+    parser says it needs when it says so (then the bytes read are the header's, plus at most the
+    first window), else by half, so a parser without hints still costs O(log h) requests; the cap
+    stops a hostile or broken header from making the planner read the whole file.
+    """
+    held = b""
+    limit = cap if size is None else min(cap, size)
+    window = min(first, limit)
+    ended = False
+    while True:
+        if window > len(held):
+            more = fetch(len(held), window)
+            ended = len(held) + len(more) < window
+            held += more
+        result = parse(held)
+        if not isinstance(result, NeedMore):
+            return result, held
+        if ended or (size is not None and len(held) >= size):
+            raise WeightsError(f"{where}: the header runs past the end of the file.")
+        if len(held) >= limit or (result.total is not None and result.total > cap):
+            raise WeightsError(
+                f"{where}: the header is larger than {cap // (1 << 20)} MB, the most llmfit reads."
+            )
+        grown = len(held) + max(len(held) // 2, 1)
+        wanted = result.total if result.total is not None and result.total > len(held) else grown
+        window = min(wanted, limit)
+
+
+def gguf_header(
+    repo_id: str,
+    commit: str,
+    name: str,
+    parse: Callable[[bytes], T | NeedMore],
+    *,
+    size: int | None = None,
+    meta: MetaCache | None = None,
+) -> T:
+    """A GGUF file's header parsed by `parse`, from llmfit's cache or by a growing range read.
+
+    The bytes the parser accepted are cached (not the parse), so a better parser later reads the
+    same bytes offline.
+    """
+    meta = meta or MetaCache()
+    cached = meta.header(repo_id, commit, name, "gguf")
+    if cached is not None:
+        result = parse(cached)
+        if not isinstance(result, NeedMore):
+            return result
+    with translate_errors(RepoRef(repo_id, commit)):
+        result, held = read_growing(
+            lambda a, b: read_range(repo_id, commit, name, a, b),
+            parse,
+            size=size,
+            where=f"{repo_id}/{name}",
+        )
+    meta.put_header(repo_id, commit, name, "gguf", held)
+    return result
+
+
+def gguf_headers(
+    repo_id: str,
+    commit: str,
+    names: Iterable[str],
+    parse: Callable[[bytes], T | NeedMore],
+    *,
+    sizes: dict[str, int | None] | None = None,
+    meta: MetaCache | None = None,
+    progress: Progress | None = None,
+    workers: int = MAX_WORKERS,
+) -> list[T]:
+    """The headers of several GGUF files (a repository's quantisations), read in parallel."""
+    meta = meta or MetaCache()
+    progress = progress or _NoProgress()
+    names = list(names)
+    progress.begin(f"{repo_id}: GGUF headers", len(names))
+
+    def one(name: str) -> T:
+        result = gguf_header(repo_id, commit, name, parse, size=(sizes or {}).get(name), meta=meta)
+        progress.advance()
+        return result
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        with ThreadPoolExecutor(max(1, min(workers, len(names)))) as pool:
+            return list(pool.map(one, names))
+    finally:
+        progress.end()
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+@contextmanager
+def translate_errors(ref: RepoRef) -> Iterator[None]:
+    """Turn what huggingface_hub and httpx raise into the llmfit error a user can act on.
+
+    No message of theirs is passed on (they can hold URLs with signed parameters); no token is ever
+    in ours. Anything that is not a Hub or network failure goes through untouched.
+    """
+    try:
+        yield
+    except LlmfitError:
+        raise
+    except Exception as exc:
+        err = hub_error(exc, ref)
+        if err is None:
+            raise
+        raise err from None
+
+
+def _ref_text(ref: RepoRef) -> str:
+    return ref.repo_id + (f"@{ref.revision}" if ref.revision else "")
+
+
+def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
+    """The llmfit error for an exception raised while asking the Hub; None if it is not one."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.errors import (
+        FileMetadataError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    url = endpoint()
+    repo = ref.repo_id
+    offline_hint = f"llmfit {_ref_text(ref)} --offline  (plans from what is cached)"
+    # hf_hub_download wraps a failed HEAD in LocalEntryNotFoundError: the cause is what happened.
+    if isinstance(exc, LocalEntryNotFoundError) and exc.__cause__ is not None:
+        return hub_error(exc.__cause__, ref)
+    if isinstance(exc, OfflineModeIsEnabled):
+        return HubUnreachable(
+            f"{repo} is needed from the Hub, but huggingface_hub is in offline mode.",
+            hint="unset HF_HUB_OFFLINE, or: " + offline_hint,
+        )
+    # GatedRepoError before RepositoryNotFoundError: it is a subclass of it.
+    if isinstance(exc, GatedRepoError):
+        return GatedRepo(
+            f"{repo} is gated: accept its licence at {url}/{repo}, then log in with that account.",
+            hint="hf auth login",
+        )
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubRepoNotFound(
+            f"{repo} is not a repository on the Hub ({url}), or it is private and your token "
+            "cannot see it.",
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return RevisionNotFound(
+            f"{repo} has no branch, tag or commit {ref.revision!r}.",
+            hint=f"llmfit {repo}  (its default branch)",
+        )
+    if isinstance(exc, HfHubHTTPError) and exc.response is not None:
+        status = exc.response.status_code
+        if status == 401:
+            return Unauthorized(
+                f"the Hub ({url}) refused your token (401 Unauthorized): it is invalid or expired.",
+                hint="hf auth login  (or set HF_TOKEN to a valid token)",
+            )
+        if status == 403:
+            return Unauthorized(
+                f"your token may not read {repo} (403 Forbidden).",
+                hint="hf auth login  (with a token that can read the repository)",
+            )
+        return HubUnreachable(
+            f"the Hub ({url}) answered {status} {exc.response.reason_phrase} for {repo}.",
+            hint="try again later, or: " + offline_hint,
+        )
+    if isinstance(exc, httpx2.TimeoutException):
+        return HubTimeout(
+            f"the Hub ({url}) did not answer within {constants.HF_HUB_ETAG_TIMEOUT:g} s.",
+            hint="raise HF_HUB_ETAG_TIMEOUT, or: " + offline_hint,
+        )
+    if isinstance(exc, httpx2.RemoteProtocolError):
+        return HubUnreachable(
+            f"the Hub ({url}) closed the connection without answering.",
+            hint="try again, or: " + offline_hint,
+        )
+    if isinstance(exc, (httpx2.TransportError, ConnectionError)):
+        return HubUnreachable(f"cannot reach the Hub at {url}.", hint=offline_hint)
+    if isinstance(exc, FileMetadataError):
+        return HubError(
+            f"the server at {url} does not answer as the Hub does (no commit or ETag); check "
+            "HF_ENDPOINT and any proxy.",
+        )
+    return None
