@@ -70,3 +70,9 @@ def fits_instead(u: Unplaced) -> str | None:
     if not u.fits_at:
         return None
     return f"at {u.fits_at:,} tokens, {u.fits_where} would hold it (--context {u.fits_at})"
+
+
+def sequences(o: Option) -> str:
+    """ "4.55 sequences of 40,960 tokens at once", singular where it is one."""
+    n = o.concurrency
+    return f"{n:g} sequence{'' if n == 1 else 's'} of {o.context:,} tokens at once"

@@ -9,7 +9,15 @@ from rich.text import Text
 from llmfit.advise import Advice
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
-from llmfit.render.sentences import describe, fits_instead, gb, label, quant, unplaced_reason
+from llmfit.render.sentences import (
+    describe,
+    fits_instead,
+    gb,
+    label,
+    quant,
+    sequences,
+    unplaced_reason,
+)
 
 TOP = 10
 
@@ -17,7 +25,7 @@ TOP = 10
 def _count(n: int | None) -> str:
     if not n:
         return "?"
-    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+    for div, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
         if n >= div:
             return f"{n / div:.1f}{unit}"
     return str(n)
@@ -119,12 +127,7 @@ def render_text(
         console.print()
         console.print(Text("Best: ", style="bold green") + Text(describe(best)))
         console.print(Text("  " + breakdown(best)))
-        console.print(
-            Text(
-                f"  max context {best.max_context:,} · "
-                f"{best.concurrency:g} sequences of {plan.context:,} tokens at once"
-            )
-        )
+        console.print(Text(f"  max context {best.max_context:,} · {sequences(best)}"))
         render_commands(advice, console, best, ray)
     for u in plan.unplaced:
         console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)
