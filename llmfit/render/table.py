@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from llmfit.advise import Advice
+from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
 from llmfit.render.sentences import (
@@ -40,7 +41,10 @@ def model_line(advice: Advice) -> str:
     parts.append(f"{m.layers} layers")
     if m.experts:
         parts.append(f"{m.experts} experts, {m.experts_active or '?'} active")
-    parts.append(f"{m.kv_heads} KV heads × {m.head_dim}")
+    if any(g.kind is AttentionKind.MLA for g in m.layer_groups):
+        parts.append(f"MLA latent of {m.head_dim}")
+    else:
+        parts.append(f"{m.kv_heads} KV head{'s' if m.kv_heads != 1 else ''} × {m.head_dim}")
     parts.append(f"KV {plan.kv_bytes_per_token:,} B/token")
     parts.append(f"context {plan.context:,}")
     return " · ".join(parts)

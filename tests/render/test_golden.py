@@ -1,0 +1,61 @@
+"""Golden outputs: the full text and JSON llmfit prints for a dense model, a MoE, an MLA model and
+a GGUF repository on the example fleet, pinned whole so that any change to what a user sees is a
+change someone chose.
+
+The numbers inside are worked out by hand in the tests beside them (tests/plan, tests/test_cli.py);
+these pin the rest: wording, order, columns, commands. After a deliberate change, regenerate with
+LLMFIT_UPDATE_GOLDEN=1 pytest tests/render/test_golden.py and read the diff before committing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE_FLEET, HUB
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+CASES = {
+    "dense": ["meta-llama/Llama-3.1-8B-Instruct", "--context", "32k"],
+    "moe": ["Qwen/Qwen3-235B-A22B"],
+    "mla": ["deepseek-ai/DeepSeek-V3"],
+    "gguf": ["llmfit-fixtures/Tiny-Llama-GGUF", "--context", "4096"],
+}
+
+
+def normalise(text: str) -> str:
+    # The cache's absolute path differs between checkouts; everything else must not.
+    return text.replace(str(HUB), "<hub>").replace(str(EXAMPLE_FLEET), "<fleet>")
+
+
+def check(name: str, text: str) -> None:
+    path = GOLDEN / name
+    text = normalise(text)
+    if os.environ.get("LLMFIT_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"{path} is missing: run with LLMFIT_UPDATE_GOLDEN=1 to write it"
+    assert text == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_text_output(run, case):
+    code, out, err = run(*CASES[case], "--fleet", str(EXAMPLE_FLEET))
+    assert code == 0, err
+    check(f"{case}.txt", out)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_json_output(run, case):
+    code, out, err = run(*CASES[case], "--fleet", str(EXAMPLE_FLEET), "--json")
+    assert code == 0, err
+    check(f"{case}.json", out)
+
+
+def test_explain_and_why_not_of_the_mla_model(run):
+    code, out, err = run(
+        "deepseek-ai/DeepSeek-V3", "--fleet", str(EXAMPLE_FLEET), "--explain", "--why-not"
+    )
+    assert code == 0, err
+    check("mla-explain.txt", out)
