@@ -132,10 +132,31 @@ config_keys = st.sampled_from(
 )  # fmt: skip
 
 
+config_values = (
+    json_values
+    | st.integers(-4, 200)
+    | st.integers(1, 1 << 62)
+    | st.sampled_from(["deepseek_v3", "gemma3", "qwen3_next", "llama", "bfloat16", "yarn"])
+)
+
+
 @BRIEF
 @given(st.dictionaries(config_keys, json_values | st.integers(-4, 200), max_size=12))
 def test_configs_of_any_shape(cfg):
     check_config(cfg)
+
+
+@BRIEF
+@given(
+    st.fixed_dictionaries(
+        {"num_hidden_layers": st.integers(1, 64), "num_attention_heads": st.integers(1, 64)}
+    ),
+    st.dictionaries(config_keys, config_values, max_size=8),
+)
+def test_configs_that_nearly_make_sense(base, extra):
+    # A plausible core with arbitrary values around it reaches the branches (MLA, experts,
+    # rope scaling, quantisation) that a config of random keys rarely does.
+    check_config({**base, **extra})
 
 
 @pytest.mark.slow
@@ -166,3 +187,15 @@ def test_a_config_claiming_four_billion_layers_is_one_sentence_found_by_fuzzing(
     assert e.value.message == (
         "config.json: num_hidden_layers is 4,294,967,296; no model has more than 100,000 layers."
     )
+
+
+@pytest.mark.slow
+@LONG
+@given(
+    st.fixed_dictionaries(
+        {"num_hidden_layers": st.integers(1, 64), "num_attention_heads": st.integers(1, 64)}
+    ),
+    st.dictionaries(config_keys, config_values, max_size=8),
+)
+def test_configs_that_nearly_make_sense_long(base, extra):
+    check_config({**base, **extra})

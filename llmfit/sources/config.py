@@ -55,6 +55,10 @@ MLA_TYPES = frozenset(
 )
 
 
+# What a repository cloned without git-lfs holds in place of a file: three lines pointing at it.
+LFS_POINTER = "version https://git-lfs.github.com/spec/"
+
+
 def load_config(path: Path) -> dict[str, Any]:
     """Read config.json as a JSON object, or raise the sentence that says what is wrong with it."""
     try:
@@ -63,6 +67,11 @@ def load_config(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: no such file.") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot be read ({e.strerror}).") from None
+    if text.startswith(LFS_POINTER):
+        raise ConfigError(
+            f"{path} is a Git LFS pointer, not the config itself.",
+            hint="fetch the file itself: git lfs pull, or hf download",
+        )
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -267,8 +276,9 @@ def _split_rules(
         if isinstance(routed, int):
             rules.append(SplitRule("moe_intermediate_size", routed, multiple, moe_check, True))
         shared = merged.get("shared_expert_intermediate_size")
-        if not shared and isinstance(moe, int) and merged.get("n_shared_experts"):
-            shared = moe * int(merged["n_shared_experts"])
+        n_shared = merged.get("n_shared_experts")
+        if not shared and isinstance(moe, int) and isinstance(n_shared, int) and n_shared > 0:
+            shared = moe * n_shared
         if isinstance(shared, int) and shared:
             rules.append(SplitRule("shared_expert_intermediate_size", shared, multiple, check))
     return tuple(rules)
@@ -483,19 +493,34 @@ def model_from_config(
     if merged.get("multi_query") is True:
         kv_heads = 1
     elif isinstance(merged.get("attn_config"), dict) and merged["attn_config"].get("kv_n_heads"):
-        kv_heads = int(merged["attn_config"]["kv_n_heads"])
+        kv_heads = _int(merged["attn_config"], ("kv_n_heads",), path) or heads
     else:
         kv_heads = _int(merged, KV_HEAD_KEYS, path) or heads
+    # vLLM groups query heads over KV heads evenly; a config where they do not divide describes
+    # no model an engine will load, and any size read from it would be a guess.
+    if heads % kv_heads:
+        raise ConfigError(
+            f"{path}: {heads} attention heads do not divide into {kv_heads} KV heads, so the "
+            "config describes no model an engine can load."
+        )
     hidden = _int(merged, ("hidden_size", "n_embd", "d_model"), path)
     head_dim = _int(merged, ("head_dim", "hidden_size_per_head"), path)
     if head_dim is None:
         if hidden is None:
             raise ConfigError(f"{path} gives neither head_dim nor hidden_size.")
         head_dim = hidden // heads
+        if hidden % heads:
+            notes.append(
+                f"hidden_size {hidden} does not divide by {heads} heads: head_dim is taken as "
+                f"{head_dim}, as vLLM's integer division takes it."
+            )
 
     # The repository's own type names it ("gemma3"); the text model's type decides how it attends.
     model_type = cfg.get("model_type") or text.get("model_type")
     text_type = text.get("model_type") or model_type
+    for name, value in (("model_type", model_type), ("text_config.model_type", text_type)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{path}: {name} is {value!r}, not a name.")
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     dtype = (
@@ -516,7 +541,8 @@ def model_from_config(
         groups: tuple[LayerGroup, ...] = ()
     elif text_type in MLA_TYPES and kv_lora:
         # vLLM's get_head_size for MLA: the latent (kv_lora_rank + qk_rope_head_dim), one "head".
-        head_dim = int(kv_lora) + int(merged.get("qk_rope_head_dim") or 0)
+        rope = _int(merged, ("qk_rope_head_dim",), path) or 0
+        head_dim = (_int(merged, ("kv_lora_rank",), path) or 0) + rope
         groups = (LayerGroup(AttentionKind.MLA, layers, latent_dim=head_dim),)
         kv_heads = 1
     else:
@@ -543,6 +569,8 @@ def model_from_config(
 
     experts = _int(merged, EXPERT_KEYS, path)
     shared = _first(merged, ("n_shared_experts", "num_shared_experts"))
+    if shared is not None and (isinstance(shared, bool) or not isinstance(shared, int)):
+        raise ConfigError(f"{path}: n_shared_experts is {shared!r}, not a whole number.")
     if shared is None and merged.get("shared_expert_intermediate_size"):
         shared = 1
     q = _quant_config(cfg, text, hf_quant)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,6 +179,14 @@ def _read_dir(
     listing: dict[str, int | None] | None = None,
 ) -> Repo:
     cfg_path = root / "config.json"
+    if cfg_path.is_symlink() and not cfg_path.exists():
+        # The Hugging Face cache links each snapshot file to a blob; a blob deleted by hand (or a
+        # cache copied without its blobs) leaves the link pointing nowhere.
+        raise ConfigError(
+            f"{repo_id}: config.json links to {os.readlink(cfg_path)}, which is not there: the "
+            "cache is damaged.",
+            hint=f"hf download {repo_id} config.json --force-download",
+        )
     ggufs = _gguf_files(root)
     if not cfg_path.is_file():
         if ggufs and ggufs.first_header is not None:
@@ -195,11 +204,12 @@ def _read_dir(
     quant_path = root / "hf_quant_config.json"
     hf_quant = load_config(quant_path) if quant_path.is_file() else None
     model = model_from_config(load_config(cfg_path), cfg_path, hf_quant)
-    art, params, expert_params = _safetensors_artifact(root, model, headers, listing)
+    disagreements: list[str] = []
+    art, params, expert_params = _safetensors_artifact(root, model, headers, listing, disagreements)
     if params and not model.params:
         model = _with_params(model, params, expert_params)
     artifacts = ((art,) if art else ()) + (ggufs.artifacts if ggufs else ())
-    warnings = ggufs.warnings if ggufs else ()
+    warnings = (ggufs.warnings if ggufs else ()) + tuple(disagreements)
     if not artifacts:
         missing = (
             f"{repo_id} holds no {INDEX}, {SINGLE} or GGUF file here, so its weights cannot be "
@@ -241,6 +251,7 @@ def _safetensors_artifact(
     model: Model,
     source: HeaderSource | None = None,
     listing: dict[str, int | None] | None = None,
+    disagreements: list[str] | None = None,
 ) -> tuple[Artifact | None, int | None, int]:
     """The original weights: bytes from the headers where they are at hand, else the index's.
 
@@ -257,6 +268,17 @@ def _safetensors_artifact(
             data = sum(h.data_bytes for h in headers)
             params = sum(h.params for h in headers)
             expert_params = sum(h.expert_params for h in headers)
+            if (
+                index.total_size is not None
+                and index.total_size != data
+                and disagreements is not None
+            ):
+                # Some published indexes carry a stale or wrong total_size; the headers are what
+                # the engine will load, so they win, and the user is told.
+                disagreements.append(
+                    f"{INDEX} says metadata.total_size is {index.total_size:,} bytes, but the "
+                    f"shards' headers hold {data:,}: the headers are used."
+                )
         else:
             if index.total_size is None:
                 raise WeightsError(
