@@ -19,21 +19,23 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Path:
     return HUB
 
 
-@pytest.fixture
-def run(hub: Path, capsys: pytest.CaptureFixture[str]):
-    """Run the CLI in-process as a user would, returning (exit code, stdout, stderr)."""
+def invoke(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> tuple[int, str, str]:
+    """Run the CLI in-process as a user would: (exit code, stdout, stderr)."""
     from llmfit.cli import main
 
-    def _run(*args: str) -> tuple[int, str, str]:
-        code = 0
-        try:
-            main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        out = capsys.readouterr()
-        return code, out.out, out.err
+    code = 0
+    try:
+        main(list(args))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
-    return _run
+
+@pytest.fixture
+def run(hub: Path, capsys: pytest.CaptureFixture[str]):
+    """The CLI on the bundled cache, offline."""
+    return lambda *args: invoke(capsys, args)
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import invoke
 from tests.hubrepos import sharded_repo
 from tests.hubserver import HubServer
 
@@ -36,17 +37,5 @@ def hubserver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubSe
 @pytest.fixture
 def run_online(hubserver: HubServer, capsys: pytest.CaptureFixture[str], monkeypatch):
     """Run the CLI in-process against the loopback Hub: (exit code, stdout, stderr)."""
-    from llmfit.cli import main
-
     monkeypatch.setenv("COLUMNS", "160")
-
-    def _run(*args: str) -> tuple[int, str, str]:
-        code = 0
-        try:
-            main(list(args))
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 1
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return _run
+    return lambda *args: invoke(capsys, args)
