@@ -12,7 +12,9 @@ SNAP = HUB / "models--llmfit-fixtures--Tiny-Llama-GGUF" / "snapshots"
 
 
 def test_each_quant_file_has_its_options(run):
-    code, out, err = run(REPO, "--fleet", FLEET, "--context", "4096", "--json")
+    code, out, err = run(
+        REPO, "--fleet", FLEET, "--context", "4096", "--json", "--precision", "stored"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["model"]["architecture"] == "llama" and doc["model"]["layers"] == 4

@@ -153,7 +153,17 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
                     )
                 )
         elif art.layout is not None:
-            found = _llamacpp_options(art, model, fleet, pools, context, settings, rejected)
+            found = []
+            for kv_type, what_if, flags in llamacpp_variants(settings):
+                refused: list[Rejection] = []
+                opts = _llamacpp_options(
+                    art, model, fleet, pools, context, settings, refused, kv_type
+                )
+                rejected.extend(replace(r, what_if=what_if) for r in refused)
+                found += [
+                    replace(o, what_if=what_if, engine_flags=flags, changes=int(bool(what_if)))
+                    for o in opts
+                ]
         else:
             found = []
             rejected.append(Rejection(art.name, "llama.cpp", "any", "its header was not read"))
@@ -179,6 +189,18 @@ def _engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     if not chosen:
         return None
     return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
+
+
+def llamacpp_variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    """The f16 cache llama-server keeps by default and, as a what-if, its 8-bit cache: q8_0 keys
+    and values (a quantised V cache needs flash attention, which the command turns on)."""
+    q8 = ("q8_0", "q8_0 KV cache", ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0"))
+    stored = ("f16", None, ())
+    if settings.precision == "stored":
+        return [stored]
+    if settings.precision == "kv-fp8":
+        return [q8]
+    return [stored, q8] if settings.precision == "all" else [stored]
 
 
 def _context_notes(model: Model, context: int) -> tuple[str, ...]:
@@ -404,6 +426,7 @@ def _llamacpp_options(
     context: int,
     settings: PlanSettings,
     rejected: list[Rejection],
+    kv_type: str = "f16",
 ) -> list[Option]:
     """llama-server's ways: on a CPU; every layer on 1…N cards of a node; when a node's cards
     cannot hold it all, a MoE's experts (--n-cpu-moe, the fewest layers' worth) or else the
@@ -440,7 +463,7 @@ def _llamacpp_options(
         )
 
     # CPU: every node's RAM is a candidate, GPU nodes' too.
-    cpu = llamacpp.Placement(0, 0)
+    cpu = llamacpp.Placement(0, 0, kv_type=kv_type)
     e = llamacpp.estimate(layout, cpu, context, extra)
     need = e.host.total
     rams = [nd for nd in fleet.nodes if nd.ram_bytes > 0]
@@ -477,7 +500,7 @@ def _llamacpp_options(
         # Every layer and the output layer on k cards of one node, by layer count.
         full = None
         for k in range(1, pool.max_gpus + 1):
-            placement = llamacpp.Placement(n + 1, k)
+            placement = llamacpp.Placement(n + 1, k, kv_type=kv_type)
             e = llamacpp.estimate(layout, placement, context, extra)
             worst = e.worst_card()
             assert worst is not None
@@ -508,7 +531,7 @@ def _llamacpp_options(
         k = pool.max_gpus
         hosts = [h for h in pool.hosts if h.gpus >= k]
         # Part on the cards, the rest in the node's RAM.
-        partial = _partial(layout, n, k, have, context, extra)
+        partial = _partial(layout, n, k, have, context, extra, kv_type)
         if partial:
             placement, e = partial
             with_ram = [h for h in hosts if e.host.total <= ram_have(h)]
@@ -548,7 +571,7 @@ def _llamacpp_options(
             if not fabric or len(group) < 2:
                 continue
             for m in range(2, len(group) + 1):
-                placement = llamacpp.Placement(n + 1, m * k)
+                placement = llamacpp.Placement(n + 1, m * k, kv_type=kv_type)
                 e = llamacpp.estimate(layout, placement, context, extra)
                 worst = e.worst_card()
                 assert worst is not None
@@ -578,7 +601,7 @@ def _llamacpp_options(
 
 
 def _partial(
-    layout: GgufLayout, n: int, k: int, have: int, context: int, extra: int
+    layout: GgufLayout, n: int, k: int, have: int, context: int, extra: int, kv_type: str = "f16"
 ) -> tuple[llamacpp.Placement, llamacpp.Estimate] | None:
     """A MoE: every layer on the cards but the experts of the first K layers in RAM, the fewest
     K that fits (attention and the shared weights stay on the cards, where they are read every
@@ -592,12 +615,12 @@ def _partial(
 
     if any(layout.expert_bytes):
         for cpu_moe in range(1, n + 1):
-            p = llamacpp.Placement(n + 1, k, cpu_moe)
+            p = llamacpp.Placement(n + 1, k, cpu_moe, kv_type)
             e = ok(p)
             if e:
                 return p, e
     for ngl in range(n, 0, -1):
-        p = llamacpp.Placement(ngl, k)
+        p = llamacpp.Placement(ngl, k, kv_type=kv_type)
         e = ok(p)
         if e:
             return p, e

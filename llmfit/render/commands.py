@@ -56,6 +56,7 @@ def _llama_server(o: Option, model_ref: str) -> list[Command]:
     if o.nodes > 1:
         hosts = workers or tuple(f"<worker-{i}>" for i in range(1, o.nodes))
         argv += ["--rpc", ",".join(f"{h}:{RPC_PORT}" for h in hosts)]
+    argv += o.engine_flags
     argv += ["--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080"]
     if o.nodes <= 1:
         return [Command("all", tuple(argv))]

@@ -108,10 +108,11 @@ def cpu_node(id: str, ram: int, free: int | None = None) -> PoolNode:
     return PoolNode(id, (), "", ram, ram if free is None else free)
 
 
-def plan_file(path: Path, nodes: list[PoolNode], context: int):
+def plan_file(path: Path, nodes: list[PoolNode], context: int, precision: str = "stored"):
     found = gguf_artifacts(path.parent)
     model = model_from_gguf(found.first_header)
-    return plan(model, found.artifacts, Fleet(tuple(nodes)), PlanSettings(context=context))
+    settings = PlanSettings(context=context, precision=precision)
+    return plan(model, found.artifacts, Fleet(tuple(nodes)), settings)
 
 
 def test_hand_worked_sizes():
@@ -399,3 +400,17 @@ def test_more_layers_on_the_cards_never_need_less_of_them():
     layout = _layout(10, False, False)
     card = [sum(d.total for d in estimate(layout, Placement(g, 2), 4096).cards) for g in range(12)]
     assert card == sorted(card)
+
+
+def test_q8_0_kv_what_if_halves_the_cache_and_passes_its_flags(tmp_path):
+    path = llama8b(tmp_path)
+    nodes = [cpu_node("cpu-1", 64 * GIB)]
+    (o,) = plan_file(path, nodes, 8192, precision="kv-fp8").options
+    assert o.what_if == "q8_0 KV cache"
+    assert o.engine_flags == ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0")
+    # A cell's K row is 8 KV heads × 128 = 1,024 elements: 32 blocks of 34 B; V the same.
+    # 2 × 1,088 B × 8,192 cells × 32 layers, against 4,096 B × 8,192 × 32 at f16.
+    assert o.per_card.kv_cache == 2 * 1088 * 8192 * 32 == 570_425_344
+    assert L8_KV * 32 == 4096 * 8192 * 32
+    both = plan_file(path, nodes, 8192, precision="all").options
+    assert [x.what_if for x in both] == [None, "q8_0 KV cache"]

@@ -63,6 +63,8 @@ class Placement:
     gpu_layers: int
     cards: int
     cpu_moe: int = 0
+    # --cache-type-k/-v: "f16" (the default) or "q8_0".
+    kv_type: str = "f16"
 
 
 @dataclass(frozen=True)
@@ -103,16 +105,26 @@ def expand(kv_layout: tuple[LayerGroup, ...]) -> list[LayerGroup]:
     return [g for g in kv_layout for _ in range(g.layers)]
 
 
-def layer_kv_bytes(g: LayerGroup, context: int) -> int:
+def row_bytes(elements: int, kv_type: str = "f16") -> int:
+    """One cell's row of K (or V) in the cache type: f16 2 B an element; q8_0 blocks of 32
+    elements in 34 B (ggml_row_size; ENGINES.md g)."""
+    if kv_type == "q8_0":
+        return -(-elements // 32) * 34
+    return elements * KV_ELEMENT_BYTES
+
+
+def layer_kv_bytes(g: LayerGroup, context: int, kv_type: str = "f16") -> int:
     """One layer's cache at a --ctx-size of `context` tokens."""
     cells = pad(context)
-    if g.kind is AttentionKind.FULL:
-        return g.kv_heads * (g.head_dim + g.value_dim) * cells * KV_ELEMENT_BYTES
-    if g.kind is AttentionKind.SLIDING:
-        window = pad(min(cells, g.window * N_SEQ + N_UBATCH))
-        return g.kv_heads * (g.head_dim + g.value_dim) * window * KV_ELEMENT_BYTES
+    if g.kind in (AttentionKind.FULL, AttentionKind.SLIDING):
+        if g.kind is AttentionKind.SLIDING:
+            cells = pad(min(cells, g.window * N_SEQ + N_UBATCH))
+        k = row_bytes(g.kv_heads * g.head_dim, kv_type)
+        v = row_bytes(g.kv_heads * g.value_dim, kv_type)
+        return (k + v) * cells
     if g.kind is AttentionKind.MLA:
-        return g.latent_dim * cells * KV_ELEMENT_BYTES
+        return row_bytes(g.latent_dim, kv_type) * cells
+    # Recurrent state is kept in f32 whatever the cache type.
     return g.state_bytes * N_SEQ
 
 
@@ -143,7 +155,7 @@ def estimate(
                 w += layout.embed_bytes
         else:
             w = layout.layer_bytes[il]
-            cache = layer_kv_bytes(kinds[il], context) if il < len(kinds) else 0
+            cache = layer_kv_bytes(kinds[il], context, placement.kv_type) if il < len(kinds) else 0
             if d is not None and il < placement.cpu_moe:
                 w -= layout.expert_bytes[il]
                 host_weights += layout.expert_bytes[il]
