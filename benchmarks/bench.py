@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 ST = "Qwen/Qwen3-235B-A22B"
-GGUF = "unsloth/Qwen3-8B-GGUF"
+GGUF = "llmfit-fixtures/Tiny-Llama-GGUF"
 EXAMPLE = ["--fleet", "examples/fleet.toml"]
-BIG = ["--fleet", "examples/fleet-200.toml"]
+BIG = ["--fleet", "examples/fleet-200-nodes.toml"]
 CASES = [
     ("safetensors, example fleet", [ST, *EXAMPLE]),
     ("safetensors, example fleet, --json", [ST, *EXAMPLE, "--json"]),
