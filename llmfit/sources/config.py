@@ -138,6 +138,11 @@ GENERATING_MODELS = frozenset({"ChatGLMModel"})
 STATE_KEYS = ("ssm_state_size", "mamba_d_state", "state_size", "linear_num_value_heads")
 
 
+def _type(d: dict[str, Any]) -> str | None:
+    t = d.get("model_type")
+    return t if isinstance(t, str) and t else None
+
+
 def _rope_context(text: dict[str, Any], text_type: str | None, base: int) -> int:
     """The trained context as vLLM derives it (_get_and_verify_max_len in vllm/config/model.py).
 
@@ -494,8 +499,9 @@ def model_from_config(
         head_dim = hidden // heads
 
     # The repository's own type names it ("gemma3"); the text model's type decides how it attends.
-    model_type = cfg.get("model_type") or text.get("model_type")
-    text_type = text.get("model_type") or model_type
+    # A type that is not a string (a list, a number) names nothing: it is read as no type.
+    model_type = _type(cfg) or _type(text)
+    text_type = _type(text) or model_type
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     dtype = (
