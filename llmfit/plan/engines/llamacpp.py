@@ -103,26 +103,34 @@ def expand(kv_layout: tuple[LayerGroup, ...]) -> list[LayerGroup]:
     return [g for g in kv_layout for _ in range(g.layers)]
 
 
-def layer_kv_bytes(g: LayerGroup, context: int) -> int:
-    """One layer's cache at a --ctx-size of `context` tokens."""
+def layer_kv_bytes(
+    g: LayerGroup, context: int, *, n_seq: int = N_SEQ, n_ubatch: int = N_UBATCH
+) -> int:
+    """One layer's cache at a --ctx-size of `context` tokens, `n_seq` slots in one unified pool."""
     cells = pad(context)
     if g.kind is AttentionKind.FULL:
         return g.kv_heads * (g.head_dim + g.value_dim) * cells * KV_ELEMENT_BYTES
     if g.kind is AttentionKind.SLIDING:
-        window = pad(min(cells, g.window * N_SEQ + N_UBATCH))
+        window = pad(min(cells, g.window * n_seq + n_ubatch))
         return g.kv_heads * (g.head_dim + g.value_dim) * window * KV_ELEMENT_BYTES
     if g.kind is AttentionKind.MLA:
         return g.latent_dim * cells * KV_ELEMENT_BYTES
-    return g.state_bytes * N_SEQ
+    return g.state_bytes * n_seq
 
 
-def compute_bytes(layout: GgufLayout, holds_output: bool) -> int:
-    per_layer = 4 * N_UBATCH * (layout.embedding + layout.feed_forward)
-    return per_layer + (4 * N_UBATCH * layout.vocab if holds_output else 0)
+def compute_bytes(layout: GgufLayout, holds_output: bool, *, n_ubatch: int = N_UBATCH) -> int:
+    per_layer = 4 * n_ubatch * (layout.embedding + layout.feed_forward)
+    return per_layer + (4 * n_ubatch * layout.vocab if holds_output else 0)
 
 
 def estimate(
-    layout: GgufLayout, placement: Placement, context: int, projector: int = 0
+    layout: GgufLayout,
+    placement: Placement,
+    context: int,
+    projector: int = 0,
+    *,
+    n_seq: int = N_SEQ,
+    n_ubatch: int = N_UBATCH,
 ) -> Estimate:
     """Each card's and the host's share. A multimodal projector (mmproj) is loaded whole on the
     first card (mtmd's clip context uses the main GPU), or in RAM when there is no card."""
@@ -143,7 +151,11 @@ def estimate(
                 w += layout.embed_bytes
         else:
             w = layout.layer_bytes[il]
-            cache = layer_kv_bytes(kinds[il], context) if il < len(kinds) else 0
+            cache = (
+                layer_kv_bytes(kinds[il], context, n_seq=n_seq, n_ubatch=n_ubatch)
+                if il < len(kinds)
+                else 0
+            )
             if d is not None and il < placement.cpu_moe:
                 w -= layout.expert_bytes[il]
                 host_weights += layout.expert_bytes[il]
@@ -165,7 +177,7 @@ def estimate(
             layers=tuple(layers[d]),
             weights=weights[d],
             kv_cache=kv[d],
-            compute=compute_bytes(layout, n in layers[d]) if layers[d] else 0,
+            compute=compute_bytes(layout, n in layers[d], n_ubatch=n_ubatch) if layers[d] else 0,
             overhead=RUNTIME_OVERHEAD,
         )
         for d in range(k)
@@ -174,7 +186,7 @@ def estimate(
         layers=tuple(host_layers),
         weights=host_weights,
         kv_cache=host_kv,
-        compute=compute_bytes(layout, n in host_layers) if host_layers else 0,
+        compute=compute_bytes(layout, n in host_layers, n_ubatch=n_ubatch) if host_layers else 0,
         overhead=0,
     )
     return Estimate(cards, host)
