@@ -33,9 +33,12 @@ overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and
   4 B × n_ubatch × (3 × n_ff + 4 × n_embd) plus the f16 KQ mask, 2 B × n_ubatch × n_ctx. Error:
   within the 0.01 MiB printed for every llama-layout run (llama, and each small model's logits
   phase); within 2.3 % for gemma3, 3.1 % for small deepseek2, −7.1 to +5.8 % for deepseek2 at
-  n_embd 4,096 and +6.4 % for qwen3moe at 32k. It under-counts where the attention is wider than
-  n_embd and the layer phase, not the logits, is the peak: Qwen3 at n_embd 2,048 with 32 heads of
-  128 measured 19-25 % over it (the suite marks that case as a known miss). Real models' large
+  n_embd 4,096 and +6.4 % for qwen3moe at 32k. It under-counts Qwen3's dense layer (q/k norms
+  over heads of 128) where a layer, not the logits, is the peak: llama.cpp's allocator packs it
+  less tightly than the llama layout the fit follows, 19-25 % over the fit at n_embd 2,048 with 32
+  heads (the suite marks that case as a known miss), 9-17 % in exploratory runs at n_embd 4,096,
+  and not monotonically in n_ctx (one such shape needed less at -c 8192 than at 512), so no
+  simple term fits it. Real models' large
   vocabularies usually make the logits the peak (Qwen3-4B: 306.75 MiB of logits against 81 MiB for
   a layer and its mask at -c 4096), where the fit is exact. The formula it replaces (the card's,
   with no mask) was 1.6 % over on the small models but 15 % under at n_embd 4,096 and, having no
