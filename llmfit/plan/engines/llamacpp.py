@@ -37,13 +37,12 @@ overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and
   over heads of 128) where a layer, not the logits, is the peak: llama.cpp's allocator packs it
   less tightly than the llama layout the fit follows: the fit is 19-25 % under llama.cpp at n_embd
   2,048 with 32 heads (the suite marks that case as a known miss), 9-17 % under in exploratory runs
-  at n_embd 4,096,
-  and not monotonically in n_ctx (one such shape needed less at -c 8192 than at 512), so no
-  simple term fits it. Real models' large
-  vocabularies usually make the logits the peak (Qwen3-4B: 306.75 MiB of logits against 81 MiB for
-  a layer and its mask at -c 4096), where the fit is exact. The formula it replaces (the card's,
-  with no mask) was 1.6 % over on the small models but 15 % under at n_embd 4,096 and, having no
-  n_ctx term, 60 % under at -c 131072 (98.5 MiB against 244.01).
+  at n_embd 4,096, and not monotonically in n_ctx (one such shape needed less at -c 8192 than at
+  512), so no simple term fits it. Real models' large vocabularies usually make the logits the
+  peak (Qwen3-4B: 306.75 MiB of logits against 81 MiB for a layer and its mask at -c 4096), where
+  the fit is exact. The formula it replaces (the card's, with no mask) was 1.6 % over on the small
+  models but 15 % under at n_embd 4,096 and, having no n_ctx term, 60 % under at -c 131072
+  (98.5 MiB against 244.01).
 - Where the cards run every layer, the host still holds the graph's inputs (`host_inputs_bytes`,
   the `CUDA_Host compute buffer`): an f32 KQ mask of n_ctx × n_ubatch and the ubatch's input
   embeddings, 4 B × n_ubatch × (n_ctx + n_embd). All four CUDA records agree to 0.01 MiB (GLM-Z1
