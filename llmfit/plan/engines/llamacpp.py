@@ -36,7 +36,7 @@ overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and
   n_embd 4,096 and +6.4 % for qwen3moe at 32k. It under-counts Qwen3's dense layer (q/k norms
   over heads of 128) where a layer, not the logits, is the peak: llama.cpp's allocator packs it
   less tightly than the llama layout the fit follows: the fit is 19-25 % under llama.cpp at n_embd
-  2,048 with 32 heads (the suite marks that case as a known miss), 9-17 % under in exploratory runs
+  2,048 with 32 heads (the suite marks that case as a known miss), 7-17 % under in exploratory runs
   at n_embd 4,096, and not monotonically in n_ctx (one such shape needed less at -c 8192 than at
   512), so no simple term fits it. Real models' large vocabularies usually make the logits the
   peak (Qwen3-4B: 306.75 MiB of logits against 81 MiB for a layer and its mask at -c 4096), where
