@@ -43,6 +43,10 @@ L8_KV = 8 * 256 * 2 * 8192
 # card with the output layer. Runtime overhead: 512 MiB a card.
 L8_COMPUTE = 4 * 512 * (4096 + 14_336)
 L8_LOGITS = 4 * 512 * 128_256
+# Where the host runs the layers, its compute buffer is llama.cpp's CPU backend's, fitted on the
+# engine suite: the larger of the logits phase, 4 B × 512 × (128,256 + 2 × 4,096), and a layer's,
+# 4 B × 512 × (3 × 14,336 + 4 × 4,096) + the f16 KQ mask 2 B × 512 × 8,192 (130,023,424).
+L8_CPU_COMPUTE = 4 * 512 * (128_256 + 2 * 4096)
 OVERHEAD = 512 * MIB
 
 
@@ -132,13 +136,13 @@ def test_cpu_only(tmp_path):
     (o,) = p.options
     assert o.cpu and o.engine == "llama.cpp"
     # Everything in RAM: every layer, token_embd and the output layer; all 32 layers' KV; the
-    # compute buffer with the logits.
+    # CPU backend's compute buffer, here its logits phase.
     assert o.per_card.weights == 32 * L8_LAYER + L8_EMBED + L8_OUTPUT == 5_172_420_608
     assert o.per_card.kv_cache == 32 * L8_KV
-    assert o.per_card.overhead == L8_COMPUTE + L8_LOGITS
+    assert o.per_card.overhead == L8_CPU_COMPUTE == 279_445_504
     assert o.have == int(64 * GIB * 0.85)
     # Both nodes could (85% of 8 GiB is 7.3 GB), and neither has 6.5 GB free now.
-    assert o.per_card.need == 6_546_579_456 and o.hosts == 2
+    assert o.per_card.need == 6_525_607_936 and o.hosts == 2
     assert not o.free_now
     (cmd,) = commands(o, "org/Llama-GGUF")
     assert list(cmd.argv) == [
@@ -200,8 +204,8 @@ def test_partial_offload_puts_the_most_layers_that_fit_on_the_card(tmp_path):
     # The host keeps token_embd, 13 layers with their KV, the output layer, and its compute.
     assert (
         o.host_bytes
-        == L8_EMBED + 13 * L8_LAYER + L8_OUTPUT + 13 * L8_KV + L8_COMPUTE + (L8_LOGITS)
-        == 3_269_255_168
+        == L8_EMBED + 13 * L8_LAYER + L8_OUTPUT + 13 * L8_KV + L8_CPU_COMPUTE
+        == 3_248_283_648
     )
     (cmd,) = commands(o, "org/Llama-GGUF")
     assert cmd.shell == (
@@ -229,7 +233,9 @@ def test_moe_experts_of_the_fewest_layers_stay_in_ram(tmp_path):
     assert o.per_card.weights == 48 * Q3_LAYER + Q3_OUTPUT - 19 * Q3_EXPERTS
     assert o.per_card.kv_cache == 48 * Q3_KV
     assert o.per_card.need == full - 19 * Q3_EXPERTS == 15_282_839_552
-    assert o.host_bytes == Q3_EMBED + 19 * Q3_EXPERTS
+    # The host runs no layer: its compute buffer is the graph's inputs, an f32 KQ mask of
+    # 32,768 × 512 and the ubatch's embeddings, 4 B × 512 × (32,768 + 2,048).
+    assert o.host_bytes == Q3_EMBED + 19 * Q3_EXPERTS + 4 * 512 * (32_768 + 2048)
     (cmd,) = commands(o, "org/Qwen3-GGUF")
     assert list(cmd.argv) == [
         "llama-server", "-m", str(path), "--ctx-size", "32768", "--n-gpu-layers", "49",

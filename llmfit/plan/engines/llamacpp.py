@@ -17,13 +17,41 @@ overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and
   pad256(min(n_ctx, n_swa × n_seq + n_ubatch)). MLA: K only, (kv_lora_rank + rope) × 2 B.
   Recurrent layers: a fixed f32 state per sequence slot.
 - Compute buffer (graph reserve for one ubatch, with flash attention, which the command turns
-  on): 4 B × n_ubatch × (n_embd + n_ff) on every device that holds a layer, plus 4 B × n_ubatch ×
-  n_vocab of logits on the device holding the output layer. Checked against the calibration
-  records (../shared/calibration/engine-logs.jsonl): GLM-Z1-32B IQ4_XS at ub 512 (vocab 151,552,
-  n_embd 6,144, n_ff 23,040) gives 4 × 512 × 180,736 = 353.00 MiB, and the log says "CUDA0
-  compute buffer size = 353.00 MiB"; Qwen3-30B-A3B (vocab 151,936, n_embd 2,048,
-  feed_forward_length 6,144) gives 312.75 MiB against the logged 304.75 (it over-counts by the
-  dense n_ff a MoE does not use: 8 MiB, on the safe side).
+  on). On a card (`compute_bytes`): 4 B × n_ubatch × (n_embd + n_ff) on every card that holds a
+  layer, plus 4 B × n_ubatch × n_vocab of logits on the card holding the output layer. Checked
+  against the CUDA records (../shared/calibration/engine-logs.jsonl; docs/accuracy.md has the
+  table): GLM-Z1-32B IQ4_XS at ub 512 (vocab 151,552, n_embd 6,144, n_ff 23,040) gives 4 × 512 ×
+  180,736 = 353.00 MiB, and the log says "CUDA0 compute buffer size = 353.00 MiB"; Qwen3-30B-A3B
+  (vocab 151,936, n_embd 2,048, feed_forward_length 6,144) gives 312.75 MiB against the logged
+  304.75 (ik_llama.cpp; +8 MiB, on the safe side). No card was at hand to measure more.
+- The host's compute buffer where the host runs layers (`cpu_compute_bytes`: a CPU-only plan, or
+  the host's part of a partial offload) is llama.cpp's CPU backend's, FITTED to what llama.cpp
+  (llama-cpp-python 0.3.36's vendored build, 2026) printed for the engine suite's 40 runs
+  (tests/engine: llama, qwen3, qwen3moe, gemma3 and deepseek2 at n_embd 256 to 4,096, -c 512 to
+  32,768, -ub 256 and 512, 4 slots, flash attention on). The graph allocator reuses memory, so the
+  buffer is its largest phase: the logits, 4 B × n_ubatch × (n_vocab + 2 × n_embd), or a layer's,
+  4 B × n_ubatch × (3 × n_ff + 4 × n_embd) plus the f16 KQ mask, 2 B × n_ubatch × n_ctx. Error:
+  within the 0.01 MiB printed for every llama-layout run (llama, and each small model's logits
+  phase); within 2.3 % for gemma3, 3.1 % for small deepseek2, −7.1 to +5.8 % for deepseek2 at
+  n_embd 4,096 and +6.4 % for qwen3moe at 32k. It under-counts Qwen3's dense layer (q/k norms
+  over heads of 128) where a layer, not the logits, is the peak: llama.cpp's allocator packs it
+  less tightly than the llama layout the fit follows: the fit is 19-25 % under llama.cpp at n_embd
+  2,048 with 32 heads (the suite marks that case as a known miss), 7-17 % under in exploratory runs
+  at n_embd 4,096, and not monotonically in n_ctx (one such shape needed less at -c 8192 than at
+  512), so no simple term fits it. Real models' large vocabularies usually make the logits the
+  peak (Qwen3-4B: 306.75 MiB of logits against 81 MiB for a layer and its mask at -c 4096), where
+  the fit is exact. The formula it replaces (the card's, with no mask) was 1.6 % over on the small
+  models but 15 % under at n_embd 4,096 and, having no n_ctx term, 60 % under at -c 131072
+  (98.5 MiB against 244.01).
+- Where the cards run every layer, the host still holds the graph's inputs (`host_inputs_bytes`,
+  the `CUDA_Host compute buffer`): an f32 KQ mask of n_ctx × n_ubatch and the ubatch's input
+  embeddings, 4 B × n_ubatch × (n_ctx + n_embd). All four CUDA records agree to 0.01 MiB (GLM-Z1
+  76.01, Qwen3-30B-A3B 68.01, DeepSeek-R1-Distill-Llama-8B 24.01, Phi-3-mini 7.00 MiB).
+- What the engine suite found besides: weights (`model buffer size`, mmap'd) are the header's
+  tensor bytes exactly, and KV is this module's formula exactly, for every architecture it loads
+  (full attention, sliding windows of period 6, MLA's K-only cache) at every size it ran; nothing
+  in those two needed changing. llama.cpp also keeps a host `output buffer` of n_vocab × 4 B a
+  slot (0.49 MiB for the suite's 32,000 tokens and 4 slots), which is not charged.
 - Runtime overhead: the CUDA context, cuBLAS workspace and the pool allocator's slack, which
   llama.cpp does not log: ENGINES.md g puts it at 0.3–0.5 GiB a card; we charge the top, 512 MiB,
   on every card, because every card pays its own.
@@ -113,28 +141,59 @@ def row_bytes(elements: int, kv_type: str = "f16") -> int:
     return elements * KV_ELEMENT_BYTES
 
 
-def layer_kv_bytes(g: LayerGroup, context: int, kv_type: str = "f16") -> int:
-    """One layer's cache at a --ctx-size of `context` tokens."""
+def layer_kv_bytes(
+    g: LayerGroup,
+    context: int,
+    kv_type: str = "f16",
+    *,
+    n_seq: int = N_SEQ,
+    n_ubatch: int = N_UBATCH,
+) -> int:
+    """One layer's cache at a --ctx-size of `context` tokens, `n_seq` slots in one unified pool."""
     cells = pad(context)
     if g.kind in (AttentionKind.FULL, AttentionKind.SLIDING):
         if g.kind is AttentionKind.SLIDING:
-            cells = pad(min(cells, g.window * N_SEQ + N_UBATCH))
+            cells = pad(min(cells, g.window * n_seq + n_ubatch))
         k = row_bytes(g.kv_heads * g.head_dim, kv_type)
         v = row_bytes(g.kv_heads * g.value_dim, kv_type)
         return (k + v) * cells
     if g.kind is AttentionKind.MLA:
         return row_bytes(g.latent_dim, kv_type) * cells
     # Recurrent state is kept in f32 whatever the cache type.
-    return g.state_bytes * N_SEQ
+    return g.state_bytes * n_seq
 
 
-def compute_bytes(layout: GgufLayout, holds_output: bool) -> int:
-    per_layer = 4 * N_UBATCH * (layout.embedding + layout.feed_forward)
-    return per_layer + (4 * N_UBATCH * layout.vocab if holds_output else 0)
+def compute_bytes(layout: GgufLayout, holds_output: bool, *, n_ubatch: int = N_UBATCH) -> int:
+    """A card's compute buffer (calibrated on the CUDA records; see the module's docstring)."""
+    per_layer = 4 * n_ubatch * (layout.embedding + layout.feed_forward)
+    return per_layer + (4 * n_ubatch * layout.vocab if holds_output else 0)
+
+
+def cpu_compute_bytes(
+    layout: GgufLayout, holds_output: bool, context: int, *, n_ubatch: int = N_UBATCH
+) -> int:
+    """The host's compute buffer when the host runs layers (fitted to llama.cpp's CPU backend;
+    see the module's docstring): the larger of the logits phase and a layer's phase, which
+    also holds the f16 KQ mask of n_ctx x n_ubatch."""
+    logits = 4 * n_ubatch * (layout.vocab + 2 * layout.embedding) if holds_output else 0
+    layer = 4 * n_ubatch * (3 * layout.feed_forward + 4 * layout.embedding)
+    return max(logits, layer + 2 * n_ubatch * pad(context))
+
+
+def host_inputs_bytes(layout: GgufLayout, context: int, *, n_ubatch: int = N_UBATCH) -> int:
+    """The host's compute buffer when the cards run every layer: the graph's inputs, an f32 KQ
+    mask of n_ctx x n_ubatch and the ubatch's input embeddings (`CUDA_Host compute buffer`)."""
+    return 4 * n_ubatch * (pad(context) + layout.embedding)
 
 
 def estimate(
-    layout: GgufLayout, placement: Placement, context: int, projector: int = 0
+    layout: GgufLayout,
+    placement: Placement,
+    context: int,
+    projector: int = 0,
+    *,
+    n_seq: int = N_SEQ,
+    n_ubatch: int = N_UBATCH,
 ) -> Estimate:
     """Each card's and the host's share. A multimodal projector (mmproj) is loaded whole on the
     first card (mtmd's clip context uses the main GPU), or in RAM when there is no card."""
@@ -155,7 +214,13 @@ def estimate(
                 w += layout.embed_bytes
         else:
             w = layout.layer_bytes[il]
-            cache = layer_kv_bytes(kinds[il], context, placement.kv_type) if il < len(kinds) else 0
+            cache = (
+                layer_kv_bytes(
+                    kinds[il], context, placement.kv_type, n_seq=n_seq, n_ubatch=n_ubatch
+                )
+                if il < len(kinds)
+                else 0
+            )
             if d is not None and il < placement.cpu_moe:
                 w -= layout.expert_bytes[il]
                 host_weights += layout.expert_bytes[il]
@@ -177,7 +242,7 @@ def estimate(
             layers=tuple(layers[d]),
             weights=weights[d],
             kv_cache=kv[d],
-            compute=compute_bytes(layout, n in layers[d]) if layers[d] else 0,
+            compute=compute_bytes(layout, n in layers[d], n_ubatch=n_ubatch) if layers[d] else 0,
             overhead=RUNTIME_OVERHEAD,
         )
         for d in range(k)
@@ -186,7 +251,11 @@ def estimate(
         layers=tuple(host_layers),
         weights=host_weights,
         kv_cache=host_kv,
-        compute=compute_bytes(layout, n in host_layers) if host_layers else 0,
+        compute=(
+            cpu_compute_bytes(layout, n in host_layers, context, n_ubatch=n_ubatch)
+            if host_layers
+            else host_inputs_bytes(layout, context, n_ubatch=n_ubatch)
+        ),
         overhead=0,
     )
     return Estimate(cards, host)
