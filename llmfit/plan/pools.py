@@ -1,0 +1,54 @@
+"""The fleet's GPU nodes grouped by card class and fabric, as the ways of running are tried."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmfit.plan.fleet import Fleet, is_mig
+
+
+@dataclass
+class Host:
+    node_id: str
+    fabric: str
+    gpus: int  # healthy cards of this class (one, for MIG instances)
+    free: int
+    ram: int = 0
+    free_ram: int = 0
+
+
+@dataclass
+class ClassPool:
+    gpu_class: str
+    card_bytes: int
+    hosts: list[Host]
+
+    @property
+    def max_gpus(self) -> int:
+        return max((h.gpus for h in self.hosts), default=0)
+
+    def fabrics(self) -> dict[str, list[Host]]:
+        out: dict[str, list[Host]] = {}
+        for h in self.hosts:
+            out.setdefault(h.fabric, []).append(h)
+        return out
+
+
+def class_pools(fleet: Fleet) -> list[ClassPool]:
+    """GPU nodes grouped by card class: a node with devices of several classes is in each pool,
+    as the node it is for that class (its devices of that class and no others)."""
+    by: dict[tuple[str, int], ClassPool] = {}
+    for node in fleet.nodes:
+        for k in node.kinds:
+            if k.healthy <= 0 or k.card_bytes <= 0:
+                continue
+            gpus, free = k.healthy, min(k.free_gpus, k.healthy)
+            if is_mig(k.gpu_class):
+                # One instance a replica, however many the node has.
+                gpus, free = 1, min(free, 1)
+            key = (k.gpu_class, k.card_bytes)
+            pool = by.setdefault(key, ClassPool(k.gpu_class, k.card_bytes, []))
+            pool.hosts.append(
+                Host(node.id, node.fabric, gpus, free, node.ram_bytes, node.free_ram_bytes)
+            )
+    return [by[k] for k in sorted(by)]
