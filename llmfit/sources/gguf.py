@@ -193,16 +193,18 @@ class _Reader:
         need = count * each
         if need <= self.room:
             return
+        said = (
+            f"it says {what} is {count:,} bytes long"
+            if each == 1
+            else f"it claims {count:,} {what}, at least {need:,} bytes"
+        )
         if self.size is not None and self.size - self.pos <= self.cap:
             left = max(self.size - self.pos, 0)
             raise WeightsError(
-                f"{self.where} is truncated or corrupt: at byte {at:,} it claims {count:,} {what}, "
-                f"at least {need:,} bytes, but the file ends {left:,} bytes later."
+                f"{self.where} is truncated or corrupt: at byte {at:,} {said}, but the file ends "
+                f"{left:,} bytes later."
             )
-        raise self.fail(
-            at, f"it claims {count:,} {what}, at least {need:,} bytes, more than the "
-            f"{self.cap >> 20} MB llmfit reads of a header"
-        )  # fmt: skip
+        raise self.fail(at, f"{said}, more than the {self.cap >> 20} MB llmfit reads of a header")
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -227,7 +229,7 @@ class _Reader:
     def string(self, what: str, *, keep: bool = True) -> str | int:
         at = self.pos
         n = self.u64(f"the length of {what}")
-        self.claim(at, n, 1, f"bytes of {what}")
+        self.claim(at, n, 1, what)
         start = self.take(n, what)
         if not keep:
             return n
