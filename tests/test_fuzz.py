@@ -166,3 +166,10 @@ def test_a_config_claiming_four_billion_layers_is_one_sentence_found_by_fuzzing(
     assert e.value.message == (
         "config.json: num_hidden_layers is 4,294,967,296; no model has more than 100,000 layers."
     )
+
+
+def test_a_config_whose_model_type_is_a_list_is_one_sentence_found_by_fuzzing():
+    cfg = {"num_hidden_layers": 1, "num_attention_heads": 1, "head_dim": 1, "model_type": []}
+    with pytest.raises(ConfigError) as e:
+        model_from_config(cfg, "config.json")  # type: ignore[arg-type]
+    assert e.value.message == "config.json: model_type is [], not a name."
