@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -676,21 +677,51 @@ def group_files(rels: list[str]) -> tuple[list[list[str]], list[str]]:
     return groups, warnings
 
 
-def gguf_artifacts(root: Path) -> GgufFiles:
-    rels = [p.relative_to(root).as_posix() for p in root.rglob("*.gguf") if p.is_file()]
+# The headers of GGUF files not on disk (a repository read from the Hub, or from llmfit's cache of
+# it), by name; a name it cannot give (offline, not cached) is left out.
+RemoteHeaders = Callable[[list[str]], "dict[str, GgufHeader]"]
+
+
+def gguf_artifacts(
+    root: Path,
+    *,
+    listing: dict[str, int | None] | None = None,
+    remote: RemoteHeaders | None = None,
+) -> GgufFiles:
+    """The GGUF artifacts of a repository: the files under `root`, and with `listing` and
+    `remote`, those the repository lists but this machine does not hold (their headers read by
+    `remote`; their path None, so llama-server is told `-hf repo:QUANT`)."""
+    local = {p.relative_to(root).as_posix() for p in root.rglob("*.gguf") if p.is_file()}
+    rels = set(local)
+    if listing is not None and remote is not None:
+        rels |= {n for n in listing if n.endswith(".gguf")}
+    sizes = dict(listing or {})
+    for rel in local:
+        sizes[rel] = (root / rel).stat().st_size
     projectors = sorted(r for r in rels if is_projector(r))
     models = [r for r in rels if not is_projector(r)]
     groups, warnings = group_files(models)
     # Of several projectors (mmproj-F16, mmproj-BF16, mmproj-F32), the smallest; the command
     # names it with --mmproj, so plan and engine agree on which.
-    projector = min(projectors, key=lambda r: ((root / r).stat().st_size, r), default=None)
-    projector_bytes = (root / projector).stat().st_size if projector else 0
+    projector = min(projectors, key=lambda r: (sizes.get(r) or 0, r), default=None)
+    projector_bytes = (sizes.get(projector) or 0) if projector else 0
+    projector_path = str(root / projector) if projector in local else None
+    wanted = [p for parts in groups for p in parts if p not in local]
+    fetched = remote(wanted) if wanted and remote is not None else {}
     artifacts = []
     first_header = None
     for parts in groups:
-        headers = [read_header(root / p) for p in parts]
+        missing = [p for p in parts if p not in local and p not in fetched]
+        if missing:
+            warnings.append(
+                f"{_artifact_name(parts)}: the header of {missing[0]} is not in llmfit's cache, "
+                "so it is not planned (one online run reads it)."
+            )
+            continue
+        headers = [read_header(root / p) if p in local else fetched[p] for p in parts]
         if first_header is None:
             first_header = headers[0]
+        on_disk = all(p in local for p in parts)
         artifacts.append(
             Artifact(
                 name=_artifact_name(parts),
@@ -699,10 +730,10 @@ def gguf_artifacts(root: Path) -> GgufFiles:
                 shards=len(parts),
                 quant=quant_name(headers[0], parts[0]),
                 params=sum(t.n_elements for h in headers for t in h.tensors),
-                path=str(root / parts[0]),
+                path=str(root / parts[0]) if on_disk else None,
                 files=tuple(parts),
                 layout=layout_of(headers),
-                projector=str(root / projector) if projector else None,
+                projector=projector_path if on_disk else None,
                 projector_bytes=projector_bytes,
             )
         )

@@ -394,21 +394,27 @@ def gguf_headers(
     repo_id: str,
     commit: str,
     names: Iterable[str],
-    parse: Callable[[bytes], T | NeedMore],
+    parse: Callable[[bytes], T | NeedMore] | None = None,
     *,
+    parse_for: Callable[[str], Callable[[bytes], T | NeedMore]] | None = None,
     sizes: dict[str, int | None] | None = None,
     meta: MetaCache | None = None,
     progress: Progress | None = None,
     workers: int = MAX_WORKERS,
 ) -> list[T]:
-    """The headers of several GGUF files (a repository's quantisations), read in parallel."""
+    """The headers of several GGUF files (a repository's quantisations), read in parallel.
+
+    Each is parsed by `parse`, or by `parse_for(name)` when the parser needs to know the file
+    (its name for messages, its size for the truncation check)."""
     meta = meta or MetaCache()
     progress = progress or _NoProgress()
     names = list(names)
     progress.begin(f"{repo_id}: GGUF headers", len(names))
 
     def one(name: str) -> T:
-        result = gguf_header(repo_id, commit, name, parse, size=(sizes or {}).get(name), meta=meta)
+        p = parse_for(name) if parse_for is not None else parse
+        assert p is not None, "gguf_headers needs parse or parse_for"
+        result = gguf_header(repo_id, commit, name, p, size=(sizes or {}).get(name), meta=meta)
         progress.advance()
         return result
 
