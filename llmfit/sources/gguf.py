@@ -145,6 +145,8 @@ _INT64_MAX = (1 << 63) - 1
 # dim, type, offset) can take: what a count is checked against.
 _MIN_KV = 8 + 4 + 1
 _MIN_TENSOR_INFO = 8 + 4 + 8 + 4 + 8
+# The least a NeedMore asks beyond what is short: at most this much is read past a header's end.
+_MIN_STEP = 8 << 10
 
 # GGUFValueType → (struct format, size) for the fixed-size types.
 _FIXED: dict[int, tuple[str, int]] = {
@@ -249,7 +251,9 @@ class _Reader:
         rest += self.kv_left * _MIN_KV
         per_info = self.ti_bytes // self.ti_seen if self.ti_seen else _MIN_TENSOR_INFO
         rest += self.ti_left * max(per_info, _MIN_TENSOR_INFO)
-        return need + rest
+        # Never less than a step: a round trip costs more than the bytes a short step saves, and
+        # the last few tensor infos would otherwise be fetched a few hundred bytes at a time.
+        return need + max(rest, _MIN_STEP)
 
     # -- values ------------------------------------------------------------------------------
 

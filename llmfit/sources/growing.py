@@ -15,8 +15,11 @@ T = TypeVar("T")
 
 # A GGUF header (metadata, then tensor infos) is read in a window that starts here and grows until
 # the parser has what it needs, never past the cap. A 32k-token vocabulary makes a header of about
-# 0.7 MB and a 256k one of several MB; past 64 MB it is not a header worth planning from.
-GGUF_FIRST_WINDOW = 256 << 10
+# 0.7 MB and a 256k one of several MB; past 64 MB it is not a header worth planning from. The first
+# window is small because the parser's estimate (from the token count and the tokens seen) steers
+# the rest, and the second and later parts of a split file hold tensor infos only, tens of KB: a
+# first window past a header is bytes read for nothing.
+GGUF_FIRST_WINDOW = 64 << 10
 GGUF_MAX_WINDOW = 64 << 20
 
 

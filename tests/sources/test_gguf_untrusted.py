@@ -345,4 +345,4 @@ def test_a_local_file_is_read_only_as_far_as_its_header(tmp_path, monkeypatch):
     )
     h = read_header(p)
     assert h.tensors[0].nbytes == 4 << 30
-    assert sum(reads) == 256 << 10  # the first window; the header is a few hundred bytes
+    assert sum(reads) == 64 << 10  # the first window; the header is a few hundred bytes
