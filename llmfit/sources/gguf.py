@@ -154,6 +154,16 @@ _FIXED: dict[int, tuple[str, int]] = {
     6: ("f", 4), 7: ("?", 1), 10: ("Q", 8), 11: ("q", 8), 12: ("d", 8),
 }  # fmt: skip
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
+
+
+def _show(text: object) -> str:
+    """A key, name or architecture from a header, fit for a one-line message: escaped if it holds
+    a newline or another unprintable character, and cut short if long."""
+    shown = str(text)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return shown if shown.isprintable() else shown.encode("unicode_escape").decode("ascii")
 
 
 class _Short(Exception):
@@ -241,6 +251,33 @@ class _Reader:
         except UnicodeDecodeError:
             raise self.fail(start, f"{what} is not UTF-8") from None
 
+    def _skip_strings(self, count: int, key: str, *, top: bool) -> None:
+        """Step over `count` strings, each length checked first: a token list is 150,000 of
+        them, so this is the parser's inner loop, written flat."""
+        buf, have, pos = self.buf, len(self.buf), self.pos
+        start = pos
+        limit = self.cap if self.size is None else min(self.size, self.cap)
+        unpack = _U64.unpack_from
+        done = 0
+        try:
+            while done < count:
+                if pos + 8 > have:
+                    raise _Short(pos + 8, f"the length of a string in {key}")
+                n = unpack(buf, pos)[0]
+                if pos + 8 + n > limit:
+                    self.pos = pos + 8
+                    self.claim(pos, n, 1, f"a string in {key}")
+                if pos + 8 + n > have:
+                    raise _Short(pos + 8 + n, f"a string in {key}")
+                pos += 8 + n
+                done += 1
+        finally:
+            self.pos = pos
+            if top:
+                self.items_left = count - done
+                self.items_seen = done
+                self.items_bytes = pos - start
+
     def estimate(self, need: int) -> int:
         """The bytes the header needs in all, at least: what is short now, and what is still to
         come at the sizes seen so far (the fewest possible for what is not seen yet)."""
@@ -278,16 +315,7 @@ class _Reader:
             if itype == _STRING:
                 # Token lists are long and of no use to a plan: only their number is kept.
                 self.claim(count_at, count, 8, f"strings in {key}")
-                top = depth == 0
-                if top:
-                    self.items_left, self.items_seen, self.items_bytes = count, 0, 0
-                for _ in range(count):
-                    begin = self.pos
-                    self.string(f"a string in {key}", keep=False)
-                    if top:
-                        self.items_left -= 1
-                        self.items_seen += 1
-                        self.items_bytes += self.pos - begin
+                self._skip_strings(count, key, top=depth == 0)
                 return _Strings(count)
             if itype == _ARRAY:
                 self.claim(count_at, count, 12, f"arrays in {key}")
@@ -352,11 +380,12 @@ def _parse(r: _Reader) -> GgufHeader:
         at = r.pos
         r.kv_left -= 1
         key = r.string("a metadata key")
+        shown = _show(key)
         vtype_at = r.pos
-        vtype = r.u32(f"the value type of {key}")
+        vtype = r.u32(f"the value type of {shown}")
         if key in metadata:
-            raise r.fail(at, f"the key {key} appears twice")
-        metadata[key] = r.value(vtype, vtype_at, str(key))
+            raise r.fail(at, f"the key {shown} appears twice")
+        metadata[key] = r.value(vtype, vtype_at, shown)
         r.items_left = 0
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if (
@@ -373,35 +402,36 @@ def _parse(r: _Reader) -> GgufHeader:
         at = r.pos
         r.ti_left -= 1
         name = r.string("a tensor name")
-        n_dims = r.u32(f"the dimension count of tensor {name}")
+        tn = _show(name)
+        n_dims = r.u32(f"the dimension count of tensor {tn}")
         if n_dims > GGML_MAX_DIMS:
-            raise r.fail(at, f"tensor {name} has {n_dims} dimensions; GGUF allows at most "
+            raise r.fail(at, f"tensor {tn} has {n_dims} dimensions; GGUF allows at most "
                          f"{GGML_MAX_DIMS}")  # fmt: skip
-        dims = tuple(r.u64(f"the shape of tensor {name}") for _ in range(n_dims))
+        dims = tuple(r.u64(f"the shape of tensor {tn}") for _ in range(n_dims))
         n = 1
         for d in dims:
             n *= d
         if any(d > _INT64_MAX for d in dims) or n > _INT64_MAX:
-            raise r.fail(at, f"tensor {name} has the shape {list(dims)}, whose size overflows "
+            raise r.fail(at, f"tensor {tn} has the shape {list(dims)}, whose size overflows "
                          "a 64-bit count")  # fmt: skip
         type_at = r.pos
-        raw_type = r.u32(f"the type of tensor {name}")
-        offset = r.u64(f"the offset of tensor {name}")
+        raw_type = r.u32(f"the type of tensor {tn}")
+        offset = r.u64(f"the offset of tensor {tn}")
         r.ti_seen += 1
         r.ti_bytes += r.pos - at
         try:
             block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(raw_type)]
         except (ValueError, KeyError):
-            raise r.fail(type_at, f"tensor {name} has type {raw_type}, which the gguf library "
+            raise r.fail(type_at, f"tensor {tn} has type {raw_type}, which the gguf library "
                          "does not know") from None  # fmt: skip
         if dims and dims[0] % block:
             qname = gguf.GGMLQuantizationType(raw_type).name
-            raise r.fail(at, f"tensor {name}'s rows of {dims[0]} are not a whole number of "
+            raise r.fail(at, f"tensor {tn}'s rows of {dims[0]} are not a whole number of "
                          f"{qname} blocks of {block}")  # fmt: skip
         if name in names:
-            raise r.fail(at, f"the tensor {name} appears twice")
+            raise r.fail(at, f"the tensor {tn} appears twice")
         if offset % alignment:
-            raise r.fail(at, f"tensor {name}'s data offset {offset:,} is not a multiple of the "
+            raise r.fail(at, f"tensor {tn}'s data offset {offset:,} is not a multiple of the "
                          f"alignment {alignment}")  # fmt: skip
         names.add(str(name))
         infos.append((str(name), raw_type, dims, n, n // block * type_size, offset))
@@ -438,12 +468,65 @@ def quant_from_filename(filename: str) -> str | None:
 # Per-layer bytes
 
 
+# The keys a plan reads, and what each must be: a whole number, or (per layer) an array of them.
+# A header is anyone's bytes: a head count that is a string, or a block count of 2^31, is one
+# sentence here rather than a traceback (or 2^31 list entries) in the arithmetic below.
+MAX_BLOCKS = 100_000  # as for config.json: no model has more layers
+_MAX_VALUE = 1 << 40
+_SCALAR_KEYS = (
+    "block_count", "embedding_length", "attention.key_length", "attention.value_length",
+    "attention.key_length_swa", "attention.value_length_swa", "attention.sliding_window",
+    "attention.kv_lora_rank", "ssm.inner_size", "ssm.conv_kernel", "ssm.state_size",
+    "ssm.group_count", "expert_count", "expert_used_count", "expert_shared_count", "vocab_size",
+    "context_length", "full_attention_interval",
+)  # fmt: skip
+_PER_LAYER_KEYS = (
+    "attention.head_count", "attention.head_count_kv", "feed_forward_length",
+    "attention.sliding_window_pattern",
+)  # fmt: skip
+
+
+def _whole(v: Any, bools: bool = False) -> bool:
+    return (type(v) is int or (bools and type(v) is bool)) and 0 <= v <= _MAX_VALUE
+
+
+def check_plan_keys(h: GgufHeader) -> None:
+    """Refuse, in one sentence, a header whose plan keys are not the numbers llama.cpp reads."""
+    arch = _show(h.architecture)
+    problems = []
+    for key in _SCALAR_KEYS + _PER_LAYER_KEYS:
+        v = h.arch_key(key)
+        if v is None:
+            continue
+        bools = key == "attention.sliding_window_pattern"
+        ok = _whole(v, bools) or (
+            key in _PER_LAYER_KEYS and type(v) is tuple and all(_whole(x, bools) for x in v)
+        )
+        if not ok:
+            shown = f"an array of {int(v):,} strings" if isinstance(v, _Strings) else repr(v)
+            if len(shown) > 40:
+                shown = shown[:37] + "..."
+            what = "a whole number" + (" or an array of them" if key in _PER_LAYER_KEYS else "")
+            problems.append(f"{arch}.{key} is {shown}, not {what}")
+    n = h.arch_key("block_count")
+    if not problems and isinstance(n, int) and n > MAX_BLOCKS:
+        problems.append(
+            f"{arch}.block_count is {n:,}; no model has more than {MAX_BLOCKS:,} layers"
+        )
+    tokens = h.get("tokenizer.ggml.tokens")
+    if not problems and tokens is not None and not isinstance(tokens, _Strings):
+        problems.append("tokenizer.ggml.tokens is not an array of strings")
+    if problems:
+        raise WeightsError(f"{h.path}: {problems[0]}.")
+
+
 def layout_of(headers: list[GgufHeader]) -> GgufLayout:
     """Bytes by layer from the tensor infos of every part, and the KV layout from the first."""
     first = headers[0]
+    check_plan_keys(first)
     n_layer = _int(first.arch_key("block_count"))
     if not n_layer:
-        raise WeightsError(f"{first.path} states no {first.architecture}.block_count.")
+        raise WeightsError(f"{first.path} states no {_show(first.architecture)}.block_count.")
     layer = [0] * n_layer
     experts = [0] * n_layer
     embed = output = 0
@@ -466,7 +549,7 @@ def layout_of(headers: list[GgufHeader]) -> GgufLayout:
     vocab = _int(first.arch_key("vocab_size")) or int(first.get("tokenizer.ggml.tokens") or 0)
     if not vocab:
         emb = next((t for t in first.tensors if t.name == "token_embd.weight"), None)
-        vocab = emb.shape[-1] if emb else 0
+        vocab = emb.shape[-1] if emb and emb.shape else 0
     return GgufLayout(
         layer_bytes=tuple(layer),
         expert_bytes=tuple(experts),
@@ -512,6 +595,7 @@ def kv_layout(h: GgufHeader) -> tuple[LayerGroup, ...]:
     `key_length_mla` is stated (K only: kv_lora_rank + rope dims), sliding-window layers from
     `sliding_window_pattern` or the architecture's fixed period, and recurrent state from `ssm.*`.
     """
+    check_plan_keys(h)
     n = _int(h.arch_key("block_count"))
     embd = _int(h.arch_key("embedding_length"))
     heads = _per_layer(h.arch_key("attention.head_count"), n)
@@ -590,6 +674,7 @@ def _recurrent_state_bytes(h: GgufHeader) -> int:
 
 def model_from_gguf(h: GgufHeader) -> Model:
     """The Model a GGUF header states, for a repository with no config.json."""
+    check_plan_keys(h)
     arch = h.architecture
     n = _int(h.arch_key("block_count"))
     if not arch or not n:
