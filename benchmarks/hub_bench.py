@@ -9,7 +9,7 @@ stands in for a round trip to the Hub (--rtt, default 20 ms):
   141 GB whose headers are real, and 200 other small files. It is planned cold (empty caches),
   warm (a second online run: one request for the commit) and offline.
 - A GGUF-only repository (no config.json) with many quantisations (--quants, default 24), each
-  file a real GGUF header written by gguf's writer (a 50k to 200k-token vocabulary, 0.7 to 2.6 MB)
+  file a real GGUF header written by gguf's writer (a 50k to 200k-token vocabulary, 0.8 to 3.4 MB)
   and declared as gigabytes. It is planned by load_repo, cold and warm, through the real parser
   (sources.gguf.parse_gguf) reading each header in a growing window; the run fails if the bytes
   read exceed 1.1 x the headers' sizes.
