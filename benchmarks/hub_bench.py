@@ -8,10 +8,11 @@ stands in for a round trip to the Hub (--rtt, default 20 ms):
 - Meta-Llama-3.1-70B as the Hub holds it: its real config, 30 safetensors shards declared as
   141 GB whose headers are real, and 200 other small files. It is planned cold (empty caches),
   warm (a second online run: one request for the commit) and offline.
-- A GGUF repository with many quantisations (--quants, default 24), each file declared as gigabytes
-  and beginning with a header of a realistic size. The GGUF parser is not wired yet, so a stand-in
-  parser that knows the header's length (as a GGUF parser knows the next field's) reads them via
-  hub.gguf_headers; the run fails if the bytes read exceed 1.1 x the headers' sizes.
+- A GGUF-only repository (no config.json) with many quantisations (--quants, default 24), each
+  file a real GGUF header written by gguf's writer (a 50k to 200k-token vocabulary, 0.8 to 3.4 MB)
+  and declared as gigabytes. It is planned by load_repo, cold and warm, through the real parser
+  (sources.gguf.parse_gguf) reading each header in a growing window; the run fails if the bytes
+  read exceed 1.1 x the headers' sizes.
 
 "bytes sent" is every body byte the server sent: for safetensors it includes the file list (the
 model_info answer), config.json and the index beside the headers, hence a ratio above 1.
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import tempfile
 import time
@@ -59,24 +59,24 @@ def measure(server: HubServer, run) -> tuple[int, int, float]:
     return len(server.requests), server.bytes_sent, time.perf_counter() - t
 
 
-def gguf_repo(quants: int) -> tuple[FixtureRepo, int]:
-    files, headers = {}, 0
+def gguf_repo(quants: int, directory: Path) -> tuple[FixtureRepo, int]:
+    """Real GGUF headers: seven vocabulary sizes, one file per quant name, each declared as the
+    gigabytes its tensor infos call for; returns the repository and the sum of its headers."""
+    import gguf
+
+    from tests.hubrepos import gguf_file
+
+    Q = gguf.GGMLQuantizationType
+    files: dict[str, FileSpec] = {"README.md": FileSpec(b"# GGUF\n")}
+    made: dict[int, dict[str, FileSpec]] = {}
     for i, q in enumerate((GGUF_QUANTS * (1 + quants // len(GGUF_QUANTS)))[:quants]):
-        h = 700_000 + 250_000 * (i % 7)  # 0.7 to 2.2 MB: 32k to 128k-token vocabularies
-        head = struct.pack("<Q", h) + b"g" * (h - 8)
-        files[f"model-{q}-{i}.gguf"] = FileSpec(head, size=h + (3 + i) * (1 << 30), lfs=True)
-        headers += h
-    files["README.md"] = FileSpec(b"# GGUF\n")
+        tokens = 50_000 + 25_000 * (i % 7)
+        if tokens not in made:  # the writer takes a second a header: write each vocabulary once
+            made[tokens] = gguf_file(directory, f"v{tokens}.gguf", 15, Q.Q4_K, tokens=tokens)
+        (spec,) = made[tokens].values()
+        files[f"model-{q}-{i}.gguf"] = spec
+    headers = sum(len(f.content) for n, f in files.items() if n.endswith(".gguf"))
     return FixtureRepo("bench/Many-GGUF", commit_of("bench/Many-GGUF"), files), headers
-
-
-def stand_in_parser(window: bytes):
-    from llmfit.sources.hub import NeedMore
-
-    if len(window) < 8:
-        return NeedMore(8)
-    (n,) = struct.unpack("<Q", window[:8])
-    return n if len(window) >= n else NeedMore(n)
 
 
 def main() -> None:
@@ -87,12 +87,12 @@ def main() -> None:
 
     st = sharded_repo("meta-llama/Meta-Llama-3.1-70B", "meta-llama--Meta-Llama-3.1-70B.json", 30,
                       extra_files=200)  # fmt: skip
-    gg, gguf_header_total = gguf_repo(args.quants)
+    with tempfile.TemporaryDirectory() as src:
+        gg, gguf_header_total = gguf_repo(args.quants, Path(src))
     rows = []
     with tempfile.TemporaryDirectory() as tmp, HubServer([st, gg]) as server:
         point_at(server, Path(tmp))
         server.delay = args.rtt
-        from llmfit.sources import hub
         from llmfit.sources.repo import load_repo
 
         weights = sum(f.length for n, f in st.files.items() if n.endswith(".safetensors"))
@@ -106,17 +106,13 @@ def main() -> None:
         params = box["r"].artifacts[0].params
 
         gguf_weights = sum(f.length for n, f in gg.files.items() if n.endswith(".gguf"))
-        names = sorted(n for n in gg.files if n.endswith(".gguf"))
-        sizes = {n: gg.files[n].length for n in names}
-        for label in ("cold", "warm"):
+        for label, kwargs in (("cold", {}), ("warm", {}), ("offline", {"offline": True})):
             n, sent, secs = measure(
-                server,
-                lambda: hub.gguf_headers(
-                    gg.repo_id, gg.commit, names, stand_in_parser, sizes=sizes
-                ),
+                server, lambda k=kwargs: box.update(g=load_repo(gg.repo_id, **k))
             )
             rows.append((f"gguf {label}", len(gg.files), n, sent, gguf_header_total, gguf_weights,
                          secs))  # fmt: skip
+        assert len(box["g"].artifacts) == args.quants
 
     print(f"loopback Hub, {args.rtt * 1000:.0f} ms a request; {st.repo_id}: {params:,} parameters")
     print()

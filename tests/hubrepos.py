@@ -113,3 +113,52 @@ def header_bytes(repo: FixtureRepo) -> int:
             (n,) = struct.unpack("<Q", spec.content[:8])
             total += 8 + n
     return total
+
+
+def gguf_file(
+    directory: Path, name: str, file_type: int, qtype, *, tokens: int, parts: int = 1
+) -> dict[str, FileSpec]:
+    """A Llama GGUF as the Hub holds one (split into `parts` as gguf-split does): each file's
+    header is real, written by gguf's writer with a `tokens`-long vocabulary, and the file
+    declares the length its tensor infos call for (gigabytes), of which only the header is held."""
+    from fixtures.gguf_files import llama_metadata, llama_tensors, write_gguf, write_split
+    from llmfit.sources.gguf import parse_gguf
+
+    meta = llama_metadata(4, 4096, 14336, 32, 8, 8192, file_type) | {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": [f"tok{i}" for i in range(tokens)],
+    }
+    tensors = llama_tensors(4, 4096, 14336, tokens, 1024, qtype)
+    if parts == 1:
+        paths = [directory / name]
+        write_gguf(paths[0], "llama", meta, tensors, with_data=False)
+    else:
+        stem = name.removesuffix(".gguf")
+        paths = write_split(
+            stem + "-{:05d}-of-{:05d}.gguf", "llama", meta, tensors, parts, directory
+        )
+    out = {}
+    for p in paths:
+        head = p.read_bytes()[: p.stat().st_size]
+        h = parse_gguf(head, p.name)
+        end = h.data_offset + sum(-(-t.nbytes // 32) * 32 for t in h.tensors)
+        out[p.name] = FileSpec(head[: h.header_bytes], size=end, lfs=True)
+    return out
+
+
+def gguf_repo(repo_id: str, directory: Path, tokens: int = 30_000) -> FixtureRepo:
+    """A GGUF-only repository (no config.json), as unsloth's and bartowski's are: three quants,
+    the largest split in two parts."""
+    import gguf
+
+    Q = gguf.GGMLQuantizationType
+    files: dict[str, FileSpec] = {"README.md": FileSpec(b"# Tiny Llama GGUF\n")}
+    files |= gguf_file(directory, "Tiny-Llama-Q4_K_M.gguf", 15, Q.Q4_K, tokens=tokens)
+    files |= gguf_file(directory, "Tiny-Llama-Q6_K.gguf", 18, Q.Q6_K, tokens=tokens)
+    files |= gguf_file(directory, "Tiny-Llama-Q8_0.gguf", 7, Q.Q8_0, tokens=tokens, parts=2)
+    return FixtureRepo(repo_id, commit_of(repo_id), files)
+
+
+def gguf_header_bytes(repo: FixtureRepo) -> int:
+    """The sum of the GGUF headers' lengths (to the end of the tensor infos)."""
+    return sum(len(s.content) for n, s in repo.files.items() if n.endswith(".gguf"))

@@ -58,7 +58,11 @@ def test_a_corrupt_gguf_is_one_sentence_and_exit_3(run, tmp_path):
     code, out, err = run(str(tmp_path), "--fleet", FLEET)
     assert code == 3
     assert out == ""
-    assert err == f"llmfit: {bad} is not a readable GGUF file (its header ends early).\n"
+    assert err == (
+        f"llmfit: {bad} is truncated or corrupt: at byte 8 it claims "
+        "18,446,744,073,709,551,615 tensors, at least 590,295,810,358,705,651,680 bytes, but the "
+        "file ends 12 bytes later.\n"
+    )
 
 
 def test_a_safetensors_plan_does_not_import_gguf_or_numpy():

@@ -516,6 +516,10 @@ def model_from_config(
             )
 
     # The repository's own type names it ("gemma3"); the text model's type decides how it attends.
+    for where in (cfg, text):
+        # Found by fuzzing: a model_type of [] reached a set lookup as an unhashable list.
+        if where.get("model_type") is not None and not isinstance(where["model_type"], str):
+            raise ConfigError(f"{path}: model_type is {where['model_type']!r}, not a name.")
     model_type = cfg.get("model_type") or text.get("model_type")
     text_type = text.get("model_type") or model_type
     for name, value in (("model_type", model_type), ("text_config.model_type", text_type)):

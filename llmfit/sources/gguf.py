@@ -12,6 +12,8 @@ Key names are gguf-py's (`gguf/constants.py`, `Keys.*`); what llama.cpp does wit
 from __future__ import annotations
 
 import re
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 from llmfit.errors import WeightsError
 from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
+from llmfit.sources.growing import NeedMore
 
 # `general.file_type` → the name llama.cpp prints (llama_model_ftype_name; ENGINES.md h).
 FILE_TYPES: dict[int, str] = {
@@ -57,6 +60,8 @@ class GgufHeader:
     path: Path
     metadata: dict[str, Any]
     tensors: tuple[GgufTensor, ...]
+    header_bytes: int = 0  # where the tensor infos end
+    data_offset: int = 0  # where the tensor data begins (the header padded to the alignment)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
@@ -86,86 +91,363 @@ def tensor_bytes(ggml_type: int, shape: tuple[int, ...]) -> int:
 
 
 def read_header(path: Path) -> GgufHeader:
-    """A GGUF file's metadata and tensor infos; a file that is not one is one sentence."""
-    import gguf
-
-    class _HeaderOnly(gguf.GGUFReader):
-        # GGUFReader maps each tensor's data as it reads the infos; this keeps the infos only.
-        def _build_tensors(self, start_offs: int, fields: list) -> None:
-            self.infos = []
-            for f in fields:
-                _len, name, _ndims, dims, raw_type, offset = f.parts
-                self.infos.append(
-                    (
-                        bytes(name).decode("utf-8"),
-                        int(raw_type[0]),
-                        tuple(int(d) for d in dims),
-                        int(start_offs + offset[0]),
-                    )
-                )
+    """A GGUF file's metadata and tensor infos, read in a growing window from its start (never
+    its tensor data); a file that is not one is one sentence naming it."""
+    from llmfit.sources.growing import read_growing
 
     try:
         size = path.stat().st_size
-        reader = _HeaderOnly(path)
-        metadata = {
-            name: _value(field)
-            for name, field in reader.fields.items()
-            if not name.startswith("GGUF.")
-        }
-    except (ValueError, IndexError, KeyError, UnicodeDecodeError, TypeError, OSError) as e:
-        raise WeightsError(f"{path} is not a readable GGUF file ({_why(e)}).") from None
-    tensors = []
-    end = 0
-    for name, raw_type, dims, offset in reader.infos:
-        try:
-            nbytes = tensor_bytes(raw_type, dims)
-        except (ValueError, KeyError):
-            raise WeightsError(
-                f"{path}: tensor {name} has type {raw_type}, which the gguf library does not know."
-            ) from None
-        n = 1
-        for d in dims:
-            n *= d
-        tensors.append(GgufTensor(name, raw_type, dims, n, nbytes))
-        end = max(end, offset + nbytes)
-    if end > size:
-        raise WeightsError(
-            f"{path} is truncated: its header places tensor data up to byte {end:,}, "
-            f"but the file ends at byte {size:,}."
-        )
-    return GgufHeader(path, metadata, tuple(tensors))
+        with open(path, "rb") as f:
 
+            def fetch(start: int, stop: int) -> bytes:
+                f.seek(start)
+                return f.read(stop - start)
 
-def _why(e: Exception) -> str:
-    text = str(e).strip()
-    if "magic" in text.lower():
-        return "it does not begin with the GGUF magic bytes"
-    if "empty file" in text:
-        return "it is empty"
-    if "version" in text:
-        return text[0].lower() + text[1:].rstrip(".")
-    if isinstance(e, OSError):
-        return e.strerror or text
-    # numpy's complaints about a view past the end of the map, or a string cut short.
-    return "its header ends early"
-
-
-def _value(field: Any) -> Any:
-    import gguf
-
-    if not field.types:
-        return None
-    if field.types[0] == gguf.GGUFValueType.ARRAY and field.types[-1] == gguf.GGUFValueType.STRING:
-        # Token lists are long and of no use to a plan; their length is all that is needed.
-        return _Strings(len(field.data))
-    v = field.contents()
-    if isinstance(v, list):
-        return tuple(v)
-    return v
+            header, _ = read_growing(
+                fetch,
+                lambda buf: parse_gguf(buf, str(path), size=size),
+                size=size,
+                where=str(path),
+            )
+    except OSError as e:
+        raise WeightsError(f"{path} is not a readable GGUF file ({e.strerror or e}).") from None
+    return header
 
 
 class _Strings(int):
     """A string array, kept as its length (tokenizer.ggml.tokens is 150,000 strings)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a header: bytes in, GgufHeader out, every length checked before it is believed
+#
+# A GGUF header is anyone's bytes (a file on the Hub, a download cut short), so nothing in it is
+# trusted: a count, a string length or an array length is checked against the bytes that can
+# still follow (the file's size when known, else the window read so far and the cap) before
+# anything is allocated or looped over, so a header claiming 2^63 tensors costs one comparison.
+# The layout is gguf's (docs/gguf.md in ggml; gguf_init_from_file_impl in ggml/src/gguf.cpp):
+#   magic "GGUF", u32 version (2 or 3), u64 tensor count, u64 KV count,
+#   KVs: string key, u32 value type, value (arrays: u32 item type, u64 count, items),
+#   tensor infos: string name, u32 n_dims (<= 4), u64 dims[n_dims], u32 ggml type, u64 offset,
+#   padding to `general.alignment` (default 32), then the tensor data.
+
+GGUF_MAGIC = b"GGUF"
+GGUF_VERSIONS = (2, 3)
+GGML_MAX_DIMS = 4
+DEFAULT_ALIGNMENT = 32
+# Arrays of arrays are legal; deeper than this they are not a header, they are an attack on the
+# reader's stack.
+MAX_NESTING = 8
+# The most header bytes llmfit reads of any GGUF, local or remote (hub.GGUF_MAX_WINDOW).
+MAX_HEADER = 64 << 20
+_INT64_MAX = (1 << 63) - 1
+# The fewest bytes a KV (empty key, type, one byte) and a tensor info (empty name, n_dims, one
+# dim, type, offset) can take: what a count is checked against.
+_MIN_KV = 8 + 4 + 1
+_MIN_TENSOR_INFO = 8 + 4 + 8 + 4 + 8
+# The least a NeedMore asks beyond what is short: at most this much is read past a header's end.
+_MIN_STEP = 8 << 10
+
+# GGUFValueType → (struct format, size) for the fixed-size types.
+_FIXED: dict[int, tuple[str, int]] = {
+    0: ("B", 1), 1: ("b", 1), 2: ("H", 2), 3: ("h", 2), 4: ("I", 4), 5: ("i", 4),
+    6: ("f", 4), 7: ("?", 1), 10: ("Q", 8), 11: ("q", 8), 12: ("d", 8),
+}  # fmt: skip
+_STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
+
+
+def _show(text: object) -> str:
+    """A key, name or architecture from a header, fit for a one-line message: escaped if it holds
+    a newline or another unprintable character, and cut short if long."""
+    shown = str(text)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return shown if shown.isprintable() else shown.encode("unicode_escape").decode("ascii")
+
+
+class _Short(Exception):
+    def __init__(self, need: int, what: str) -> None:
+        self.need = need
+        self.what = what
+
+
+class _Reader:
+    """A cursor over a header's bytes that knows how many more the file can hold."""
+
+    def __init__(self, buf: bytes, where: str, size: int | None, cap: int) -> None:
+        self.buf = buf
+        self.where = where
+        self.size = size
+        self.cap = cap
+        self.pos = 0
+        # What is still to come, for NeedMore's estimate.
+        self.kv_left = 0
+        self.ti_left = 0
+        self.ti_seen = 0
+        self.ti_bytes = 0
+        self.items_left = 0  # strings still to come in the array being read
+        self.items_seen = 0
+        self.items_bytes = 0
+
+    # -- limits ------------------------------------------------------------------------------
+
+    @property
+    def room(self) -> int:
+        """Bytes that can still follow pos in this header: to the file's end, or to the cap."""
+        end = self.cap if self.size is None else min(self.size, self.cap)
+        return max(end - self.pos, 0)
+
+    def fail(self, at: int, why: str) -> WeightsError:
+        return WeightsError(f"{self.where} is not a readable GGUF file (at byte {at:,}, {why}).")
+
+    def claim(self, at: int, count: int, each: int, what: str) -> None:
+        """A count is believed only if that many of the smallest such items fit in what follows."""
+        need = count * each
+        if need <= self.room:
+            return
+        said = (
+            f"it says {what} is {count:,} bytes long"
+            if each == 1
+            else f"it claims {count:,} {what}, at least {need:,} bytes"
+        )
+        if self.size is not None and self.size - self.pos <= self.cap:
+            left = max(self.size - self.pos, 0)
+            raise WeightsError(
+                f"{self.where} is truncated or corrupt: at byte {at:,} {said}, but the file ends "
+                f"{left:,} bytes later."
+            )
+        raise self.fail(at, f"{said}, more than the {self.cap >> 20} MB llmfit reads of a header")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def take(self, n: int, what: str) -> int:
+        """Step over n bytes; their offset. Past the end of the bytes held: _Short."""
+        at = self.pos
+        if at + n > len(self.buf):
+            raise _Short(at + n, what)
+        self.pos = at + n
+        return at
+
+    def fixed(self, fmt: str, n: int, what: str) -> Any:
+        at = self.take(n, what)
+        return struct.unpack_from("<" + fmt, self.buf, at)[0]
+
+    def u32(self, what: str) -> int:
+        return self.fixed("I", 4, what)
+
+    def u64(self, what: str) -> int:
+        return self.fixed("Q", 8, what)
+
+    def string(self, what: str, *, keep: bool = True) -> str | int:
+        at = self.pos
+        n = self.u64(f"the length of {what}")
+        self.claim(at, n, 1, what)
+        start = self.take(n, what)
+        if not keep:
+            return n
+        try:
+            return self.buf[start : start + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(start, f"{what} is not UTF-8") from None
+
+    def _skip_strings(self, count: int, key: str, *, top: bool) -> None:
+        """Step over `count` strings, each length checked first: a token list is 150,000 of
+        them, so this is the parser's inner loop, written flat."""
+        buf, have, pos = self.buf, len(self.buf), self.pos
+        start = pos
+        limit = self.cap if self.size is None else min(self.size, self.cap)
+        unpack = _U64.unpack_from
+        done = 0
+        try:
+            while done < count:
+                if pos + 8 > have:
+                    raise _Short(pos + 8, f"the length of a string in {key}")
+                n = unpack(buf, pos)[0]
+                if pos + 8 + n > limit:
+                    self.pos = pos + 8
+                    self.claim(pos, n, 1, f"a string in {key}")
+                if pos + 8 + n > have:
+                    raise _Short(pos + 8 + n, f"a string in {key}")
+                pos += 8 + n
+                done += 1
+        finally:
+            self.pos = pos
+            if top:
+                self.items_left = count - done
+                self.items_seen = done
+                self.items_bytes = pos - start
+
+    def estimate(self, need: int) -> int:
+        """The bytes the header needs in all, at least: what is short now, and what is still to
+        come at the sizes seen so far (the fewest possible for what is not seen yet)."""
+        rest = 0
+        if self.items_left:
+            avg = self.items_bytes // self.items_seen if self.items_seen else 8
+            rest += self.items_left * max(avg, 8)
+        rest += self.kv_left * _MIN_KV
+        per_info = self.ti_bytes // self.ti_seen if self.ti_seen else _MIN_TENSOR_INFO
+        rest += self.ti_left * max(per_info, _MIN_TENSOR_INFO)
+        # Never less than a step: a round trip costs more than the bytes a short step saves, and
+        # the last few tensor infos would otherwise be fetched a few hundred bytes at a time.
+        return need + max(rest, _MIN_STEP)
+
+    # -- values ------------------------------------------------------------------------------
+
+    def value(self, vtype: int, at: int, key: str, depth: int = 0) -> Any:
+        if vtype in _FIXED:
+            fmt, n = _FIXED[vtype]
+            return self.fixed(fmt, n, f"the value of {key}")
+        if vtype == _STRING:
+            return self.string(f"the value of {key}")
+        if vtype == _ARRAY:
+            if depth >= MAX_NESTING:
+                raise self.fail(at, f"{key} nests arrays more than {MAX_NESTING} deep")
+            item_at = self.pos
+            itype = self.u32(f"the item type of {key}")
+            count_at = self.pos
+            count = self.u64(f"the length of {key}")
+            if itype in _FIXED:
+                fmt, n = _FIXED[itype]
+                self.claim(count_at, count, n, f"items in {key}")
+                start = self.take(count * n, f"the items of {key}")
+                return tuple(struct.unpack_from(f"<{count}{fmt}", self.buf, start))
+            if itype == _STRING:
+                # Token lists are long and of no use to a plan: only their number is kept.
+                self.claim(count_at, count, 8, f"strings in {key}")
+                self._skip_strings(count, key, top=depth == 0)
+                return _Strings(count)
+            if itype == _ARRAY:
+                self.claim(count_at, count, 12, f"arrays in {key}")
+                return tuple(self.value(_ARRAY, self.pos, key, depth + 1) for _ in range(count))
+            raise self.fail(item_at, f"{key} is an array of value type {itype}, which GGUF does "
+                            "not define")  # fmt: skip
+        raise self.fail(at, f"{key} has value type {vtype}, which GGUF does not define")
+
+
+def parse_gguf(
+    buf: bytes, where: str, *, size: int | None = None, cap: int = MAX_HEADER
+) -> GgufHeader | NeedMore:
+    """A GGUF header from its first bytes; `NeedMore` when they end before the tensor infos do.
+
+    `size` is the file's length when known: then a header that needs bytes past it is one
+    sentence ("…is truncated…"), and so is tensor data the infos place past it. `cap` bounds what
+    any count may claim when the size is not known. Bad bytes raise WeightsError naming `where`
+    and the offset.
+    """
+    r = _Reader(buf, where, size, cap)
+    try:
+        return _parse(r)
+    except _Short as s:
+        if size is None or s.need <= size:
+            return NeedMore(r.estimate(s.need))
+        if size == 0:
+            raise WeightsError(f"{where} is not a readable GGUF file (it is empty).") from None
+        raise WeightsError(
+            f"{where} is truncated: it ends at byte {size:,}, inside {s.what} "
+            f"(which needs byte {s.need:,})."
+        ) from None
+
+
+def _parse(r: _Reader) -> GgufHeader:
+    import gguf
+
+    where = r.where
+    if len(r.buf) < 4 and r.buf != GGUF_MAGIC[: len(r.buf)]:
+        raise WeightsError(f"{where} is not a readable GGUF file (it does not begin with the "
+                           "GGUF magic bytes).")  # fmt: skip
+    r.take(4, "the magic bytes")
+    if r.buf[:4] != GGUF_MAGIC:
+        raise WeightsError(f"{where} is not a readable GGUF file (it does not begin with the "
+                           "GGUF magic bytes).")  # fmt: skip
+    version = r.u32("the version")
+    if version not in GGUF_VERSIONS:
+        swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+        why = (
+            "it is a big-endian file, which llama.cpp does not load on this machine"
+            if swapped in GGUF_VERSIONS
+            else f"it is GGUF version {version}; llmfit reads versions 2 and 3"
+        )
+        raise WeightsError(f"{where} is not a readable GGUF file ({why}).")
+    count_at = r.pos
+    n_tensors = r.u64("the tensor count")
+    r.claim(count_at, n_tensors, _MIN_TENSOR_INFO, "tensors")
+    n_kv = r.u64("the metadata count")
+    r.claim(count_at + 8, n_kv, _MIN_KV, "metadata keys")
+    r.kv_left, r.ti_left = n_kv, n_tensors
+    metadata: dict[str, Any] = {}
+    for _ in range(n_kv):
+        at = r.pos
+        r.kv_left -= 1
+        key = r.string("a metadata key")
+        shown = _show(key)
+        vtype_at = r.pos
+        vtype = r.u32(f"the value type of {shown}")
+        if key in metadata:
+            raise r.fail(at, f"the key {shown} appears twice")
+        metadata[key] = r.value(vtype, vtype_at, shown)
+        r.items_left = 0
+    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
+    if (
+        isinstance(alignment, bool)
+        or not isinstance(alignment, int)
+        or alignment <= 0
+        or alignment & (alignment - 1)
+    ):
+        raise WeightsError(f"{where} is not a readable GGUF file (general.alignment is "
+                           f"{alignment!r}, not a power of two).")  # fmt: skip
+    infos = []
+    names: set[str] = set()
+    for _ in range(n_tensors):
+        at = r.pos
+        r.ti_left -= 1
+        name = r.string("a tensor name")
+        tn = _show(name)
+        n_dims = r.u32(f"the dimension count of tensor {tn}")
+        if n_dims > GGML_MAX_DIMS:
+            raise r.fail(at, f"tensor {tn} has {n_dims} dimensions; GGUF allows at most "
+                         f"{GGML_MAX_DIMS}")  # fmt: skip
+        dims = tuple(r.u64(f"the shape of tensor {tn}") for _ in range(n_dims))
+        n = 1
+        for d in dims:
+            n *= d
+        if any(d > _INT64_MAX for d in dims) or n > _INT64_MAX:
+            raise r.fail(at, f"tensor {tn} has the shape {list(dims)}, whose size overflows "
+                         "a 64-bit count")  # fmt: skip
+        type_at = r.pos
+        raw_type = r.u32(f"the type of tensor {tn}")
+        offset = r.u64(f"the offset of tensor {tn}")
+        r.ti_seen += 1
+        r.ti_bytes += r.pos - at
+        try:
+            block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(raw_type)]
+        except (ValueError, KeyError):
+            raise r.fail(type_at, f"tensor {tn} has type {raw_type}, which the gguf library "
+                         "does not know") from None  # fmt: skip
+        if dims and dims[0] % block:
+            qname = gguf.GGMLQuantizationType(raw_type).name
+            raise r.fail(at, f"tensor {tn}'s rows of {dims[0]} are not a whole number of "
+                         f"{qname} blocks of {block}")  # fmt: skip
+        if name in names:
+            raise r.fail(at, f"the tensor {tn} appears twice")
+        if offset % alignment:
+            raise r.fail(at, f"tensor {tn}'s data offset {offset:,} is not a multiple of the "
+                         f"alignment {alignment}")  # fmt: skip
+        names.add(str(name))
+        infos.append((str(name), raw_type, dims, n, n // block * type_size, offset))
+    header_end = r.pos
+    data_start = -(-header_end // alignment) * alignment
+    tensors = []
+    end = 0
+    for name, raw_type, dims, n, nbytes, offset in infos:
+        tensors.append(GgufTensor(name, raw_type, dims, n, nbytes))
+        end = max(end, data_start + offset + nbytes)
+    if r.size is not None and end > r.size:
+        raise WeightsError(
+            f"{where} is truncated: its header places tensor data up to byte {end:,}, "
+            f"but the file ends at byte {r.size:,}."
+        )
+    return GgufHeader(Path(where), metadata, tuple(tensors), header_end, data_start)
 
 
 def quant_name(header: GgufHeader, filename: str) -> str | None:
@@ -186,12 +468,65 @@ def quant_from_filename(filename: str) -> str | None:
 # Per-layer bytes
 
 
+# The keys a plan reads, and what each must be: a whole number, or (per layer) an array of them.
+# A header is anyone's bytes: a head count that is a string, or a block count of 2^31, is one
+# sentence here rather than a traceback (or 2^31 list entries) in the arithmetic below.
+MAX_BLOCKS = 100_000  # as for config.json: no model has more layers
+_MAX_VALUE = 1 << 40
+_SCALAR_KEYS = (
+    "block_count", "embedding_length", "attention.key_length", "attention.value_length",
+    "attention.key_length_swa", "attention.value_length_swa", "attention.sliding_window",
+    "attention.kv_lora_rank", "ssm.inner_size", "ssm.conv_kernel", "ssm.state_size",
+    "ssm.group_count", "expert_count", "expert_used_count", "expert_shared_count", "vocab_size",
+    "context_length", "full_attention_interval",
+)  # fmt: skip
+_PER_LAYER_KEYS = (
+    "attention.head_count", "attention.head_count_kv", "feed_forward_length",
+    "attention.sliding_window_pattern",
+)  # fmt: skip
+
+
+def _whole(v: Any, bools: bool = False) -> bool:
+    return (type(v) is int or (bools and type(v) is bool)) and 0 <= v <= _MAX_VALUE
+
+
+def check_plan_keys(h: GgufHeader) -> None:
+    """Refuse, in one sentence, a header whose plan keys are not the numbers llama.cpp reads."""
+    arch = _show(h.architecture)
+    problems = []
+    for key in _SCALAR_KEYS + _PER_LAYER_KEYS:
+        v = h.arch_key(key)
+        if v is None:
+            continue
+        bools = key == "attention.sliding_window_pattern"
+        ok = _whole(v, bools) or (
+            key in _PER_LAYER_KEYS and type(v) is tuple and all(_whole(x, bools) for x in v)
+        )
+        if not ok:
+            shown = f"an array of {int(v):,} strings" if isinstance(v, _Strings) else repr(v)
+            if len(shown) > 40:
+                shown = shown[:37] + "..."
+            what = "a whole number" + (" or an array of them" if key in _PER_LAYER_KEYS else "")
+            problems.append(f"{arch}.{key} is {shown}, not {what}")
+    n = h.arch_key("block_count")
+    if not problems and isinstance(n, int) and n > MAX_BLOCKS:
+        problems.append(
+            f"{arch}.block_count is {n:,}; no model has more than {MAX_BLOCKS:,} layers"
+        )
+    tokens = h.get("tokenizer.ggml.tokens")
+    if not problems and tokens is not None and not isinstance(tokens, _Strings):
+        problems.append("tokenizer.ggml.tokens is not an array of strings")
+    if problems:
+        raise WeightsError(f"{h.path}: {problems[0]}.")
+
+
 def layout_of(headers: list[GgufHeader]) -> GgufLayout:
     """Bytes by layer from the tensor infos of every part, and the KV layout from the first."""
     first = headers[0]
+    check_plan_keys(first)
     n_layer = _int(first.arch_key("block_count"))
     if not n_layer:
-        raise WeightsError(f"{first.path} states no {first.architecture}.block_count.")
+        raise WeightsError(f"{first.path} states no {_show(first.architecture)}.block_count.")
     layer = [0] * n_layer
     experts = [0] * n_layer
     embed = output = 0
@@ -214,7 +549,7 @@ def layout_of(headers: list[GgufHeader]) -> GgufLayout:
     vocab = _int(first.arch_key("vocab_size")) or int(first.get("tokenizer.ggml.tokens") or 0)
     if not vocab:
         emb = next((t for t in first.tensors if t.name == "token_embd.weight"), None)
-        vocab = emb.shape[-1] if emb else 0
+        vocab = emb.shape[-1] if emb and emb.shape else 0
     return GgufLayout(
         layer_bytes=tuple(layer),
         expert_bytes=tuple(experts),
@@ -260,6 +595,7 @@ def kv_layout(h: GgufHeader) -> tuple[LayerGroup, ...]:
     `key_length_mla` is stated (K only: kv_lora_rank + rope dims), sliding-window layers from
     `sliding_window_pattern` or the architecture's fixed period, and recurrent state from `ssm.*`.
     """
+    check_plan_keys(h)
     n = _int(h.arch_key("block_count"))
     embd = _int(h.arch_key("embedding_length"))
     heads = _per_layer(h.arch_key("attention.head_count"), n)
@@ -338,6 +674,7 @@ def _recurrent_state_bytes(h: GgufHeader) -> int:
 
 def model_from_gguf(h: GgufHeader) -> Model:
     """The Model a GGUF header states, for a repository with no config.json."""
+    check_plan_keys(h)
     arch = h.architecture
     n = _int(h.arch_key("block_count"))
     if not arch or not n:
@@ -429,21 +766,51 @@ def group_files(rels: list[str]) -> tuple[list[list[str]], list[str]]:
     return groups, warnings
 
 
-def gguf_artifacts(root: Path) -> GgufFiles:
-    rels = [p.relative_to(root).as_posix() for p in root.rglob("*.gguf") if p.is_file()]
+# The headers of GGUF files not on disk (a repository read from the Hub, or from llmfit's cache of
+# it), by name; a name it cannot give (offline, not cached) is left out.
+RemoteHeaders = Callable[[list[str]], "dict[str, GgufHeader]"]
+
+
+def gguf_artifacts(
+    root: Path,
+    *,
+    listing: dict[str, int | None] | None = None,
+    remote: RemoteHeaders | None = None,
+) -> GgufFiles:
+    """The GGUF artifacts of a repository: the files under `root`, and with `listing` and
+    `remote`, those the repository lists but this machine does not hold (their headers read by
+    `remote`; their path None, so llama-server is told `-hf repo:QUANT`)."""
+    local = {p.relative_to(root).as_posix() for p in root.rglob("*.gguf") if p.is_file()}
+    rels = set(local)
+    if listing is not None and remote is not None:
+        rels |= {n for n in listing if n.endswith(".gguf")}
+    sizes = dict(listing or {})
+    for rel in local:
+        sizes[rel] = (root / rel).stat().st_size
     projectors = sorted(r for r in rels if is_projector(r))
     models = [r for r in rels if not is_projector(r)]
     groups, warnings = group_files(models)
     # Of several projectors (mmproj-F16, mmproj-BF16, mmproj-F32), the smallest; the command
     # names it with --mmproj, so plan and engine agree on which.
-    projector = min(projectors, key=lambda r: ((root / r).stat().st_size, r), default=None)
-    projector_bytes = (root / projector).stat().st_size if projector else 0
+    projector = min(projectors, key=lambda r: (sizes.get(r) or 0, r), default=None)
+    projector_bytes = (sizes.get(projector) or 0) if projector else 0
+    projector_path = str(root / projector) if projector in local else None
+    wanted = [p for parts in groups for p in parts if p not in local]
+    fetched = remote(wanted) if wanted and remote is not None else {}
     artifacts = []
     first_header = None
     for parts in groups:
-        headers = [read_header(root / p) for p in parts]
+        missing = [p for p in parts if p not in local and p not in fetched]
+        if missing:
+            warnings.append(
+                f"{_artifact_name(parts)}: the header of {missing[0]} is not in llmfit's cache, "
+                "so it is not planned (one online run reads it)."
+            )
+            continue
+        headers = [read_header(root / p) if p in local else fetched[p] for p in parts]
         if first_header is None:
             first_header = headers[0]
+        on_disk = all(p in local for p in parts)
         artifacts.append(
             Artifact(
                 name=_artifact_name(parts),
@@ -452,10 +819,10 @@ def gguf_artifacts(root: Path) -> GgufFiles:
                 shards=len(parts),
                 quant=quant_name(headers[0], parts[0]),
                 params=sum(t.n_elements for h in headers for t in h.tensors),
-                path=str(root / parts[0]),
+                path=str(root / parts[0]) if on_disk else None,
                 files=tuple(parts),
                 layout=layout_of(headers),
-                projector=str(root / projector) if projector else None,
+                projector=projector_path if on_disk else None,
                 projector_bytes=projector_bytes,
             )
         )

@@ -42,6 +42,12 @@ from llmfit.errors import (
     WeightsError,
 )
 from llmfit.sources.cache import RepoRef
+from llmfit.sources.growing import (  # noqa: F401  (re-exported)
+    GGUF_FIRST_WINDOW,
+    GGUF_MAX_WINDOW,
+    NeedMore,
+    read_growing,
+)
 from llmfit.sources.metacache import MetaCache
 from llmfit.sources.safetensors import MAX_HEADER, SafetensorsHeader, parse_header
 
@@ -55,11 +61,6 @@ MAX_WORKERS = 8
 # A range read that fails on the way (5xx, 429, a dropped connection, a timeout) is tried again,
 # twice, 0.25 s then 0.5 s later: one bad answer among a hundred shards must not end a plan.
 RANGE_RETRIES = 2
-# A GGUF header (metadata, then tensor infos) is read in a window that starts here and grows until
-# the parser has what it needs, never past the cap. A 32k-token vocabulary makes a header of about
-# 0.7 MB and a 256k one of several MB; past 64 MB it is not a header worth planning from.
-GGUF_FIRST_WINDOW = 256 << 10
-GGUF_MAX_WINDOW = 64 << 20
 
 _OFFLINE_VALUES = {"1", "ON", "YES", "TRUE"}
 
@@ -358,58 +359,6 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
 # -- GGUF headers -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NeedMore:
-    """A parser's answer when the window ends too soon: the bytes it needs in all, if it knows.
-
-    `total` is a lower bound on the header's length (from the offset it reached and what the next
-    field says, or an estimate from the items still to come); None when it cannot tell.
-    """
-
-    total: int | None = None
-
-
-def read_growing(
-    fetch: Callable[[int, int], bytes],
-    parse: Callable[[bytes], T | NeedMore],
-    *,
-    first: int = GGUF_FIRST_WINDOW,
-    cap: int = GGUF_MAX_WINDOW,
-    size: int | None = None,
-    where: str = "file",
-) -> tuple[T, bytes]:
-    """Read a file's head in a growing window until `parse` has all it needs: (result, the bytes).
-
-    `fetch(start, stop)` returns bytes [start, stop) of the file (fewer at its end). `parse(window)`
-    returns its result, or `NeedMore` when the window ends before what it needs, and raises on bytes
-    that are wrong. Each round fetches only the bytes not yet held. The window grows to what the
-    parser says it needs when it says so (then the bytes read are the header's, plus at most the
-    first window), else by half, so a parser without hints still costs O(log h) requests; the cap
-    stops a hostile or broken header from making the planner read the whole file.
-    """
-    held = b""
-    limit = cap if size is None else min(cap, size)
-    window = min(first, limit)
-    ended = False
-    while True:
-        if window > len(held):
-            more = fetch(len(held), window)
-            ended = len(held) + len(more) < window
-            held += more
-        result = parse(held)
-        if not isinstance(result, NeedMore):
-            return result, held
-        if ended or (size is not None and len(held) >= size):
-            raise WeightsError(f"{where}: the header runs past the end of the file.")
-        if len(held) >= limit or (result.total is not None and result.total > cap):
-            raise WeightsError(
-                f"{where}: the header is larger than {cap // (1 << 20)} MB, the most llmfit reads."
-            )
-        grown = len(held) + max(len(held) // 2, 1)
-        wanted = result.total if result.total is not None and result.total > len(held) else grown
-        window = min(wanted, limit)
-
-
 def gguf_header(
     repo_id: str,
     commit: str,
@@ -445,21 +394,27 @@ def gguf_headers(
     repo_id: str,
     commit: str,
     names: Iterable[str],
-    parse: Callable[[bytes], T | NeedMore],
+    parse: Callable[[bytes], T | NeedMore] | None = None,
     *,
+    parse_for: Callable[[str], Callable[[bytes], T | NeedMore]] | None = None,
     sizes: dict[str, int | None] | None = None,
     meta: MetaCache | None = None,
     progress: Progress | None = None,
     workers: int = MAX_WORKERS,
 ) -> list[T]:
-    """The headers of several GGUF files (a repository's quantisations), read in parallel."""
+    """The headers of several GGUF files (a repository's quantisations), read in parallel.
+
+    Each is parsed by `parse`, or by `parse_for(name)` when the parser needs to know the file
+    (its name for messages, its size for the truncation check)."""
     meta = meta or MetaCache()
     progress = progress or _NoProgress()
     names = list(names)
     progress.begin(f"{repo_id}: GGUF headers", len(names))
 
     def one(name: str) -> T:
-        result = gguf_header(repo_id, commit, name, parse, size=(sizes or {}).get(name), meta=meta)
+        p = parse_for(name) if parse_for is not None else parse
+        assert p is not None, "gguf_headers needs parse or parse_for"
+        result = gguf_header(repo_id, commit, name, p, size=(sizes or {}).get(name), meta=meta)
         progress.advance()
         return result
 

@@ -18,6 +18,7 @@ from llmfit.sources.metacache import MetaCache
 from llmfit.sources.safetensors import SafetensorsHeader, parse_header, read_header, read_index
 
 if TYPE_CHECKING:
+    from llmfit.sources.gguf import GgufHeader, RemoteHeaders
     from llmfit.sources.hub import Progress
 
 # Headers of the named weight files, wherever they are kept; None when not all of them are at hand.
@@ -84,7 +85,13 @@ def load_repo(
                     ref.repo_id, commit, names, sizes=listing, meta=meta, progress=progress
                 )
 
-            return _from_cache(ref, cache_dir, meta, headers=pinned_headers)
+            return _from_cache(
+                ref,
+                cache_dir,
+                meta,
+                headers=pinned_headers,
+                gguf=_gguf_headers(ref.repo_id, commit, listing, meta, progress, online=True),
+            )
         try:
             remote = hub.fetch_repo(ref, cache_dir=cache_dir, meta=meta, progress=progress)
         except HubUnreachable as e:
@@ -112,6 +119,7 @@ def load_repo(
             "hub",
             headers=remote_headers,
             listing=remote.files,
+            gguf=_gguf_headers(ref.repo_id, remote.commit, remote.files, meta, progress, True),
         )
     if revision:
         raise UsageError(f"--revision is for a repository id, not a directory ({ref}).")
@@ -121,7 +129,11 @@ def load_repo(
 
 
 def _from_cache(
-    ref: RepoRef, cache_dir: Path | None, meta: MetaCache, headers: HeaderSource | None = None
+    ref: RepoRef,
+    cache_dir: Path | None,
+    meta: MetaCache,
+    headers: HeaderSource | None = None,
+    gguf: RemoteHeaders | None = None,
 ) -> Repo:
     """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
     at = f"@{ref.revision}" if ref.revision else ""
@@ -131,8 +143,11 @@ def _from_cache(
         e.hint = f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: {e.hint}"
         raise
     # A GGUF-only repository (unsloth's, bartowski's) has no config.json: its files' headers say
-    # what the model is, and _read_dir reads them.
-    gguf_only = not (snap.path / "config.json").is_file() and any(snap.path.rglob("*.gguf"))
+    # what the model is, and _read_dir reads them (from disk, or from llmfit's cache).
+    listing = meta.listing(ref.repo_id, snap.commit)
+    gguf_only = not (snap.path / "config.json").is_file() and (
+        any(snap.path.rglob("*.gguf")) or any(n.endswith(".gguf") for n in listing or {})
+    )
     if not (snap.path / "config.json").is_file() and not gguf_only:
         raise RepoNotFound(
             f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
@@ -158,7 +173,9 @@ def _from_cache(
         snap.commit,
         "cache",
         headers=headers or cached_headers,
-        listing=meta.listing(ref.repo_id, snap.commit),
+        listing=listing,
+        gguf=gguf
+        or _gguf_headers(ref.repo_id, snap.commit, listing or {}, meta, None, online=False),
     )
 
 
@@ -177,6 +194,7 @@ def _read_dir(
     *,
     headers: HeaderSource | None = None,
     listing: dict[str, int | None] | None = None,
+    gguf: RemoteHeaders | None = None,
 ) -> Repo:
     cfg_path = root / "config.json"
     if cfg_path.is_symlink() and not cfg_path.exists():
@@ -187,7 +205,7 @@ def _read_dir(
             "cache is damaged.",
             hint=f"hf download {repo_id} config.json --force-download",
         )
-    ggufs = _gguf_files(root)
+    ggufs = _gguf_files(root, listing, gguf)
     if not cfg_path.is_file():
         if ggufs and ggufs.first_header is not None:
             # A GGUF-only repository (most of unsloth's and bartowski's): its files' own headers
@@ -219,13 +237,61 @@ def _read_dir(
     return Repo(repo_id, revision, commit, source, model, artifacts, warnings)
 
 
-def _gguf_files(root: Path):
-    """The GGUF artifacts under root, or None when it has no `*.gguf` (gguf is not imported)."""
-    if not any(root.rglob("*.gguf")):
+def _gguf_files(
+    root: Path,
+    listing: dict[str, int | None] | None = None,
+    remote: RemoteHeaders | None = None,
+):
+    """The GGUF artifacts under root and, with `remote`, those the listing names; None when there
+    are none (and gguf is not imported)."""
+    listed = remote is not None and any(n.endswith(".gguf") for n in listing or {})
+    if not listed and not any(root.rglob("*.gguf")):
         return None
     from llmfit.sources.gguf import gguf_artifacts
 
-    return gguf_artifacts(root)
+    return gguf_artifacts(root, listing=listing, remote=remote)
+
+
+def _gguf_headers(
+    repo_id: str,
+    commit: str,
+    listing: dict[str, int | None] | None,
+    meta: MetaCache,
+    progress: Progress | None,
+    online: bool,
+) -> RemoteHeaders:
+    """The headers of a repository's GGUF files by name: from llmfit's cache, and online by a
+    growing range read of what it lacks (hub.gguf_headers caches the bytes read)."""
+    sizes = dict(listing or {})
+
+    def get(names: list[str]) -> dict[str, GgufHeader]:
+        from llmfit.sources import hub
+        from llmfit.sources.gguf import parse_gguf
+        from llmfit.sources.growing import NeedMore
+
+        # A name the listing holds that could not be a file's (../x) is neither asked for nor
+        # used as a cache path.
+        names = [n for n in names if not any(p in ("", ".", "..") for p in n.split("/"))]
+
+        def parse_for(name: str):
+            where, size = f"{repo_id}/{name}", sizes.get(name)
+            return lambda raw: parse_gguf(raw, where, size=size)
+
+        if online:
+            found = hub.gguf_headers(
+                repo_id, commit, names, parse_for=parse_for, sizes=sizes, meta=meta,
+                progress=progress,
+            )  # fmt: skip
+            return dict(zip(names, found, strict=True))
+        out = {}
+        for name in names:
+            raw = meta.header(repo_id, commit, name, "gguf")
+            parsed = parse_for(name)(raw) if raw is not None else None
+            if parsed is not None and not isinstance(parsed, NeedMore):
+                out[name] = parsed
+        return out
+
+    return get
 
 
 def _with_params(model: Model, params: int, expert_params: int) -> Model:

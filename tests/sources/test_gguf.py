@@ -298,17 +298,26 @@ def test_a_truncated_file_is_one_sentence_naming_it(tmp_path):
             b"PK\x03\x04 this is a zip file, not a model",
             "it does not begin with the GGUF magic bytes",
         ),
-        (None, "its header ends early"),
     ],
 )
 def test_a_corrupt_file_is_one_sentence_naming_it(tmp_path, content, why):
     p = tmp_path / "bad.gguf"
-    if content is None:
-        content = tiny_llama(tmp_path / "good.gguf").read_bytes()[:200]
     p.write_bytes(content)
     with pytest.raises(WeightsError) as e:
         read_header(p)
     assert e.value.message == f"{p} is not a readable GGUF file ({why})."
+
+
+def test_a_file_cut_inside_its_header_is_truncated(tmp_path):
+    p = tmp_path / "bad.gguf"
+    p.write_bytes(tiny_llama(tmp_path / "good.gguf").read_bytes()[:200])
+    with pytest.raises(WeightsError) as e:
+        read_header(p)
+    # Its 21 tensor infos alone need more than the 184 bytes after the counts.
+    assert e.value.message == (
+        f"{p} is truncated or corrupt: at byte 8 it claims 21 tensors, at least 672 bytes, "
+        "but the file ends 184 bytes later."
+    )
 
 
 def test_a_repository_with_config_and_gguf_offers_both(tmp_path):

@@ -144,8 +144,8 @@ def test_gguf_headers_by_range_then_from_the_cache(hubserver, tmp_path):
         repo.repo_id, repo.commit, sorted(files), hinting, sizes=sizes, meta=meta
     )
     assert got == [100_000, 300_000, 700_000]
-    # Each header read whole (256 KB first, then to its end), none past its end.
-    assert hubserver.bytes_sent == 256 * 1024 + 300_000 + 700_000
+    # Each header read whole (64 KB first, then to its end), none past its end.
+    assert hubserver.bytes_sent == 100_000 + 300_000 + 700_000
     hubserver.reset()
     again = hub.gguf_headers(repo.repo_id, repo.commit, sorted(files), hinting, meta=meta)
     assert again == got
