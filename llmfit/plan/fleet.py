@@ -31,7 +31,41 @@ REPORTED_TOTALS: dict[str, int] = {
     "b200-180g": int(178.35 * GIB),  # CUDA device properties, 178.35 GiB
 }
 
-_MIG = re.compile(r"-mig-(\d+)g\.(\d+)gb$")
+_MIG = re.compile(r"-mig-((\d+)g\.(\d+)gb)$")
+
+# What a MIG instance really holds, by profile: its name rounds up (a "3g.40gb" has 39.25 GiB), by
+# 1 % to 17 %, so a plan that believed the name would be that much optimistic on every instance.
+# From `nvidia-smi mig -lgip` and GPU Feature Discovery labels (fixtures/fleet/); where a profile
+# has been seen with two sizes (B200's 1g.23gb: 22.00 GiB, then 20.50 on a later driver), the
+# smaller is kept.
+MIG_TOTALS: dict[str, int] = {
+    "1g.5gb": 4864 * MIB,  # A100 40GB, GFD label
+    "3g.20gb": 20096 * MIB,  # A100 40GB, GFD label
+    "7g.40gb": 40192 * MIB,  # A100-SXM4-40GB, GFD label
+    "1g.10gb": int(9.62 * GIB),  # H100 PCIe -lgip (GFD: 9856 MiB)
+    "1g.20gb": int(19.50 * GIB),
+    "2g.20gb": int(19.50 * GIB),
+    "3g.40gb": int(39.25 * GIB),
+    "4g.40gb": int(39.25 * GIB),
+    "7g.80gb": int(79.00 * GIB),
+    "1g.6gb": int(5.81 * GIB),  # A30
+    "2g.12gb": int(11.69 * GIB),
+    "4g.24gb": int(23.50 * GIB),
+    "3g.47gb": 47488 * MIB,  # H100 NVL, CUDA's total global memory
+    "1g.12gb": int(10.75 * GIB),  # H100 NVL -lgip
+    "2g.24gb": int(21.62 * GIB),
+    "1g.18gb": int(17.50 * GIB),  # H200
+    "1g.36gb": int(35.25 * GIB),
+    "1g.23gb": int(20.50 * GIB),  # B200
+    "1g.45gb": int(44.25 * GIB),
+    "2g.45gb": int(44.25 * GIB),
+    "1g.24gb": int(20.00 * GIB),  # GB200
+    "1g.47gb": int(45.50 * GIB),
+    "2g.47gb": int(45.50 * GIB),
+}
+# An unknown profile is charged the smallest share of its name seen among the known ones (the
+# GB200's 1g.24gb holds 0.83 of its name), so that no instance is planned larger than it is.
+MIG_UNKNOWN_SHARE = 0.83
 _CARD = re.compile(r"-(\d+)g$")
 
 
@@ -53,7 +87,8 @@ def memory_from_class(gpu_class: str) -> int | None:
     label = gpu_class.strip().lower()
     m = _MIG.search(label)
     if m:
-        return int(m.group(2)) * GIB
+        profile, named = m.group(1), int(m.group(3))
+        return MIG_TOTALS.get(profile, int(named * GIB * MIG_UNKNOWN_SHARE))
     if label in REPORTED_TOTALS:
         return REPORTED_TOTALS[label]
     m = _CARD.search(label)

@@ -134,6 +134,8 @@ def vllm_options(
                     break
                 rejected.append(_too_big(art, shape, model, where, card, have, tp, 1))
             tp *= 2
+        # Several nodes only when no one node holds it: a replica on one node needs no fabric,
+        # no pipeline bubbles and one command, which is worth more than the cards it may save.
         if single:
             out.append(single)
             continue

@@ -78,13 +78,16 @@ contexts = st.sampled_from([None, 2048, 8192, 100_000])
 
 
 def ways(p) -> set[tuple]:
-    return {(o.gpu_class, o.what_if, o.gpus) for o in p.options}
+    return {(o.gpu_class, o.what_if, o.gpus, o.nodes) for o in p.options}
 
 
 def covered(old, new) -> bool:
-    """Every old way has a new one on the same class and precision with no more cards."""
+    """Every old way has a new one on the same class and precision that is no worse: on one
+    node (which the plan prefers to several, however many cards several would save), or no
+    later in the ranking's order of cards, then nodes."""
     return all(
-        any(c == oc and w == ow and g <= og for c, w, g in ways(new)) for oc, ow, og in ways(old)
+        any(c == oc and w == ow and (n == 1 or (g, n) <= (og, on)) for c, w, g, n in ways(new))
+        for oc, ow, og, on in ways(old)
     )
 
 

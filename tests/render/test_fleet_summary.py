@@ -13,6 +13,10 @@ from tests.conftest import EXAMPLE_FLEET, ROOT
 FOUR = ROOT / "examples" / "fleet-4-nodes.toml"
 
 
+# What a 3g.40gb instance holds: 39.25 GiB in `nvidia-smi mig -lgip`.
+MIG_3G_40GB = int(39.25 * GIB)
+
+
 def test_example_fleet_numbers_by_hand():
     s = summarize(read_fleet(EXAMPLE_FLEET))
     # h200: 4 nodes × 8, all free. h100: 4 × 8 with 4 free each → 16 used, 16 free.
@@ -21,7 +25,7 @@ def test_example_fleet_numbers_by_hand():
     # card is neither used nor free.
     assert s.classes == (
         ClassUsage("a100-80g", 85_100_068_864, 1, 6, 0, 6, 0),
-        ClassUsage("a100-80g-mig-3g.40gb", 40 * GIB, 1, 4, 1, 3, 0),
+        ClassUsage("a100-80g-mig-3g.40gb", int(39.25 * GIB), 1, 4, 1, 3, 0),
         ClassUsage("h100-80g", 85_045_477_376, 4, 32, 16, 16, 0),
         ClassUsage("h200-141g", (143_771 - 454) * 2**20, 4, 32, 0, 32, 0),
         ClassUsage("l40s-48g", 47_803_596_800, 1, 4, 0, 3, 1),
@@ -54,7 +58,7 @@ def test_four_node_fleet_as_text():
         "",
         "class                 GB a card  nodes  GPUs  used  free  unhealthy",
         "a100-80g                   79.3      1     6     1     4          1  ████░░░░░░░░░░░░░×××",
-        "a100-80g-mig-3g.40gb       40.0      1     4     2     2          0  ██████████░░░░░░░░░░",
+        "a100-80g-mig-3g.40gb       39.2      1     4     2     2          0  ██████████░░░░░░░░░░",
         "h100-80g                   79.2      2    16     0    16          0  ░░░░░░░░░░░░░░░░░░░░",
         "rtxa5000-24g               24.0      1     1     0     1          0  ░░░░░░░░░░░░░░░░░░░░",
         "                                                                     "
@@ -105,7 +109,7 @@ def test_json_document():
         "classes": [
             {"gpu_class": "a100-80g", "card_bytes": 85_100_068_864, "mig": False, "nodes": 1,
              "gpus": 6, "used": 1, "free": 4, "unhealthy": 1},
-            {"gpu_class": "a100-80g-mig-3g.40gb", "card_bytes": 40 * GIB, "mig": True, "nodes": 1,
+            {"gpu_class": "a100-80g-mig-3g.40gb", "card_bytes": MIG_3G_40GB, "mig": True, "nodes": 1,
              "gpus": 4, "used": 2, "free": 2, "unhealthy": 0},
             {"gpu_class": "h100-80g", "card_bytes": 85_045_477_376, "mig": False, "nodes": 2,
              "gpus": 16, "used": 0, "free": 16, "unhealthy": 0},

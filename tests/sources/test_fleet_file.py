@@ -12,7 +12,10 @@ from tests.conftest import EXAMPLE_FLEET, ROOT
 
 def test_memory_from_class_labels():
     assert memory_from_class("h100-80g") == 85_045_477_376  # the card's CUDA-reported total
-    assert memory_from_class("a100-80g-mig-3g.40gb") == 40 * GIB  # the instance, not the card
+    # The instance, not the card, and what it really holds: `mig -lgip` gives 39.25 GiB.
+    assert memory_from_class("a100-80g-mig-3g.40gb") == int(39.25 * GIB)
+    # A profile not in the table is charged 0.83 of its name, the smallest share seen (GB200).
+    assert memory_from_class("x-80g-mig-2g.10gb") == int(10 * GIB * 0.83)
     assert memory_from_class("x-48g") == 48 * GIB  # an unknown class: its label
     assert memory_from_class("mystery") is None
 
@@ -134,7 +137,7 @@ def test_a_fleet_file_with_every_feature_reads_as_written():
     assert h2.kinds == h1.kinds and h2.fabric == "ib0"
     assert mixed.fabric == ""
     assert mixed.kinds == (
-        PoolKind("a100-80g-mig-3g.40gb", 40 * GIB, 4, 2, 0),
+        PoolKind("a100-80g-mig-3g.40gb", int(39.25 * GIB), 4, 2, 0),
         PoolKind("a100-80g", 85_100_068_864, 6, 4, 1),
         PoolKind("rtxa5000-24g", 24_564 * MIB, 1, 1, 0),
     )

@@ -49,7 +49,8 @@ def test_kubectl_nodes_whole_cards_mig_single_and_mixed():
             "as-4124gs-tnr",
             (
                 PoolKind("a100-40g-mig-1g.5gb", 4_864 * MIB, 4, 4, 0),
-                PoolKind("a100-40g-mig-2g.10gb", 10 * GIB, 2, 2, 0),
+                # Its memory label is cut off in the fixture: 0.83 of the name's 10 GiB.
+                PoolKind("a100-40g-mig-2g.10gb", int(10 * GIB * 0.83), 2, 2, 0),
             ),
         ),
         PoolNode("cpu-1", (), "", 519_659_388 * 1024, 519_659_388 * 1024),
@@ -79,15 +80,13 @@ def test_kubectl_fleet_file_is_written_and_reads_back():
         "\n"
         "[[node]]\n"
         'name = "a100-node6"\n'
-        'gpu = "gpu-mig-3g.20gb"\n'
-        "gpu_memory_gb = 19.625\n"
+        'gpu = "gpu-mig-3g.20gb"\n'  # 20,096 MiB, as the 3g.20gb profile is known to hold
         "gpus = 16\n"
         "\n"
         "[[node]]\n"
         'name = "as-4124gs-tnr"\n'
         "  [[node.devices]]\n"
-        '  gpu = "a100-40g-mig-1g.5gb"\n'
-        "  gpu_memory_gb = 4.75\n"
+        '  gpu = "a100-40g-mig-1g.5gb"\n'  # 4,864 MiB: what the 1g.5gb profile holds
         "  gpus = 4\n"
         "  [[node.devices]]\n"
         '  gpu = "a100-40g-mig-2g.10gb"\n'
@@ -141,8 +140,8 @@ def test_kubectl_mixed_strategy_from_allocatable_resources():
     (node,) = import_kubectl(_node(labels, resources), "n.json")
     assert node.kinds == (
         PoolKind("a100-80g", A100_80, 2, 2, 0),
-        PoolKind("a100-80g-mig-1g.10gb", 10 * GIB, 6, 6, 0),
-        PoolKind("a100-80g-mig-2g.20gb", 20 * GIB, 4, 4, 0),
+        PoolKind("a100-80g-mig-1g.10gb", int(9.62 * GIB), 6, 6, 0),
+        PoolKind("a100-80g-mig-2g.20gb", int(19.50 * GIB), 4, 4, 0),
     )
 
 
@@ -162,9 +161,9 @@ def test_kubectl_unhealthy_mig_instances():
     }
     (node,) = import_kubectl(_node(labels, cap, cap | {"nvidia.com/mig-1g.12gb": "1"}), "n.json")
     assert node.kinds == (
-        PoolKind("h100-94g-mig-1g.12gb", 12 * GIB, 2, 1, 1),
-        PoolKind("h100-94g-mig-2g.24gb", 24 * GIB, 1, 1, 0),
-        PoolKind("h100-94g-mig-3g.47gb", 47 * GIB, 1, 1, 0),
+        PoolKind("h100-94g-mig-1g.12gb", int(10.75 * GIB), 2, 1, 1),
+        PoolKind("h100-94g-mig-2g.24gb", int(21.62 * GIB), 1, 1, 0),
+        PoolKind("h100-94g-mig-3g.47gb", 47488 * 2**20, 1, 1, 0),
     )
 
 

@@ -131,7 +131,7 @@ def test_list_with_mig_instances_under_one_card():
         for i, used in enumerate((0, 40_000, 4, 4))
     )
     assert gpu_kinds(rows, cards) == (
-        PoolKind("a100-80g-mig-1g.20gb", 20 * GIB, 4, 4),
+        PoolKind("a100-80g-mig-1g.20gb", int(19.50 * GIB), 4, 4),
         PoolKind("a100-80g", A100_80, 3, 2),
     )
 
@@ -140,7 +140,7 @@ def test_list_of_one_card_in_seven_instances():
     cards = parse_gpu_list(fixture_text("nvidia-smi-L-mig-a100-80gb-7x1g10gb.txt"))
     assert cards == {0: ("NVIDIA A100-SXM4-80GB", ("1g.10gb",) * 7)}
     rows = (GpuRow(0, "NVIDIA A100-SXM4-80GB", 81_920 * MIB, 0),)
-    assert gpu_kinds(rows, cards) == (PoolKind("a100-80g-mig-1g.10gb", 10 * GIB, 7, 7),)
+    assert gpu_kinds(rows, cards) == (PoolKind("a100-80g-mig-1g.10gb", int(9.62 * GIB), 7, 7),)
 
 
 def test_list_from_a_gpu_operator_pod_has_mig_lines_unindented():
@@ -151,7 +151,7 @@ def test_list_from_a_gpu_operator_pod_has_mig_lines_unindented():
     assert one == {0: ("NVIDIA H100 PCIe", ("1g.10gb",) * 7)}
     # The H100 PCIe's 81,559 MiB (its nvidia-smi table in the fixtures) names the card h100-80g.
     rows = (GpuRow(0, "NVIDIA H100 PCIe", 81_559 * MIB, 0),)
-    assert gpu_kinds(rows, three) == (PoolKind("h100-80g-mig-3g.40gb", 40 * GIB, 2, 2),)
+    assert gpu_kinds(rows, three) == (PoolKind("h100-80g-mig-3g.40gb", int(39.25 * GIB), 2, 2),)
 
 
 def test_list_without_mig():

@@ -91,7 +91,7 @@ def test_order_fleet_toml_then_env_then_this_machine(box, monkeypatch, tmp_path)
     assert (node.ram_bytes, node.free_ram_bytes) == (1_056_768_000 * 1024, 1_000_000_000 * 1024)
     # GPU 0 is four 1g.20gb MIG instances; GPUs 1-3 are whole, and GPU 1 is busy.
     assert node.kinds == (
-        PoolKind("a100-80g-mig-1g.20gb", 20 * GIB, 4, 4),
+        PoolKind("a100-80g-mig-1g.20gb", int(19.50 * GIB), 4, 4),
         PoolKind("a100-80g", 85_100_068_864, 3, 2),
     )
     assert fleet.notes == ()
