@@ -14,7 +14,7 @@ FOUR = ROOT / "examples" / "fleet-4-nodes.toml"
 
 
 # What a 3g.40gb instance holds: 39.25 GiB in `nvidia-smi mig -lgip`.
-MIG_3G_40GB = int(39.25 * GIB)
+MIG_3G40 = int(39.25 * GIB)
 
 
 def test_example_fleet_numbers_by_hand():
@@ -109,7 +109,7 @@ def test_json_document():
         "classes": [
             {"gpu_class": "a100-80g", "card_bytes": 85_100_068_864, "mig": False, "nodes": 1,
              "gpus": 6, "used": 1, "free": 4, "unhealthy": 1},
-            {"gpu_class": "a100-80g-mig-3g.40gb", "card_bytes": MIG_3G_40GB, "mig": True, "nodes": 1,
+            {"gpu_class": "a100-80g-mig-3g.40gb", "card_bytes": MIG_3G40, "mig": True, "nodes": 1,
              "gpus": 4, "used": 2, "free": 2, "unhealthy": 0},
             {"gpu_class": "h100-80g", "card_bytes": 85_045_477_376, "mig": False, "nodes": 2,
              "gpus": 16, "used": 0, "free": 16, "unhealthy": 0},
