@@ -49,11 +49,26 @@ def _context(value: str | None) -> int | None:
 def cli() -> None:
     """Where a Hugging Face model can run on your GPU fleet, and the command to run it.
 
+    llmfit REPO plans REPO (the same as `llmfit plan REPO`; see `llmfit plan --help`);
+    `llmfit fleet` summarises a fleet and imports one from nvidia-smi or kubectl.
+
     \b
-    Example usage:
-      llmfit Qwen/Qwen3-235B-A22B --fleet fleet.toml
-      llmfit meta-llama/Llama-3.1-8B-Instruct --fleet fleet.toml --context 32k --json
-      llmfit deepseek-ai/DeepSeek-V3 --fleet fleet.toml --explain --why-not
+    On the bundled fixtures (export HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      every way, ranked, and the best one's command:
+        llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml
+      only the checkpoint as shipped, or what if it were fp8:
+        llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision stored
+        llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision fp8
+      at a context, and the longest that fits when nothing does:
+        llmfit meta-llama/Llama-3.1-8B-Instruct --fleet 1xrtx4090-24g --context 32k
+      each card part by part, and why other ways were refused:
+        llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --explain --why-not
+      the commands of a two-node launch (--ray for the Ray form):
+        llmfit deepseek-ai/DeepSeek-V3 --fleet 2x8xh100-80g@ib0 --commands
+      a GGUF repository on llama.cpp, and the JSON document:
+        llmfit llmfit-fixtures/Tiny-Llama-GGUF --fleet cpu:64g,1xrtx4090-24g --json
+      the fleet at a glance:
+        llmfit fleet examples/fleet.toml
     """
 
 
