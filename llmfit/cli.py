@@ -14,6 +14,7 @@ import click
 
 from llmfit import __version__
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, LlmfitError, UsageError
+from llmfit.plan.settings import PRECISIONS
 
 
 class _DefaultGroup(click.Group):
@@ -99,7 +100,7 @@ def cli() -> None:
 )
 @click.option(
     "--precision",
-    type=click.Choice(["all", "stored", "fp8", "kv-fp8"]),
+    type=click.Choice(PRECISIONS),
     default="all",
     show_default=True,
     help="Offer the checkpoint as stored, the what-ifs of a 16-bit one, or only one what-if.",

@@ -154,7 +154,6 @@ _NOISE = {
     "sxm5", "pcie", "nvl", "workstation", "edition", "server", "gddr6", "gddr6x", "gddr7",
 }  # fmt: skip
 _SIZE_WORD = re.compile(r"^(\d+)gb?$")
-_MIG_PROFILE = re.compile(r"^(\d+)g\.(\d+)gb$")
 
 
 def marketed_gb(total_bytes: int) -> int:
@@ -193,10 +192,6 @@ def class_from_product(product: str, total_bytes: int | None = None) -> str:
 def mig_class(card_class: str, profile: str) -> str:
     """The class of a MIG instance: the card's class and the profile ("a100-80g-mig-1g.20gb")."""
     return f"{card_class}-mig-{profile.strip().lower()}"
-
-
-def is_mig_profile(text: str) -> bool:
-    return bool(_MIG_PROFILE.match(text.strip().lower()))
 
 
 # The fleet at a glance (`llmfit fleet`): what each class has, used, free and broken, and what

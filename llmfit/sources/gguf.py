@@ -79,17 +79,6 @@ class GgufHeader:
         return sum(t.nbytes for t in self.tensors)
 
 
-def tensor_bytes(ggml_type: int, shape: tuple[int, ...]) -> int:
-    """Bytes of a tensor of this type and shape: whole blocks of `type_size` bytes each."""
-    import gguf
-
-    block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ggml_type)]
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n // block * type_size
-
-
 def read_header(path: Path) -> GgufHeader:
     """A GGUF file's metadata and tensor infos, read in a growing window from its start (never
     its tensor data); a file that is not one is one sentence naming it."""

@@ -24,13 +24,6 @@ MAX_NUM_BATCHED_TOKENS = 8192
 
 
 @dataclass(frozen=True)
-class VllmOptions:
-    # The share of each card's reported total vLLM may use; passed on as --gpu-memory-utilization
-    # so that plan and engine agree by construction.
-    gpu_memory_utilization: float = 0.90
-
-
-@dataclass(frozen=True)
 class Runtime:
     """What sizes vLLM's working memory beside weights and cache: the profile run's batch of
     tokens, and the model's vocabulary and hidden size."""
