@@ -19,30 +19,50 @@ QUANT_BITS: dict[str, float] = {
 
 
 @dataclass(frozen=True)
-class GgufLayout:
-    """What a GGUF file's header says each part of the network weighs, so that placing layers
-    on devices is exact: llama.cpp places whole layers, so the plan sums them the same way."""
+class WeightLayout:
+    """What each part of the network weighs: engines place whole layers (pipeline stages,
+    llama.cpp's layer split), keep the embedding with the first and the output layer with the
+    last, and shard routed experts apart from the rest, so a card's share is summed part by part
+    rather than taken as an average that hides the fullest card.
 
-    # Bytes of every `blk.N.*` tensor, by N, experts included.
+    Exact where the tensors' own sizes are known (GGUF headers, safetensors headers); else the
+    checkpoint's bytes spread over the parts in proportion to the parameters config.json gives
+    them (Artifact.weights_exact says which).
+    """
+
+    # Bytes of each repeating layer (`blk.N.*`, `model.layers.N.*`), by N, experts included.
     layer_bytes: tuple[int, ...]
-    # Of those, the bytes of `blk.N.ffn_{up,down,gate}_exps` (what --n-cpu-moe keeps on the host).
+    # Of those, the bytes of the routed experts (what expert parallelism shards, and what
+    # llama.cpp's --n-cpu-moe keeps on the host).
     expert_bytes: tuple[int, ...]
-    # `token_embd*`: the input layer, which llama.cpp always keeps on the host.
+    # The input embedding (`token_embd`, `embed_tokens`).
     embed_bytes: int
-    # `output`, `output_norm` and any other tensor outside a block: the output layer.
+    # The output layer: the final norm, and the output head unless it is tied to the embedding.
     output_bytes: int
-    # No `output.weight`: llama.cpp copies token_embd to the output layer's device.
+    # No separate output head: it is the embedding (an engine's last stage keeps its own copy).
     tied_embeddings: bool
+
+    @property
+    def layers(self) -> int:
+        return len(self.layer_bytes)
+
+    @property
+    def total(self) -> int:
+        return sum(self.layer_bytes) + self.embed_bytes + self.output_bytes
+
+
+@dataclass(frozen=True)
+class GgufLayout(WeightLayout):
+    """What a GGUF file's header says each part of the network weighs, exactly, with what
+    llama.cpp needs besides to place it: `token_embd` stays on the host, and with tied
+    embeddings llama.cpp copies it to the output layer's device."""
+
     # How each layer keeps its past, in layer order: runs of like layers (see Model.layer_groups).
     kv_layout: tuple[LayerGroup, ...]
     # What the compute buffer is sized by (see plan/engines/llamacpp.py).
     vocab: int
     embedding: int
     feed_forward: int
-
-    @property
-    def layers(self) -> int:
-        return len(self.layer_bytes)
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,15 @@ class Artifact:
     # GGUF: the multimodal projector (`mmproj*.gguf`) this model needs to read pictures, if any.
     projector: str | None = None
     projector_bytes: int = 0
+    # Safetensors: what each part weighs (None when the config cannot say); for GGUF see `parts`.
+    weights: WeightLayout | None = None
+    # Whether `weights` was summed from the tensors' own sizes rather than spread by parameters.
+    weights_exact: bool = False
+
+    @property
+    def parts(self) -> WeightLayout | None:
+        """What each part of the network weighs, from whichever source this artifact has."""
+        return self.layout if self.layout is not None else self.weights
 
     def bits_per_weight(self, params: int | None) -> float | None:
         """Bits a weight costs: from bytes and parameters when both are known, else the quant's."""
