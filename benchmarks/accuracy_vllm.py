@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from llmfit.plan.engines.vllm import Runtime, batched_tokens, overhead_bytes
+from llmfit.plan.engines.vllm_sizes import Runtime, batched_tokens, overhead_bytes
 
 GIB = 1 << 30
 RECORDS = Path(__file__).resolve().parent.parent / "fixtures" / "calibration" / "engine-logs.jsonl"

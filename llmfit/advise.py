@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmfit.errors import UsageError
+from llmfit.plan.advice import Advice
+from llmfit.plan.artifact import Artifact
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.planner import Plan, PlanSettings, plan
-from llmfit.sources.repo import Repo, load_repo
+from llmfit.plan.planner import PlanSettings, plan
+from llmfit.sources.repo import load_repo
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
 
-
-@dataclass(frozen=True)
-class Advice:
-    repo: Repo
-    fleet: Fleet
-    plan: Plan
+__all__ = ["Advice", "advise"]
 
 
 def advise(
@@ -31,8 +29,17 @@ def advise(
     offline: bool | None = None,
     revision: str | None = None,
     progress: Progress | None = None,
+    keep: Callable[[Artifact], bool] | None = None,
 ) -> Advice:
+    """Read the repository and plan it on the fleet; `keep` narrows the artifacts planned (one
+    file of a GGUF repository), and the repository's model and files are read all the same."""
     repo = load_repo(repo_text, cache_dir, offline=offline, revision=revision, progress=progress)
+    if keep is not None:
+        kept = tuple(a for a in repo.artifacts if keep(a))
+        if not kept:
+            names = ", ".join(a.quant or a.name for a in repo.artifacts) or "none"
+            raise UsageError(f"{repo.id} has no file the command names (it has: {names}).")
+        repo = replace(repo, artifacts=kept)
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",

@@ -14,7 +14,9 @@ import click
 
 from llmfit import __version__
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, LlmfitError, UsageError
-from llmfit.plan.settings import PRECISIONS
+from llmfit.plan.engines import keys as registered_engines
+from llmfit.plan.options import RANKINGS
+from llmfit.plan.settings import PRECISIONS, Pins
 
 
 class _DefaultGroup(click.Group):
@@ -105,8 +107,40 @@ def cli() -> None:
     show_default=True,
     help="Offer the checkpoint as stored, the what-ifs of a 16-bit one, or only one what-if.",
 )
+@click.option("--tp", type=click.IntRange(1), help="Only layouts of this tensor-parallel size.")
+@click.option("--pp", type=click.IntRange(1), help="Only layouts of this many pipeline stages.")
+@click.option("--dp", type=click.IntRange(1), help="Only layouts of this many data-parallel ranks.")
+@click.option(
+    "--ep/--no-ep", default=None, help="Only layouts with (or without) expert parallelism."
+)
+@click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
+@click.option(
+    "--concurrency",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    help="Only layouts holding this many sequences of --context tokens at once.",
+)
+@click.option(
+    "--rank",
+    "rank_by",
+    type=click.Choice(RANKINGS),
+    default="cards",
+    show_default=True,
+    help="What best means: the fewest cards, or the most sequences held at once.",
+)
+@click.option(
+    "--engine",
+    "engine_keys",
+    multiple=True,
+    type=click.Choice(registered_engines()),
+    help="Plan for this engine only (repeatable); default: every engine that can run it.",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
-@click.option("--all", "show_all", is_flag=True, help="Show every option, not the top ten.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Show every option and every layout considered, not the best ten.",
+)
 @click.option("--commands", "commands_only", is_flag=True, help="Print only the command lines.")
 @click.option("--explain", is_flag=True, help="Show one option's card part by part, and why.")
 @click.option("--why-not", is_flag=True, help="List the ways that were refused, and why.")
@@ -127,6 +161,14 @@ def plan_cmd(
     gpu_memory_utilization: float,
     kv_cache_dtype: str,
     precision: str,
+    tp: int | None,
+    pp: int | None,
+    dp: int | None,
+    ep: bool | None,
+    gpus: int | None,
+    concurrency: float | None,
+    rank_by: str,
+    engine_keys: tuple[str, ...],
     json_: bool,
     show_all: bool,
     commands_only: bool,
@@ -163,6 +205,11 @@ def plan_cmd(
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,
+        pins=Pins(tp=tp, pp=pp, dp=dp, ep=ep, gpus=gpus),
+        concurrency=concurrency,
+        rank=rank_by,
+        engines=engine_keys,
+        every_layout=show_all,
     )
     progress = None
     if not is_offline(offline):
@@ -202,6 +249,57 @@ def plan_cmd(
         else:
             render_text(advice, console, show_all=show_all, ray=ray)
     sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)
+
+
+@cli.command(
+    name="check",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
+@click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
+@click.option("--offline", is_flag=True, help="Use only what is cached; never touch the network.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple[str, ...]) -> None:
+    """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
+
+    Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
+    how many sequences it holds; flags that do not change memory are listed as not modelled.
+    Exit 0 when it fits, 1 when it does not.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      llmfit check --fleet 2xh100-80g -- vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2
+      llmfit check --fleet 8xh200-141g -- vllm serve deepseek-ai/DeepSeek-V3 -dp 8 \\
+          --enable-expert-parallel --max-model-len 32768
+      llmfit check --fleet 1xrtx4090-24g -- \\
+          llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
+    """
+    from llmfit.check import check
+    from llmfit.render.progress import make_progress
+    from llmfit.sources.fleet import resolve_fleet
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
+
+    fleet = resolve_fleet(fleet_path)
+    progress = None
+    if not is_offline(offline):
+        quiet_huggingface_hub()
+        progress = make_progress()
+    try:
+        checked = check(command, fleet, offline=offline, progress=progress)
+    finally:
+        if progress is not None:
+            progress.end()
+    if json_:
+        from llmfit.render.json import render_json
+
+        click.echo(render_json(checked.advice, limit=1))
+    else:
+        from llmfit.render.check import render_check
+        from llmfit.render.console import make_console
+
+        render_check(checked.argv, checked.request, checked.advice, make_console())
+    sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)
 
 
 class _FleetGroup(_DefaultGroup):

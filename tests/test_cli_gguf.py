@@ -27,9 +27,13 @@ def test_each_quant_file_has_its_options(run):
     for o in doc["options"]:
         assert o["engine"] == "llama.cpp"
         by_file.setdefault(o["artifact"], []).append(o["label"])
-    # One card of each class, and the CPU, for every file.
+    # One card of each class, and the CPU, for every file; and, since it fits one card, a server
+    # a card filling each node (the l40s box has three healthy cards, the h100 nodes four free
+    # of eight: a node's healthy cards count, busy or not).
     labels = ["1 × h200-141g", "1 × a100-80g", "1 × h100-80g", "1 × l40s-48g",
-              "1 × a100-80g-mig-3g.40gb", "CPU"]  # fmt: skip
+              "1 × a100-80g-mig-3g.40gb", "CPU", "8 × h200-141g (a server each)",
+              "6 × a100-80g (a server each)", "8 × h100-80g (a server each)",
+              "3 × l40s-48g (a server each)"]  # fmt: skip
     assert {k: sorted(v) for k, v in by_file.items()} == {
         a["name"]: sorted(labels) for a in doc["artifacts"]
     }

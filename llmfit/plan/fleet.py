@@ -123,10 +123,18 @@ class PoolNode:
     fabric: str = ""
     ram_bytes: int = 0
     free_ram_bytes: int = 0
+    # Identical nodes this one stands for (a pool is kept as a count, never one object a node).
+    count: int = 1
 
     @property
     def is_cpu(self) -> bool:
         return not self.kinds
+
+    def member_ids(self, k: int) -> tuple[str, ...]:
+        """The names of the first k of the nodes this stands for: a pool of N is `id-1 … id-N`."""
+        if self.count == 1:
+            return (self.id,)[:k]
+        return tuple(f"{self.id}-{i}" for i in range(1, min(k, self.count) + 1))
 
 
 @dataclass(frozen=True)
@@ -138,7 +146,11 @@ class Fleet:
 
     @property
     def gpus(self) -> int:
-        return sum(k.healthy for n in self.nodes for k in n.kinds)
+        return sum(k.healthy * n.count for n in self.nodes for k in n.kinds)
+
+    @property
+    def node_count(self) -> int:
+        return sum(n.count for n in self.nodes)
 
 
 # Sizes cards are sold as, in GB. A product name that states no size ("NVIDIA L40S") is named by

@@ -7,7 +7,7 @@ is the one the hardware will agree with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -74,6 +74,22 @@ class SplitRule:
     experts: bool = False
 
 
+@dataclass(frozen=True)
+class ParamSplit:
+    """Where a network's parameters are, as config.json describes them: what spreads a
+    checkpoint's bytes over its parts when the tensors' own sizes are not at hand."""
+
+    # The input embedding (vocabulary × hidden).
+    embed: int
+    # The output layer: the final norm, and the head unless tied to the embedding.
+    output: int
+    # Each repeating layer, routed experts included, in layer order.
+    layers: tuple[int, ...]
+    # Of each layer, its routed experts.
+    experts: tuple[int, ...]
+    tied_embeddings: bool
+
+
 # Bytes per element of the dtypes that checkpoints are stored in and KV caches are kept in.
 DTYPE_BYTES: dict[str, float] = {
     "float32": 4,
@@ -127,6 +143,8 @@ class Model:
     split_rules: tuple[SplitRule, ...] = ()
     # "generate", or what a model that does not generate is for ("embed", "classify").
     task: str = "generate"
+    # Where its parameters are, part by part; None when the config does not say enough.
+    param_split: ParamSplit | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -181,6 +199,16 @@ class Shape:
     @property
     def layers(self) -> int:
         return self.num_layers or sum(g.layers for g in self.layer_groups)
+
+    def stage(self, layers: int) -> Shape:
+        """The shape of a pipeline stage holding `layers` of the model's layers: each kind of
+        layer in its proportion, rounded up (exact where all layers are alike), so a stage's
+        cache is never counted short."""
+        total = self.layers
+        if layers >= total or total <= 0:
+            return self
+        groups = tuple(replace(g, layers=-(-g.layers * layers // total)) for g in self.layer_groups)
+        return replace(self, layer_groups=groups, num_layers=layers)
 
     def kv_bytes_per_token(self, tp: int = 1, pp: int = 1) -> int:
         """Bytes one more token of context costs one card of a tp × pp replica.

@@ -6,14 +6,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import vllm
+from llmfit.plan.engines import Job, engines
+from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, PlanSettings
-from llmfit.plan.ways_llamacpp import llamacpp_ways
-from llmfit.plan.ways_vllm import vllm_ways
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -59,23 +58,21 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     rejected: list[Rejection] = []
     unplaced: list[Unplaced] = []
     for art in artifacts:
-        if art.format == "safetensors":
-            found = vllm_ways(art, model, shape, pools, context, settings, rejected)
-            if any(n.is_cpu for n in fleet.nodes):
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        "vllm",
-                        "CPU nodes",
-                        "safetensors weights are planned for vLLM on GPUs; a CPU node runs "
-                        "GGUF files with llama.cpp",
-                    )
-                )
-        elif art.layout is not None:
-            found = llamacpp_ways(art, model, fleet, pools, context, settings, rejected)
-        else:
-            found = []
-            rejected.append(Rejection(art.name, "llama.cpp", "any", "its header was not read"))
+        found: list[Option] = []
+        runs = False
+        for e in engines():
+            if settings.engines and e.key not in settings.engines:
+                continue
+            if not e.runs(art):
+                continue
+            runs = True
+            job = Job(art, model, shape, fleet, tuple(pools), context, settings)
+            result = e.plan(job)
+            found += result.options
+            rejected += result.rejected
+        if not runs:
+            asked = ", ".join(settings.engines) or "any engine"
+            rejected.append(Rejection(art.name, asked, "any", f"{asked} cannot run {art.format}"))
         if found:
             options.extend(found)
         else:
@@ -83,7 +80,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     return Plan(
         model=model,
         context=context,
-        options=tuple(rank(options)),
+        options=tuple(rank(options, settings.rank)),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
         notes=model.notes + fleet.notes + _context_notes(model, context),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from llmfit.advise import Advice
-from llmfit.plan.engines import llamacpp
+from llmfit.plan.advice import Advice
+from llmfit.plan.engines import engine
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.sentences import describe, gb, rejection_reason, sequences
@@ -24,13 +24,16 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
     lines = [f"Option {number}: {describe(o)}"]
-    total = round(o.have / o.gpu_memory_utilization) if o.gpu_memory_utilization else o.have
+    total = round(o.have / o.share) if o.share else o.have
     if not o.cpu:
         lines.append(
             f"  a card: {o.gpu_class}, {gb(total)} GB as CUDA reports it, of which "
-            f"{o.gpu_memory_utilization:.2f} = {gb(o.have)} GB is counted on"
+            f"{o.share:.2f} = {gb(o.have)} GB is counted on"
         )
-    parts = _vllm_parts(advice, o) if o.engine == "vllm" else _llamacpp_parts(advice, o)
+        if o.layout.cards > 1:
+            lines.append(f"  the fullest card of {o.layout.cards} ({o.layout.short()}):")
+    told = engine(o.engine).explain(o, m)
+    parts = [(p.name, p.bytes, p.why) for p in told.parts]
     parts.append(("free", max(o.room, 0), "left of what is counted on"))
     for name, size, why in parts:
         lines.append(f"    {name:<9}{gb(size):>7} GB  {_bar(size, o.have)}  {why}")
@@ -48,77 +51,13 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
         f"KV {advice.plan.kv_bytes_per_token:,} B a token for the whole model"
     )
     lines.append(f"  holds: {o.max_context:,} tokens at most · {sequences(o)}")
-    if o.engine == "vllm":
-        lines.append(
-            "  assumes: vLLM keeps KV in blocks of 16 tokens; profiles "
-            f"{o.batched_tokens:,} batched tokens (its serve default on this card); CUDA graphs "
-            "on; --gpu-memory-utilization is a share of the card's total, so other processes' "
-            "memory must fit in the rest"
-        )
-    if o.engine == "llama.cpp":
-        lines.append(
-            f"  assumes: llama-server with {llamacpp.N_SEQ} slots sharing one pool of "
-            f"--ctx-size cells, f16 KV cache, flash attention on, a {llamacpp.N_UBATCH}-token "
-            "ubatch; every value is passed explicitly so llama.cpp's --fit changes nothing"
-        )
+    lines.append(f"  assumes: {told.assumes}")
     if o.what_if:
         lines.append(
             f"  what-if: the checkpoint is served with {' '.join(o.engine_flags)}, which changes "
             f"it ({o.what_if}); it is not the model as its authors shipped it"
         )
     return lines
-
-
-Part = tuple[str, int, str]
-
-
-def _vllm_parts(advice: Advice, o: Option) -> list[Part]:
-    m, c = advice.repo.model, o.per_card
-    cards = max(o.tp * o.pp, 1)
-    width = f"tensor parallel {o.tp} × pipeline {o.pp}"
-    if o.batched_tokens and m.vocab_size and m.hidden_size:
-        overhead = (
-            f"activation of {o.batched_tokens:,} batched tokens (vocabulary {m.vocab_size:,}, "
-            f"hidden {m.hidden_size:,}), non-torch memory, CUDA graphs"
-        )
-    else:
-        overhead = "2 GiB + a tenth of the card's weights"
-    return [
-        (
-            "weights",
-            c.weights,
-            f"{gb(o.artifact.bytes)} GB of {o.artifact.quant or '?'} / {cards} ({width})",
-        ),
-        ("KV cache", c.kv_cache, f"{o.context:,} tokens × {o.kv_per_token:,} B a token a card"),
-        ("overhead", c.overhead, overhead),
-    ]
-
-
-def _llamacpp_parts(advice: Advice, o: Option) -> list[Part]:
-    c = o.per_card
-    layout = o.artifact.layout
-    n = layout.layers if layout else advice.repo.model.layers
-    if o.cpu:
-        where = "every layer in RAM"
-    else:
-        cards = len(o.tensor_split) or 1
-        offloaded = (
-            "every layer and the output layer"
-            if o.gpu_layers is not None and o.gpu_layers > n
-            else f"the last {o.gpu_layers} of {n} layers"
-        )
-        where = f"{offloaded}, split by count over {cards} card{'s' if cards > 1 else ''}"
-        if o.cpu_moe_layers:
-            where += f", the experts of the first {o.cpu_moe_layers} layers in RAM"
-        where += "; token_embd stays in RAM"
-    parts: list[Part] = [
-        ("weights", c.weights, f"{gb(o.artifact.bytes)} GB of {o.artifact.quant or '?'}: {where}"),
-        ("KV cache", c.kv_cache, f"{o.context:,} cells (padded to 256) of the layers it holds"),
-        ("overhead", c.overhead, "compute buffer for one ubatch, and the runtime"),
-    ]
-    if o.host_bytes and not o.cpu:
-        parts.append(("in RAM", o.host_bytes, "the host's part: its layers, their KV and compute"))
-    return parts
 
 
 def why_not_lines(advice: Advice) -> list[str]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmfit.advise import Advice
+from llmfit.plan.advice import Advice
+from llmfit.plan.engines import engine, field_names
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
 from llmfit.render.sentences import describe, label, rejection_reason, unplaced_reason
@@ -19,7 +20,8 @@ def _bits(b: float | None) -> float | None:
 
 def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
     repo = advice.repo
-    return {
+    lay = o.layout
+    doc = {
         "rank": rank,
         "artifact": o.artifact.name,
         "engine": o.engine,
@@ -28,9 +30,17 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "cpu": o.cpu,
         "gpu_class": o.gpu_class,
         "fabric": o.fabric,
-        "gpus_per_node": o.gpus_per_node if not o.cpu else 0,
+        "gpus_per_node": o.gpus_per_node,
         "nodes": o.nodes,
         "gpus": o.gpus,
+        # The layout (added to version 1): tensor, pipeline and data parallel sizes, expert
+        # parallelism, the independent copies of the model it runs, and the cards each takes.
+        "tp": lay.tp,
+        "pp": lay.pp,
+        "dp": lay.dp,
+        "ep": lay.ep,
+        "replicas": lay.replicas,
+        "cards_per_replica": 0 if o.cpu else lay.cards_per_replica,
         "per_card": {
             "weights": o.per_card.weights,
             "kv_cache": o.per_card.kv_cache,
@@ -44,20 +54,20 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "max_context": o.max_context,
         "concurrency": o.concurrency,
         "what_if": o.what_if,
-        # llama.cpp only (null for vLLM): --n-gpu-layers, --n-cpu-moe, and what a card option
-        # keeps in the host's RAM beside its cards (weights, KV and compute of the host's part).
-        "gpu_layers": o.gpu_layers,
-        "cpu_moe_layers": o.cpu_moe_layers if o.engine == "llama.cpp" else None,
-        "host_bytes": o.host_bytes if o.engine == "llama.cpp" else None,
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
+            | ({"env": dict(c.env)} if c.env else {})
             for c in commands(o, repo.id, repo.revision, ray)
         ],
     }
+    # Each engine's own fields, null on the options of the others.
+    doc |= dict.fromkeys(field_names())
+    doc |= engine(o.engine).values(o)
+    return doc
 
 
-def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
+def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dict[str, Any]:
     repo, plan, fleet = advice.repo, advice.plan, advice.fleet
     m = repo.model
     return {
@@ -109,7 +119,7 @@ def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
             }
             for a in repo.artifacts
         ],
-        "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options, 1)],
+        "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options[:limit], 1)],
         "unplaced": [
             {"artifact": u.artifact, "reason": unplaced_reason(u), "fits_at": u.fits_at or None}
             for u in plan.unplaced
@@ -128,5 +138,5 @@ def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
     }
 
 
-def render_json(advice: Advice, ray: bool = False) -> str:
-    return json.dumps(document(advice, ray), indent=2, sort_keys=True, ensure_ascii=False)
+def render_json(advice: Advice, ray: bool = False, limit: int | None = None) -> str:
+    return json.dumps(document(advice, ray, limit), indent=2, sort_keys=True, ensure_ascii=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from llmfit.plan.engines import engine
 from llmfit.plan.options import Option, Rejection
 from llmfit.plan.planner import Unplaced
 
@@ -21,19 +22,7 @@ def label(o: Option) -> str:
     """Where it runs, in a few words: "8 × h200-141g", "2 nodes × 8 h100-80g on ib0", "CPU"."""
     if o.cpu:
         return "CPU"
-    if o.nodes > 1:
-        return f"{o.nodes} nodes × {o.gpus_per_node} {o.gpu_class} on {o.fabric}"
-    return f"{o.gpus_per_node} × {o.gpu_class}{in_ram(o)}"
-
-
-def in_ram(o: Option) -> str:
-    """What a llama.cpp option keeps in the host's RAM: " + experts of 19 layers in RAM"."""
-    layout = o.artifact.layout
-    if o.cpu_moe_layers:
-        return f" + experts of {o.cpu_moe_layers} layers in RAM"
-    if layout and o.gpu_layers is not None and 0 < o.gpu_layers <= layout.layers:
-        return f" + {layout.layers - o.gpu_layers} of {layout.layers} layers in RAM"
-    return ""
+    return engine(o.engine).where(o)
 
 
 def precision(o: Option) -> str:
@@ -73,6 +62,10 @@ def fits_instead(u: Unplaced) -> str | None:
 
 
 def sequences(o: Option) -> str:
-    """ "4.55 sequences of 40,960 tokens at once", singular where it is one."""
+    """ "4.55 sequences of 40,960 tokens at once", singular where it is one; with the ranks or
+    servers that share them where there are several."""
     n = o.concurrency
-    return f"{n:g} sequence{'' if n == 1 else 's'} of {o.context:,} tokens at once"
+    text = f"{n:g} sequence{'' if n == 1 else 's'} of {o.context:,} tokens at once"
+    if o.layout.dp > 1:
+        text += f" over {o.layout.dp} {'servers' if o.layout.replicas > 1 else 'ranks'}"
+    return text

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from llmfit.advise import Advice
+from llmfit.plan.advice import Advice
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from llmfit.errors import ConfigError
-from llmfit.plan.model import AttentionKind, LayerGroup, Model, SplitRule
+from llmfit.plan.model import AttentionKind, LayerGroup, Model, ParamSplit, SplitRule
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
@@ -549,6 +549,7 @@ def model_from_config(
         head_dim = (_int(merged, ("kv_lora_rank",), path) or 0) + rope
         groups = (LayerGroup(AttentionKind.MLA, layers, latent_dim=head_dim),)
         kv_heads = 1
+        kinds: list[tuple[str, ...]] = [("mla",)] * layers
     else:
         kinds = _layer_kinds(merged, text_type, layers, path, notes)
         groups = _groups(kinds, merged, hidden, kv_heads, head_dim, state_elem, path)
@@ -600,4 +601,141 @@ def model_from_config(
         kv_cache_dtype=kv_cache_dtype,
         split_rules=_split_rules(merged, method, q, experts),
         task=task,
+        param_split=_param_split(
+            merged, text_type, kinds if task == "generate" else None, heads, kv_heads, experts, path
+        ),
     )
+
+
+# Families whose config class leaves tie_word_embeddings False when a config omits it; every other
+# family inherits transformers' PretrainedConfig default, True (Gemma's configs omit it and tie).
+UNTIED_BY_DEFAULT = frozenset({"llama4", "llama4_text"})
+
+
+def _param_split(
+    merged: dict[str, Any],
+    text_type: str | None,
+    kinds: list[tuple[str, ...]] | None,
+    heads: int,
+    kv_heads: int,
+    experts: int | None,
+    path: Path,
+) -> ParamSplit | None:
+    """The parameters of each part of the network, from the sizes config.json gives.
+
+    Counts the matrices (norms and biases are too small to move a layer's share): attention by
+    the kind of each layer (q, k, v and o; MLA's low-rank q and kv projections; a linear or Mamba
+    mixer's projections), then the MLP: gated (three matrices) where dense, and for a MoE layer
+    its routed experts, router and shared experts. Which layers are MoE follows each family's key
+    (first_k_dense_replace, mlp_only_layers, decoder_sparse_step, moe_layer_freq,
+    interleave_moe_layer_step). The planner scales these to the checkpoint's real bytes, so what
+    matters is the proportion between the embedding, the head and each layer; None when the
+    config lacks the hidden size, the vocabulary or the layer kinds.
+    """
+    hidden = _int(merged, ("hidden_size", "n_embd", "d_model"), path)
+    vocab = _int(merged, ("vocab_size", "padded_vocab_size"), path)
+    if not hidden or not vocab or not kinds:
+        return None
+
+    def size(*keys: str) -> int:
+        v = _first(merged, keys)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    head_dim = size("head_dim") or hidden // heads
+    inter = size("intermediate_size")
+    dense_inter = size("intermediate_size_mlp") or inter
+    expert_inter = size("moe_intermediate_size") or inter
+    n_exp = experts or 0
+    shared = size("shared_expert_intermediate_size")
+    if not shared and n_exp:
+        n_shared = size("n_shared_experts", "num_shared_experts")
+        shared = n_shared * expert_inter
+        if not shared and text_type in ("llama4", "llama4_text"):
+            shared = inter  # Llama 4's one shared expert, as wide as a routed one
+    moe_layers = _moe_layers(merged, len(kinds), n_exp)
+
+    def attention(kind: str) -> int:
+        if kind in ("full", "sliding", "chunked"):
+            return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+        if kind == "mla":
+            q_lora, kv_lora = size("q_lora_rank"), size("kv_lora_rank")
+            nope, rope = size("qk_nope_head_dim"), size("qk_rope_head_dim")
+            v = size("v_head_dim") or nope
+            q = (
+                hidden * q_lora + q_lora * heads * (nope + rope)
+                if q_lora
+                else hidden * heads * (nope + rope)
+            )
+            return q + hidden * (kv_lora + rope) + kv_lora * heads * (nope + v) + heads * v * hidden
+        if kind == "gated_delta_net":
+            hk, nk = size("linear_key_head_dim"), size("linear_num_key_heads")
+            hv, nv = size("linear_value_head_dim"), size("linear_num_value_heads")
+            return hidden * (2 * hk * nk + 2 * hv * nv + 2 * nv) + nv * hv * hidden
+        if kind in ("mamba2", "mamba1"):
+            inner = (
+                size("mamba_d_ssm")
+                or (
+                    size("mamba_num_heads", "mamba_n_heads")
+                    * size("mamba_head_dim", "mamba_d_head")
+                )
+                or size("mamba_expand") * hidden
+            )
+            state = size("ssm_state_size", "mamba_d_state", "state_size")
+            groups = size("n_groups", "mamba_n_groups") or 1
+            return hidden * (2 * inner + 2 * groups * state) + inner * hidden
+        return 0
+
+    pattern = merged.get("hybrid_override_pattern")
+    layers: list[int] = []
+    routed: list[int] = []
+    for i, ks in enumerate(kinds):
+        mixer = sum(attention(k) for k in ks)
+        if isinstance(pattern, str) and len(pattern) == len(kinds):
+            # Nemotron-H: a layer is one block: Mamba (M), attention (*), a non-gated MLP (-)
+            # or a MoE (E).
+            c = pattern[i]
+            mlp = 2 * hidden * inter if c == "-" else 0
+            exp = n_exp * 2 * hidden * expert_inter if c == "E" else 0
+            layers.append(mixer + mlp + exp + (2 * hidden * shared if c == "E" else 0))
+            routed.append(exp)
+            continue
+        if i in moe_layers:
+            exp = n_exp * 3 * hidden * expert_inter
+            layers.append(mixer + exp + hidden * n_exp + 3 * hidden * shared)
+            routed.append(exp)
+        else:
+            layers.append(mixer + 3 * hidden * dense_inter)
+            routed.append(0)
+    tied = merged.get("tie_word_embeddings")
+    if not isinstance(tied, bool):
+        tied = text_type not in UNTIED_BY_DEFAULT
+    embed = vocab * hidden
+    return ParamSplit(
+        embed=embed,
+        output=hidden + (0 if tied else embed),
+        layers=tuple(layers),
+        experts=tuple(routed),
+        tied_embeddings=tied,
+    )
+
+
+def _moe_layers(merged: dict[str, Any], layers: int, experts: int) -> set[int]:
+    """The layers whose MLP is a mixture of experts, by the family's own key."""
+    if experts <= 1:
+        return set()
+    first_dense = merged.get("first_k_dense_replace")
+    freq = merged.get("moe_layer_freq")
+    step = merged.get("interleave_moe_layer_step") or merged.get("decoder_sparse_step")
+    only_mlp = merged.get("mlp_only_layers")
+    out = set()
+    for i in range(layers):
+        if isinstance(first_dense, int) and i < first_dense:
+            continue
+        if isinstance(freq, int) and freq > 1 and i % freq:
+            continue
+        if isinstance(step, int) and step > 1 and (i + 1) % step:
+            continue
+        if isinstance(only_mlp, list) and i in only_mlp:
+            continue
+        out.add(i)
+    return out

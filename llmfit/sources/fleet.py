@@ -226,15 +226,15 @@ def parse_fleet(text: str, path: str) -> Fleet:
     if not nodes:
         raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
     seen: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        if n.id in seen:
+    for i, placed in enumerate(nodes):
+        if placed.id in seen:
             where = _where_named(data, i)
             raise r.fail(
                 where,
                 "name",
-                f"is {n.id!r}, a name another node already has; names must be unique.",
+                f"is {placed.id!r}, a name another node already has; names must be unique.",
             )
-        seen[n.id] = i
+        seen[placed.id] = i
     return Fleet(nodes=tuple(nodes), source=path)
 
 

@@ -368,7 +368,7 @@ def _parse(r: _Reader) -> GgufHeader:
     for _ in range(n_kv):
         at = r.pos
         r.kv_left -= 1
-        key = r.string("a metadata key")
+        key = str(r.string("a metadata key"))
         shown = _show(key)
         vtype_at = r.pos
         vtype = r.u32(f"the value type of {shown}")

@@ -387,6 +387,7 @@ def gguf_header(
             where=f"{repo_id}/{name}",
         )
     meta.put_header(repo_id, commit, name, "gguf", held)
+    assert not isinstance(result, NeedMore)  # read_growing returns only a finished parse
     return result
 
 

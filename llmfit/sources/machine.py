@@ -51,7 +51,7 @@ def host_ram(meminfo: Path | None = None) -> tuple[int, int]:
     fields = dict(re.findall(r"^(\w+):\s+(\d+)\s*kB", text, re.M))
     if "MemTotal" in fields:
         total = int(fields["MemTotal"]) * 1024
-        free = int(fields.get("MemAvailable", fields.get("MemFree", fields["MemTotal"]))) * 1024
+        free = int(fields.get("MemAvailable") or fields.get("MemFree") or fields["MemTotal"]) * 1024
         return total, min(free, total)
     try:
         page = os.sysconf("SC_PAGE_SIZE")

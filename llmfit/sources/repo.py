@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmfit.errors import ConfigError, HubUnreachable, RepoNotFound, UsageError, WeightsError
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.model import DTYPE_SHORT, Model
+from llmfit.plan.repo import Repo
 from llmfit.sources.cache import RepoRef, find_snapshot, parse_ref, require_snapshot
 from llmfit.sources.config import load_config, model_from_config
 from llmfit.sources.metacache import MetaCache
@@ -27,17 +27,6 @@ HeaderSource = Callable[[tuple[str, ...]], "list[SafetensorsHeader] | None"]
 INDEX = "model.safetensors.index.json"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 SINGLE = "model.safetensors"
-
-
-@dataclass(frozen=True)
-class Repo:
-    id: str
-    revision: str | None
-    commit: str | None
-    source: str  # "cache", "hub" or "path"
-    model: Model
-    artifacts: tuple[Artifact, ...]
-    warnings: tuple[str, ...] = ()
 
 
 def load_repo(
@@ -300,7 +289,7 @@ def _with_params(model: Model, params: int, expert_params: int) -> Model:
     from dataclasses import replace
 
     active = None
-    if model.is_moe and model.experts_active and expert_params:
+    if model.experts and model.experts > 1 and model.experts_active and expert_params:
         unused = expert_params * (model.experts - model.experts_active) // model.experts
         active = params - unused
     return replace(model, params=params, active_params=active)
@@ -367,7 +356,7 @@ def _safetensors_artifact(
     if single.is_file() or remote_single:
         found = _headers(root, (SINGLE,), source)
         if found is None:
-            return None, None
+            return None, None, 0
         h = found[0]
         art = Artifact(
             name="safetensors",

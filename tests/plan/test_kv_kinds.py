@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import vllm
+from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import GIB, Fleet
 from llmfit.plan.model import Shape
 from llmfit.plan.planner import PlanSettings, plan
@@ -356,7 +356,7 @@ def test_a_checkpoint_calibrated_for_an_fp8_cache_is_planned_with_one_and_says_s
     art = Artifact("safetensors", "safetensors", 75 * GIB, quant="modelopt")
     o = plan(m, [art], Fleet((node("h200", "h200-141g", H200, 8),)), PlanSettings(context=8192))
     best = o.options[0]
-    assert best.kv_cache_dtype == "fp8"
+    assert best.launch.kv_cache_dtype == "fp8"
     # 2 × 80 × 8 × 128 × 1 B × 8,192 tokens.
     assert best.per_card.kv_cache == 163_840 * 8_192
 

@@ -72,10 +72,10 @@ def test_two_cards_are_refused_when_they_cannot_hold_it():
 def test_deepseek_v3_on_eight_h200_keeps_the_whole_latent_cache_on_every_card():
     m = model("deepseek-ai/DeepSeek-V3")
     art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
-    o = plan(
+    opts = plan(
         m, [art], Fleet((node("h200-1", "h200-141g", H200, 8),)), PlanSettings(precision="stored")
-    ).options[0]
-    assert o.tp == 8
+    ).options
+    o = next(o for o in opts if o.tp == 8)
     assert o.per_card.weights == -(-688_586_727_753 // 8) == 86_073_340_970
     # 70,272 B a token on every rank (not divided by 8) × 163,840 tokens.
     assert o.per_card.kv_cache == 70_272 * 163_840 == 11_513_364_480
@@ -101,7 +101,13 @@ def test_a_width_that_does_not_divide_the_heads_is_refused_with_vllms_sentence()
         "Total number of attention heads (28) must be divisible by tensor parallel size (8)."
         in reasons
     )
-    assert not p.options
+    # Eight cards are still reached the way vLLM allows: tensor parallel 4 × two pipeline stages
+    # within the node, each stage 14 of the 28 layers. The config gives no sizes, so the 400 GiB
+    # are 28 equal layers of 15,339,168,914 B, the 8 B left over one each to the first eight:
+    # the first stage holds 14 × 15,339,168,914 + 8 B, a quarter of it on each of its cards.
+    assert [(o.tp, o.pp, o.gpus) for o in p.options] == [(4, 2, 8)]
+    assert 28 * 15_339_168_914 + 8 == 400 * GIB
+    assert p.options[0].per_card.weights == -(-(14 * 15_339_168_914 + 8) // 4) == 53_687_091_201
 
 
 def test_kv_heads_that_neither_divide_nor_are_divided_refuse_the_width():
@@ -127,11 +133,18 @@ def test_multi_node_only_within_one_fabric():
     joined = Fleet(
         (node("a", "h100-80g", H100, 8, fabric="ib0"), node("b", "h100-80g", H100, 8, fabric="ib0"))
     )
-    o = plan(m, [art], joined, PlanSettings(precision="stored")).options[0]
+    opts = plan(m, [art], joined, PlanSettings(precision="stored")).options
+    o = next(o for o in opts if o.pp == 2)
     assert (o.tp, o.pp, o.nodes, o.fabric, o.node_ids) == (8, 2, 2, "ib0", ("a", "b"))
-    # 16 cards share the weights; each stage holds 31 of the 61 layers' latent cache.
-    assert o.per_card.weights == -(-688_586_727_753 // 16)
-    assert o.per_card.kv_cache == 31 * 576 * 2 * 163_840
+    # vLLM gives the odd layer to the first stage (get_pp_indices: 31 + 30 of the 61), but the
+    # first three layers are dense and light, so the fuller stage is the second: 30 MoE layers
+    # and the output head. Its card is the one checked, with 30 layers' latent cache.
+    assert o.per_card.kv_cache == 30 * 576 * 2 * 163_840
+    # The other ways across the two nodes are DeepSeek's data-parallel attention with expert
+    # parallelism: every one of them holds more sequences than the two pipeline stages.
+    others = [o for o in opts if o.pp == 1]
+    assert others and all(x.dp > 1 and x.expert_parallel and x.nodes == 2 for x in others)
+    assert all(x.concurrency > o.concurrency for x in others)
 
 
 def test_nodes_without_a_fabric_are_islands():
@@ -150,8 +163,9 @@ def test_any_number_of_nodes_not_only_powers_of_two():
     art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
     # 4 cards of 80 GB a node: two nodes cannot hold it, three can.
     fleet = Fleet(tuple(node(f"n{i}", "h100-80g", H100, 4, fabric="ib0") for i in range(4)))
-    o = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options[0]
-    assert (o.tp, o.pp) == (4, 3)
+    opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
+    assert (4, 3, 3) in [(o.tp, o.pp, o.nodes) for o in opts]
+    assert not [o for o in opts if o.nodes == 2 and o.pp == 2]
 
 
 def test_mig_instances_never_join_each_other():
@@ -163,11 +177,11 @@ def test_mig_instances_never_join_each_other():
     p = plan(m, [art], fleet, PlanSettings(precision="stored", context=4096))
     assert not p.options
     assert [(r.where, r.reason) for r in p.rejected] == [
-        ("1 × a100-80g-mig-1g.10gb", ""),
         (
             "several a100-80g-mig-1g.10gb",
             "a MIG instance cannot be joined with others, on its node or across nodes",
         ),
+        ("1 × a100-80g-mig-1g.10gb", ""),
     ]
 
 
@@ -176,7 +190,8 @@ def test_busy_is_not_unfit_and_free_now_breaks_ties_only():
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     fleet = Fleet((node("busy", "h100-80g", H100, 8, free=0), node("l40s", "l40s-48g", L40S, 1)))
     opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
-    assert [(o.gpu_class, o.free_now) for o in opts] == [("l40s-48g", True), ("h100-80g", False)]
+    one_card = [(o.gpu_class, o.free_now) for o in opts if o.gpus == 1]
+    assert one_card == [("l40s-48g", True), ("h100-80g", False)]
 
 
 def test_fewest_cards_rank_first_then_room():
@@ -184,7 +199,17 @@ def test_fewest_cards_rank_first_then_room():
     art = Artifact("safetensors", "safetensors", 141_107_412_992, quant="bf16")
     fleet = Fleet((node("h100", "h100-80g", H100, 8), node("h200", "h200-141g", H200, 8)))
     opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
-    assert [(o.gpu_class, o.tp) for o in opts] == [("h200-141g", 2), ("h100-80g", 4)]
+    # Fewest cards first; among as many cards, the most sequences held. Per class: the narrowest
+    # fit, each wider width that holds more, and the narrowest replicated to fill the node.
+    assert [(o.gpu_class, o.tp, o.dp) for o in opts] == [
+        ("h200-141g", 2, 1),
+        ("h200-141g", 4, 1),
+        ("h100-80g", 4, 1),
+        ("h200-141g", 8, 1),
+        ("h200-141g", 2, 4),
+        ("h100-80g", 8, 1),
+        ("h100-80g", 4, 2),
+    ]
 
 
 def test_unhealthy_cards_are_not_capacity():
@@ -224,7 +249,8 @@ def test_gpu_memory_utilization_sets_the_share_counted_on():
         PlanSettings(precision="stored", context=8192, gpu_memory_utilization=0.5),
     ).options[0]
     assert o.have == int(47_803_596_800 * 0.5)
-    assert replace(o).gpu_memory_utilization == 0.5
+    assert replace(o).share == 0.5
+    assert o.launch.gpu_memory_utilization == 0.5
 
 
 def test_fp8_what_if_of_a_bf16_checkpoint_saves_cards_and_ranks_first():
