@@ -329,7 +329,9 @@ def gguf_layout(net: Net, quant: str) -> WeightLayout:
     them (llama_tensor_get_type): F16 keeps every matrix in f16; Q4_0 and the k-quants give the
     output matrix Q6_K; Q4_K_M gives attn_v and ffn_down Q6_K in the use_more_bits layers (and
     attn_v Q5_K elsewhere when 4 or more query heads share a KV head, as in the 70B models),
-    Q4_K to the rest. Norms are f32."""
+    Q4_K to the rest. Norms are f32. Checked against the sizes llama-bench printed in the rows
+    that state one: codellama-7b F16 12.55 GiB (12.552 here), TinyLlama Q4_K_M 636.18 MiB
+    (636.93), Llama-3.2-3B Q4_K_M 1.87 GiB (1.874)."""
     q, kv = net.heads * net.head_dim, net.kv_heads * net.head_dim
     h, n = net.hidden, net.layers
     base = {"F16": "F16", "Q4_0": "Q4_0", "Q4_K_M": "Q4_K", "Q8_0": "Q8_0"}[quant]
@@ -353,7 +355,8 @@ def gguf_layout(net: Net, quant: str) -> WeightLayout:
         )
         layers.append(b)
     out_type = "F16" if quant == "F16" else ("Q8_0" if quant == "Q8_0" else "Q6_K")
-    embed = _ggml(base, net.embed)
+    # With tied embeddings there is no output matrix: token_embd is typed as the output would be.
+    embed = _ggml(out_type if net.tied else base, net.embed)
     output = _ggml("F32", h) + (0 if net.tied else _ggml(out_type, net.embed))
     return WeightLayout(tuple(layers), (0,) * n, embed, output, net.tied)
 
@@ -413,10 +416,9 @@ SERVING_MODEL = {
 }
 
 # Rows whose build is not the one llmfit plans for, whatever their confidence.
-EXCLUDE_MULTI_GPU_ROW_SPLIT = (
-    "a Dec 2023 build on several cards: before llama.cpp PR #4766 (Jan 2024) they split each "
-    "matrix by rows, not the layer split llmfit plans"
-)
+# Builds before llama.cpp PR #4766 (January 2024) split each matrix across several cards by rows,
+# not by layers as llmfit plans it: a different engine for these rows.
+EXCLUDE_MULTI_GPU_ROW_SPLIT = "Dec 2023 build on several cards: row split, before PR #4766"
 
 
 @dataclass
@@ -741,6 +743,10 @@ def _pct(e: float) -> str:
     return f"{e * 100:+.0f} %"
 
 
+def _quant(q: str) -> str:
+    return "bf16?" if q.startswith("not stated") else q.split(" ")[0]
+
+
 def _median_line(errors: list[float]) -> str:
     return f"{statistics.median(errors) * 100:.1f} % ({len(errors)})" if errors else "—"
 
@@ -758,7 +764,7 @@ def _decode_table(priced: list[Priced]) -> list[str]:
         s = speed.estimate(p.inputs)
         role = p.role if p.role != "reported" else f"not fitted: {p.why}"
         out.append(
-            f"| {p.row['id']} | {p.row['engine']} | {p.net} {p.row['quant'].split(' ')[0]} | "
+            f"| {p.row['id']} | {p.row['engine']} | {p.net} {_quant(p.row['quant'])} | "
             f"{p.card} × {p.count} | {p.decode:.1f} | {s.decode_tokens_per_s:.1f} | "
             f"{_pct(err(s.decode_tokens_per_s, p.decode))} | {s.bound} | {role} |"
         )
