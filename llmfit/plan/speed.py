@@ -474,7 +474,8 @@ def inputs_for(
     layer) and the routed experts of the first `cpu_moe` layers on the host.
 
     `kv_bytes_per_token` is what one token of context costs one card of the fullest stage (the
-    engine's own figure); each stage is charged it in proportion to its layers. `ep` only says
+    engine's own figure; for a CPU-only plan, the host); each stage and the host are charged it
+    in proportion to their layers. `ep` only says
     that routed experts are whole on each card rather than sliced; either way a card holds 1/tp
     of them and a step reads the share the batch routes to. The output head is read every step
     (the embedding only when tied to it: a step looks up one row of an untied embedding).
@@ -498,7 +499,8 @@ def inputs_for(
     width_layers = sum(g.layers for g in model.layer_groups
                        if g.kind in (AttentionKind.FULL, AttentionKind.MLA))  # fmt: skip
     width_per_layer = (width_layers / layers if layers else 0) * model.attention_heads * head_dim
-    fullest = max(stage_layers, default=1) or 1
+    # The layers `kv_bytes_per_token` is the cost of: the fullest card's, or the host's alone.
+    fullest = max(stage_layers, default=0) or max(first, 1)
 
     stages: list[Stage] = []
     at = first
@@ -532,7 +534,7 @@ def inputs_for(
             expert_bytes=host_experts,
             kv_bytes_per_token=kv_bytes_per_token * first / fullest,
             params=per_layer_params * first + (vocab_params if head_on_host else 0),
-            crossings=(1 if first else 0) + (1 if head_on_host and stages else 0)
+            crossings=(1 if first and stages else 0) + (1 if head_on_host and stages else 0)
             + 2 * max(min(cpu_moe, layers) - first, 0),
             ram_bandwidth=ram_bandwidth,
         )  # fmt: skip

@@ -241,6 +241,19 @@ def test_llamacpp_with_20_layers_on_the_host():
     assert forty(None).host is None
 
 
+def test_llamacpp_on_the_cpu_alone():
+    # -ngl 0: every layer and the output on the host, 4.05e9 B at 200e9 × 0.94 B/s = 21.543 ms;
+    # its cache, 1e5 B a token for the 40 layers × 2,048 tokens = 2.048e8 B, 1.089 ms; 40 × 113 µs
+    # = 4.52 ms. No card: nothing crosses PCIe, and no prefill figure without the CPU's FLOPs.
+    inp = inputs_for(FORTY_MODEL, FORTY, RTX4090, engine="llama.cpp", context=2048,
+                     kv_bytes_per_token=1e5, gpu_layers=0, ram_bandwidth=200e9)  # fmt: skip
+    assert inp.stages == () and inp.host is not None
+    assert (inp.host.layers, inp.host.kv_bytes_per_token, inp.host.crossings) == (40, 1e5, 0)
+    s = estimate(inp)
+    assert round(1000 / s.decode_tokens_per_s, 3) == round(21.543 + 1.089 + 4.52, 3)
+    assert s.prefill_tokens_per_s is None
+
+
 def test_llamacpp_n_cpu_moe_keeps_experts_on_the_host():
     # Four layers of 1 MB of attention and 8 experts of 1 MB, 2 a token; --n-cpu-moe 2.
     moe = WeightLayout((9_000_000,) * 4, (8_000_000,) * 4, 500_000, 500_000, False)
