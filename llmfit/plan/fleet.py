@@ -10,26 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from llmfit.plan import cards
+
 GIB = 1 << 30
 MIB = 1 << 20
 
 # What CUDA reports as a card's total memory (torch.cuda.mem_get_info, vLLM's total_gpu_memory),
-# for the classes people name most. Sources are in fixtures/fleet/gpu-memory-totals.md: deviceQuery
-# totalGlobalMem where published, else the nvidia-smi framebuffer size less its reserve.
-REPORTED_TOTALS: dict[str, int] = {
-    "h100-80g": 85_045_477_376,  # deviceQuery, H100 80GB HBM3; vLLM prints 79.18-79.22 GiB
-    "h100-94g": 99_861_594_112,  # deviceQuery, H100 NVL
-    "h200-141g": (143_771 - 454) * MIB,  # nvidia-smi 143771 MiB less the 454 MiB H100 reserve
-    "a100-80g": 85_100_068_864,  # deviceQuery, A100-SXM4-80GB
-    "a100-40g": 42_298_834_944,  # deviceQuery, A100-SXM4-40GB
-    "l40s-48g": 47_803_596_800,  # deviceQuery, L40S
-    "l4-24g": 23_570_219_008,  # deviceQuery, L4
-    "a10-24g": int(22.18 * GIB),  # PyTorch "total capacity" 22.18 GiB
-    "rtx4090-24g": 25_386_352_640,  # deviceQuery, RTX 4090
-    "rtx3090-24g": 25_327_697_920,  # deviceQuery, RTX 3090
-    "rtx5090-32g": 33_677_180_928,  # deviceQuery, RTX 5090
-    "b200-180g": int(178.35 * GIB),  # CUDA device properties, 178.35 GiB
-}
+# and every other figure about a card, is in the card table (plan/cards.py), with its source;
+# REPORTED_TOTALS is kept here under its old name for the importers.
+REPORTED_TOTALS = cards.REPORTED_TOTALS
 
 _MIG = re.compile(r"-mig-((\d+)g\.(\d+)gb)$")
 
@@ -81,16 +70,19 @@ def is_mig(gpu_class: str) -> bool:
 def memory_from_class(gpu_class: str) -> int | None:
     """Card (or MIG instance) memory in bytes, read from its class label; None if unreadable.
 
-    `h100-80g` → the H100's reported total; an unknown `x-48g` → 48 GiB; a MIG instance
-    `a100-80g-mig-3g.40gb` → 40 GiB, the instance's share and not the card's.
+    `h100-80g` → the H100's reported total; a class in the card table → the memory the table
+    gives it (what the driver reports, or for a class never measured 0.98 of the decimal GB it is
+    sold as; an Apple class: the share Metal lets a process use); an unknown `x-48g` → 48 GiB; a
+    MIG instance `a100-80g-mig-3g.40gb` → what the instance holds, not the card.
     """
     label = gpu_class.strip().lower()
     m = _MIG.search(label)
     if m:
         profile, named = m.group(1), int(m.group(3))
         return MIG_TOTALS.get(profile, int(named * GIB * MIG_UNKNOWN_SHARE))
-    if label in REPORTED_TOTALS:
-        return REPORTED_TOTALS[label]
+    card = cards.BY_KEY.get(label)
+    if card is not None:
+        return card.memory_bytes
     m = _CARD.search(label)
     if m:
         return int(m.group(1)) * GIB
