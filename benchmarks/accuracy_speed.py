@@ -36,7 +36,7 @@ from pathlib import Path
 
 from llmfit.plan import speed
 from llmfit.plan.artifact import WeightLayout
-from llmfit.plan.cards import BY_KEY, Card
+from llmfit.plan.cards import BY_KEY, CardSpec
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, Shape
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -457,7 +457,7 @@ def _serving_net(model: str) -> tuple[str, tuple[float, float]] | None:
 
 
 def _ctx_inputs(
-    net: Net, weights: WeightLayout, card: Card, engine: str, *, count: int, tp: int,
+    net: Net, weights: WeightLayout, card: CardSpec, engine: str, *, count: int, tp: int,
     context: int, concurrency: int = 1, backend: str | None = None, prompt: int = 0,
     flash: bool = True, chunk: int = 0, dtype: str = "bf16", kv_elem: str = "bfloat16",
     quantized: bool = False,

@@ -1,7 +1,7 @@
 """The cards llmfit knows: what each GPU class holds, how fast it reads and multiplies, and how it
 talks to the cards beside it.
 
-Data, not code paths: one `Card` row per class, each naming its source. The figures are the
+Data, not code paths: one `CardSpec` row per class, each naming its source. The figures are the
 makers' own (datasheets and architecture whitepapers, named per row), with these conventions:
 
 - `memory_bytes` is what the driver reports (CUDA's totalGlobalMem, HIP's, Metal's
@@ -42,7 +42,7 @@ T = 1e12  # TFLOPS
 
 
 @dataclass(frozen=True)
-class Card:
+class CardSpec:
     """One GPU class: memory, bandwidth, dense tensor throughput and links, with its source."""
 
     key: str  # the class label llmfit prints ("h100-80g")
@@ -95,23 +95,23 @@ ADA_AI_TOPS = "dense rates from the AI TOPS (FP8 sparse), Ada GeForce ratios"
 BLACKWELL_AI_TOPS = "dense rates from the AI TOPS (FP4 sparse), Blackwell ratios"
 
 # fmt: off
-CARDS: tuple[Card, ...] = (
+CARDS: tuple[CardSpec, ...] = (
     # --- NVIDIA datacenter -----------------------------------------------------------------
-    Card(
+    CardSpec(
         "a100-40g", "NVIDIA A100 SXM4 40GB", "nvidia",
         ("a100-40gb", "a100-sxm4-40gb", "A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),
         42_298_834_944, "measured", 1555 * G, 312 * T, None, 624 * T,
         "nvlink3", 300 * G, PCIE4, A100_SHEET,
         notes="deviceQuery, A100-SXM4-40GB (bottlerocket#3873)",
     ),
-    Card(
+    CardSpec(
         "a100-pcie-40g", "NVIDIA A100 PCIe 40GB", "nvidia",
         ("a100-pcie-40gb", "A100-PCIE-40GB", "NVIDIA A100-PCIE-40GB"),
         42_298_834_944, "measured", 1555 * G, 312 * T, None, 624 * T,
         "pcie4", PCIE4, PCIE4, A100_SHEET,
         notes="memory: the SXM4 40GB's CUDA total; GFD gives both 40536 MiB (network-operator#211)",
     ),
-    Card(
+    CardSpec(
         "a100-80g", "NVIDIA A100 SXM4 80GB", "nvidia",
         ("a100", "a100-80gb", "a100-sxm4-80gb", "a100-sxm-80gb", "A100-SXM4-80GB",
          "NVIDIA A100-SXM4-80GB"),
@@ -119,14 +119,14 @@ CARDS: tuple[Card, ...] = (
         "nvlink3", 300 * G, PCIE4, A100_SHEET,
         notes="deviceQuery, A100-SXM4-80GB",
     ),
-    Card(
+    CardSpec(
         "a100-pcie-80g", "NVIDIA A100 PCIe 80GB", "nvidia",
         ("a100-pcie-80gb", "A100 80GB PCIe", "NVIDIA A100 80GB PCIe"),
         85_100_068_864, "measured", 1935 * G, 312 * T, None, 624 * T,
         "pcie4", PCIE4, PCIE4, A100_SHEET,
         notes="memory: the SXM4 80GB's CUDA total (both 81920 MiB in nvidia-smi)",
     ),
-    Card(
+    CardSpec(
         "h100-80g", "NVIDIA H100 SXM5 80GB", "nvidia",
         ("h100", "h100-80gb", "h100-sxm", "h100-sxm5", "h100-sxm-80gb", "H100 80GB HBM3",
          "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
@@ -134,35 +134,35 @@ CARDS: tuple[Card, ...] = (
         "nvlink4", 450 * G, PCIE5, H100_SHEET,
         notes="deviceQuery, H100 80GB HBM3; vLLM prints 79.18-79.22 GiB",
     ),
-    Card(
+    CardSpec(
         "h100-pcie-80g", "NVIDIA H100 PCIe 80GB", "nvidia",
         ("h100-pcie", "h100-pcie-80gb", "NVIDIA H100 PCIe"),
         85_045_477_376, "measured", 2000 * G, 756.5 * T, 1513 * T, 1513 * T,
         "pcie5", PCIE5, PCIE5, H100_SHEET,
         notes="memory: the SXM's CUDA total (both 81559 MiB in nvidia-smi)",
     ),
-    Card(
+    CardSpec(
         "h100-94g", "NVIDIA H100 NVL", "nvidia",
         ("h100-nvl", "h100nvl", "h100-94gb", "NVIDIA H100 NVL"),
         99_861_594_112, "measured", 3900 * G, 835.5 * T, 1670.5 * T, 1670.5 * T,
         "nvlink4", 300 * G, PCIE5, H100_SHEET,
         notes="deviceQuery, H100 NVL; NVLink 600 GB/s between the bridged pair",
     ),
-    Card(
+    CardSpec(
         "h200-141g", "NVIDIA H200 SXM 141GB", "nvidia",
         ("h200", "h200-141gb", "h200-sxm", "NVIDIA H200"),
         (143_771 - 454) * MIB, "smi-reserve", 4800 * G, 989.5 * T, 1979 * T, 1979 * T,
         "nvlink4", 450 * G, PCIE5, H200_SHEET,
         notes="nvidia-smi 143771 MiB (cuda-samples#311) less the H100's 454 MiB reserve",
     ),
-    Card(
+    CardSpec(
         "h200-nvl-141g", "NVIDIA H200 NVL", "nvidia",
         ("h200-nvl", "h200nvl", "NVIDIA H200 NVL"),
         (143_771 - 454) * MIB, "smi-reserve", 4800 * G, 835.5 * T, 1670.5 * T, 1670.5 * T,
         "nvlink4", 450 * G, PCIE5, H200_SHEET,
         notes="memory as the H200 SXM's; NVLink 900 GB/s over 2- or 4-way bridges",
     ),
-    Card(
+    CardSpec(
         "h20-96g", "NVIDIA H20", "nvidia",
         ("h20", "h20-96gb", "NVIDIA H20"),
         (97_871 - 454) * MIB, "smi-reserve", 4000 * G, 148 * T, 296 * T, 296 * T,
@@ -170,63 +170,63 @@ CARDS: tuple[Card, ...] = (
         "NVIDIA H20 specification as server makers publish it (no public NVIDIA datasheet)",
         notes="nvidia-smi 97871 MiB (nvtrust#128) less the H100's 454 MiB reserve",
     ),
-    Card(
+    CardSpec(
         "l4-24g", "NVIDIA L4", "nvidia",
         ("l4", "l4-24gb", "NVIDIA L4"),
         23_570_219_008, "measured", 300 * G, 121 * T, 242.5 * T, 242.5 * T,
         "pcie4", PCIE4, PCIE4, "NVIDIA L4 Tensor Core GPU datasheet (2023)",
         notes="deviceQuery, L4",
     ),
-    Card(
+    CardSpec(
         "l40s-48g", "NVIDIA L40S", "nvidia",
         ("l40s", "l40s-48gb", "NVIDIA L40S"),
         47_803_596_800, "measured", 864 * G, 362.05 * T, 733 * T, 733 * T,
         "pcie4", PCIE4, PCIE4, "NVIDIA L40S GPU datasheet (2023)",
         notes="deviceQuery, L40S",
     ),
-    Card(
+    CardSpec(
         "a10-24g", "NVIDIA A10", "nvidia",
         ("a10", "a10-24gb", "NVIDIA A10"),
         int(22.18 * GIB), "measured", 600 * G, 125 * T, None, 250 * T,
         "pcie4", PCIE4, PCIE4, "NVIDIA A10 Tensor Core GPU datasheet (2021)",
         notes="PyTorch 'total capacity' 22.18 GiB",
     ),
-    Card(
+    CardSpec(
         "a10g-24g", "NVIDIA A10G (AWS)", "nvidia",
         ("a10g", "a10g-24gb", "NVIDIA A10G"),
         int(22.18 * GIB), "measured", 600 * G, None, None, None,
         "pcie4", PCIE4, PCIE4, "AWS EC2 G5 instance page (memory and bandwidth only)",
         notes="memory as the A10's (23028 MiB in nvidia-smi for both); tensor rates unpublished",
     ),
-    Card(
+    CardSpec(
         "t4-16g", "NVIDIA T4", "nvidia",
         ("t4", "t4-16gb", "Tesla T4", "NVIDIA T4"),
         int(14.75 * GIB), "measured", 320 * G, 65 * T, None, 130 * T,
         "pcie3", PCIE3, PCIE3, "NVIDIA T4 Tensor Core GPU datasheet (2019)",
         notes="PyTorch 'total capacity' 14.75 GiB (Colab); no bf16: the fp16 mixed-precision rate",
     ),
-    Card(
+    CardSpec(
         "p40-24g", "NVIDIA Tesla P40", "nvidia",
         ("p40", "p40-24gb", "Tesla P40"),
         _marketed(24), "marketed", 346 * G, 11.76 * T, None, 47 * T,
         "pcie3", PCIE3, PCIE3, "NVIDIA Tesla P40 datasheet (2016)",
         notes="no tensor cores: the 16-bit figure is its fp32 rate; int8 is dp4a",
     ),
-    Card(
+    CardSpec(
         "b200-180g", "NVIDIA B200", "nvidia",
         ("b200", "b200-180gb", "NVIDIA B200"),
         int(178.35 * GIB), "measured", 8000 * G, 2250 * T, 4500 * T, 4500 * T,
         "nvlink5", 900 * G, PCIE5, "NVIDIA HGX B200 datasheet (2024), per GPU: platform ÷ 8",
         notes="CUDA device properties 178.35 GiB (pytorch/ao#4002)",
     ),
-    Card(
+    CardSpec(
         "gb200-186g", "NVIDIA GB200 (Blackwell GPU of a GB200 superchip)", "nvidia",
         ("gb200", "gb200-186gb", "gb200-192g", "NVIDIA GB200"),
         _marketed(186), "marketed", 8000 * G, 2500 * T, 5000 * T, 5000 * T,
         "nvlink5", 900 * G, 450 * G, "NVIDIA GB200 NVL72 datasheet (2024), per GPU: rack ÷ 72",
         notes="host link is NVLink-C2C to Grace, 900 GB/s both ways",
     ),
-    Card(
+    CardSpec(
         "rtxpro6000-96g", "NVIDIA RTX PRO 6000 Blackwell", "nvidia",
         ("rtxpro6000", "rtx-pro-6000", "rtx-pro-6000-96g", "rtxpro6000blackwell-96g",
          "rtxpro6000blackwellmaxq-96g", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
@@ -237,7 +237,7 @@ CARDS: tuple[Card, ...] = (
         fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
         notes="nvidia-smi 97887 MiB (Max-Q) less 454 MiB; " + BLACKWELL_AI_TOPS + " (no halving)",
     ),
-    Card(
+    CardSpec(
         "rtxa6000-48g", "NVIDIA RTX A6000", "nvidia",
         ("a6000", "rtx-a6000", "rtxa6000", "NVIDIA RTX A6000"),
         47_803_596_800, "measured", 768 * G, 154.8 * T, None, 309.7 * T,
@@ -245,7 +245,7 @@ CARDS: tuple[Card, ...] = (
         fields_derived=("int8_ops",),
         notes="memory: the L40S's CUDA total (both 46068 MiB in nvidia-smi); int8 = 2 × fp16",
     ),
-    Card(
+    CardSpec(
         "rtx6000ada-48g", "NVIDIA RTX 6000 Ada Generation", "nvidia",
         ("rtx6000ada", "rtx-6000-ada", "rtx6000adageneration-48g",
          "NVIDIA RTX 6000 Ada Generation"),
@@ -255,33 +255,33 @@ CARDS: tuple[Card, ...] = (
         notes="bf16 = half the fp8 rate, int8 = the fp8 rate (Ada's ratios)",
     ),
     # --- NVIDIA desktop ---------------------------------------------------------------------
-    Card(
+    CardSpec(
         "rtx2080ti-11g", "NVIDIA GeForce RTX 2080 Ti", "nvidia",
         ("rtx2080ti", "2080ti", "NVIDIA GeForce RTX 2080 Ti"),
         _marketed(11), "marketed", 616 * G, 53.8 * T, None, 215.2 * T,
         "pcie3", PCIE3, PCIE3, "NVIDIA Turing GPU architecture whitepaper (2018), appendix A",
         notes="no bf16: fp16 with FP32 accumulate",
     ),
-    Card(
+    CardSpec(
         "rtx3080-10g", "NVIDIA GeForce RTX 3080 10GB", "nvidia",
         ("rtx3080", "3080", "NVIDIA GeForce RTX 3080"),
         _marketed(10), "marketed", 760.3 * G, 59.5 * T, None, 238 * T,
         "pcie4", PCIE4, PCIE4, GA102_PAPER,
     ),
-    Card(
+    CardSpec(
         "rtx3080ti-12g", "NVIDIA GeForce RTX 3080 Ti", "nvidia",
         ("rtx3080ti", "3080ti", "NVIDIA GeForce RTX 3080 Ti"),
         _marketed(12), "marketed", 912.4 * G, 68.2 * T, None, 272.8 * T,
         "pcie4", PCIE4, PCIE4, GA102_PAPER,
     ),
-    Card(
+    CardSpec(
         "rtx3090-24g", "NVIDIA GeForce RTX 3090", "nvidia",
         ("rtx3090", "3090", "NVIDIA GeForce RTX 3090"),
         25_327_697_920, "measured", 936.2 * G, 71 * T, None, 284 * T,
         "pcie4", PCIE4, PCIE4, GA102_PAPER,
         notes="deviceQuery, RTX 3090; an NVLink bridge (112.5 GB/s both ways) is an override",
     ),
-    Card(
+    CardSpec(
         "rtx4060-8g", "NVIDIA GeForce RTX 4060", "nvidia",
         ("rtx4060", "4060", "NVIDIA GeForce RTX 4060"),
         _marketed(8), "marketed", 272 * G, 30.25 * T, 60.5 * T, 121 * T,
@@ -289,7 +289,7 @@ CARDS: tuple[Card, ...] = (
         fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
         notes=ADA_AI_TOPS,
     ),
-    Card(
+    CardSpec(
         "rtx4060ti-16g", "NVIDIA GeForce RTX 4060 Ti 16GB", "nvidia",
         ("rtx4060ti", "4060ti", "NVIDIA GeForce RTX 4060 Ti"),
         _marketed(16), "marketed", 288 * G, 44.1 * T, 88.25 * T, 176.5 * T,
@@ -298,20 +298,20 @@ CARDS: tuple[Card, ...] = (
         fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
         notes=ADA_AI_TOPS,
     ),
-    Card(
+    CardSpec(
         "rtx4080-16g", "NVIDIA GeForce RTX 4080", "nvidia",
         ("rtx4080", "4080", "NVIDIA GeForce RTX 4080"),
         _marketed(16), "marketed", 716.8 * G, 97.5 * T, 194.9 * T, 389.9 * T,
         "pcie4", PCIE4, PCIE4, ADA_PAPER,
     ),
-    Card(
+    CardSpec(
         "rtx4090-24g", "NVIDIA GeForce RTX 4090", "nvidia",
         ("rtx4090", "4090", "NVIDIA GeForce RTX 4090"),
         25_386_352_640, "measured", 1008 * G, 165.2 * T, 330.3 * T, 660.6 * T,
         "pcie4", PCIE4, PCIE4, ADA_PAPER,
         notes="deviceQuery, RTX 4090",
     ),
-    Card(
+    CardSpec(
         "rtx5090-32g", "NVIDIA GeForce RTX 5090", "nvidia",
         ("rtx5090", "5090", "NVIDIA GeForce RTX 5090"),
         33_677_180_928, "measured", 1792 * G, 209.5 * T, 419 * T, 838 * T,
@@ -320,27 +320,27 @@ CARDS: tuple[Card, ...] = (
         notes="deviceQuery, RTX 5090; " + BLACKWELL_AI_TOPS,
     ),
     # --- AMD ------------------------------------------------------------------------------
-    Card(
+    CardSpec(
         "mi300x-192g", "AMD Instinct MI300X", "amd",
         ("mi300x", "mi300x-192gb", "AMD Instinct MI300X", "amdinstinctmi300x-192g"),
         196_592 * MIB, "measured", 5300 * G, 1307.4 * T, 2614.9 * T, 2614.9 * T,
         "infinity-fabric", 448 * G, PCIE5, "AMD Instinct MI300X data sheet (2023)",
         notes="HIP totalGlobalMem 196592 MiB; Infinity Fabric 7 links, 896 GB/s both ways",
     ),
-    Card(
+    CardSpec(
         "mi325x-256g", "AMD Instinct MI325X", "amd",
         ("mi325x", "mi325x-256gb", "AMD Instinct MI325X"),
         _marketed(256), "marketed", 6000 * G, 1307.4 * T, 2614.9 * T, 2614.9 * T,
         "infinity-fabric", 448 * G, PCIE5, "AMD Instinct MI325X data sheet (2024)",
     ),
-    Card(
+    CardSpec(
         "mi355x-288g", "AMD Instinct MI355X", "amd",
         ("mi355x", "mi355x-288gb", "AMD Instinct MI355X"),
         _marketed(288), "marketed", 8000 * G, 2516.6 * T, 5033.2 * T, 5033.2 * T,
         "infinity-fabric", 537.6 * G, PCIE5, "AMD Instinct MI355X data sheet (2025)",
         notes="Infinity Fabric 7 links at 153.6 GB/s both ways",
     ),
-    Card(
+    CardSpec(
         "rx7900xtx-24g", "AMD Radeon RX 7900 XTX", "amd",
         ("rx7900xtx", "7900xtx", "AMD Radeon RX 7900 XTX", "Radeon RX 7900 XTX"),
         _marketed(24), "marketed", 960 * G, 122.8 * T, None, 122.8 * T,
@@ -397,9 +397,9 @@ _APPLE: tuple[tuple[str, int, float, float, bool, tuple[int, ...]], ...] = (
 )
 
 
-def _apple(chip: str, cores: int, bw: float, tflops: float, derived: bool, gb: int) -> Card:
+def _apple(chip: str, cores: int, bw: float, tflops: float, derived: bool, gb: int) -> CardSpec:
     words = chip.replace("-", " ").title()
-    return Card(
+    return CardSpec(
         f"{chip}-{gb}g", f"Apple {words} ({cores}-core GPU) {gb}GB", "apple",
         (f"apple-{chip}-{gb}g", f"{chip}-{gb}gb", f"Apple {words} {gb}GB"),
         int(gb * GIB * metal_share(gb)), "metal", bw * G, tflops * T, None, tflops * T,
@@ -419,7 +419,7 @@ def _norm(name: str) -> str:
     return re.sub(r"[^a-z0-9.]", "", s)
 
 
-BY_KEY: dict[str, Card] = {c.key: c for c in CARDS}
+BY_KEY: dict[str, CardSpec] = {c.key: c for c in CARDS}
 _BY_NAME: dict[str, str] = {}
 for _c in CARDS:
     for _n in (_c.key, *_c.aliases):
@@ -445,7 +445,7 @@ def suggest(name: str, n: int = 3) -> tuple[str, ...]:
     return tuple(out[:n])
 
 
-def spec(gpu_class: str) -> Card | None:
+def spec(gpu_class: str) -> CardSpec | None:
     """The card a class names (by key or alias), or None.
 
     A MIG instance (`h100-80g-mig-3g.40gb`) is its card cut to size: `g` of the 7 compute slices
@@ -479,8 +479,8 @@ def spec(gpu_class: str) -> Card | None:
 
 
 # What CUDA (or HIP) reports as a card's total memory, for the classes whose total was measured
-# or worked out from nvidia-smi's (see Card.memory_kind). fleet.memory_from_class and the machine
-# importer read this; classes sold at a size and never measured are not in it.
+# or worked out from nvidia-smi's (see CardSpec.memory_kind). fleet.memory_from_class and the
+# machine importer read this; classes sold at a size and never measured are not in it.
 REPORTED_TOTALS: dict[str, int] = {
     c.key: c.memory_bytes for c in CARDS if c.memory_kind in ("measured", "smi-reserve")
 }
@@ -488,8 +488,8 @@ REPORTED_TOTALS: dict[str, int] = {
 
 # --- What a fleet entry may say about its cards, and about its fabrics ------------------------
 
-# Fleet-file key → (Card field, multiplier into the field's unit). Numbers are in the units people
-# read on datasheets: GB/s (decimal, one way for links), TFLOPS, TOPS.
+# Fleet-file key → (CardSpec field, multiplier into the field's unit). Numbers are in the units
+# people read on datasheets: GB/s (decimal, one way for links), TFLOPS, TOPS.
 OVERRIDE_KEYS: dict[str, tuple[str, float]] = {
     "memory_bandwidth_gbs": ("memory_bandwidth", G),
     "bf16_tflops": ("bf16_flops", T),
@@ -501,7 +501,7 @@ OVERRIDE_KEYS: dict[str, tuple[str, float]] = {
 LINKS = ("nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie3", "pcie4", "pcie5", "none")
 
 
-def override(card: Card | None, fields: Mapping[str, object], key: str = "") -> Card:
+def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "") -> CardSpec:
     """A card with a fleet entry's figures in place of the table's.
 
     `fields` holds fleet-file keys (OVERRIDE_KEYS, and `link` naming one of LINKS); keys it does
@@ -529,11 +529,12 @@ def override(card: Card | None, fields: Mapping[str, object], key: str = "") -> 
             raise ValueError(
                 f"{key!r} is not a card llmfit knows, so its speed needs memory_bandwidth_gbs"
             )
-        card = Card(
+        card = CardSpec(
             key, key, "nvidia", (), 0, "marketed", 0.0, None, None, None, "pcie4", PCIE4, PCIE4,
             "the fleet file",
         )  # fmt: skip
-    return dataclasses.replace(card, **changes, source=card.source + " (with fleet overrides)")
+    changes["source"] = card.source + " (with fleet overrides)"
+    return dataclasses.replace(card, **changes)  # type: ignore[arg-type]
 
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-z/]*)\s*$", re.I)

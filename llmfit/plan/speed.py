@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from llmfit.plan.artifact import WeightLayout
-from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, Card
+from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, CardSpec
 from llmfit.plan.model import AttentionKind, Model
 
 # A host whose RAM bandwidth the fleet does not state is taken as a desktop's two channels of
@@ -78,14 +78,14 @@ class SpeedInputs:
 
     engine: str  # "vllm", "sglang" or "llama.cpp": whose fitted constants apply
     stages: tuple[Stage, ...]  # one replica's pipeline, first stage first; () for a CPU-only plan
-    memory_bandwidth: float  # one card's (Card.memory_bandwidth)
+    memory_bandwidth: float  # one card's (CardSpec.memory_bandwidth)
     flops: float | None  # one card's dense tensor rate at `compute_dtype`; None: unknown
     compute_dtype: str = "bf16"  # what `flops` is the rate of, for saying so
-    backend: str = "cuda"  # "cuda", "rocm" or "metal" (Card.backend)
+    backend: str = "cuda"  # "cuda", "rocm" or "metal" (CardSpec.backend)
     tp: int = 1  # tensor-parallel cards in each stage
     replicas: int = 1  # independent copies serving at once (data parallel, or several servers)
     nodes: int = 1  # nodes one replica spans; the pipeline crosses the fabric nodes − 1 times
-    link: str = "none"  # between the cards of a node: Card.link_family
+    link: str = "none"  # between the cards of a node: CardSpec.link_family
     link_bandwidth: float = 0.0  # one way, bytes/s
     fabric_bandwidth: float = DEFAULT_FABRIC_BANDWIDTH  # one way, bytes/s, between nodes
     pcie_bandwidth: float = 32e9  # card ↔ host, one way, bytes/s
@@ -447,7 +447,7 @@ def _split(n: int, parts: int) -> list[int]:
 def inputs_for(
     model: Model,
     weights: WeightLayout,
-    card: Card,
+    card: CardSpec,
     *,
     engine: str,
     context: int,

@@ -4,7 +4,7 @@ The fitted constants are llmfit/plan/speed.py's (benchmarks/accuracy_speed.py --
 fixtures/calibration/speed.jsonl): vLLM/SGLang stream weights at 0.65 of a card's bandwidth with
 80 µs a layer, 0.6 ms a step and 63 µs a sequence a step besides, prefill at 0.73 of the tensor
 rate, 39 ms before a first token; llama.cpp streams at 0.94 with 113 µs a layer and 31 µs a
-hand-off. Card figures are the makers' (plan/cards.py): H100 SXM 3.35 TB/s, 989.5 dense bf16
+hand-off. CardSpec figures are the makers' (plan/cards.py): H100 SXM 3.35 TB/s, 989.5 dense bf16
 TFLOPS, NVLink 450 GB/s one way; RTX 4090 1,008 GB/s, PCIe 4.0 32 GB/s one way.
 """
 
