@@ -9,7 +9,7 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.engines import engine
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
-from llmfit.render.sentences import describe, gb, rejection_reason, sequences
+from llmfit.render.sentences import describe, gb, rejection_reason, sequences, speed_line
 
 BAR = 30
 
@@ -51,6 +51,10 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
         f"KV {advice.plan.kv_bytes_per_token:,} B a token for the whole model"
     )
     lines.append(f"  holds: {o.max_context:,} tokens at most · {sequences(o)}")
+    fast = speed_line(o)
+    if fast and o.speed:
+        lines.append(f"  speed: {fast}")
+        lines.append(f"  speed assumes: {'; '.join(o.speed.assumptions)}")
     lines.append(f"  assumes: {told.assumes}")
     if o.what_if:
         lines.append(

@@ -69,3 +69,29 @@ def sequences(o: Option) -> str:
     if o.layout.dp > 1:
         text += f" over {o.layout.dp} {'servers' if o.layout.replicas > 1 else 'ranks'}"
     return text
+
+
+def tokens_per_s(o: Option) -> str:
+    """Single-sequence decode, as the table shows it: "48.1", "1,234"; "?" when not known."""
+    if o.speed is None:
+        return "?"
+    v = o.speed.decode_tokens_per_s
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def speed_line(o: Option) -> str | None:
+    """ "decode 48.1 tok/s for one sequence (memory-bound), 1,220 for 26 at once; prefill …"."""
+    s = o.speed
+    if s is None:
+        return None
+    at_once = max(1, int(o.concurrency))
+    line = (
+        f"decode {tokens_per_s(o)} tok/s for one sequence ({s.bound}-bound), "
+        f"{s.decode_tokens_per_s_total:,.0f} for {at_once} at once"
+    )
+    if s.prefill_tokens_per_s and s.ttft_s is not None:
+        line += (
+            f"; prefill {s.prefill_tokens_per_s:,.0f} tok/s, first token in {s.ttft_s:.2f} s "
+            f"for {o.context:,} tokens"
+        )
+    return line

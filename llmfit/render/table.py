@@ -17,6 +17,8 @@ from llmfit.render.sentences import (
     label,
     quant,
     sequences,
+    speed_line,
+    tokens_per_s,
     unplaced_reason,
 )
 
@@ -73,6 +75,7 @@ def options_table(options: list[Option]) -> Table:
         ("bits", "right"),
         ("a card: need/have GB", "right"),
         ("max ctx", "right"),
+        ("tok/s", "right"),
         ("hosts", "right"),
         ("now", "left"),
     ):
@@ -88,6 +91,7 @@ def options_table(options: list[Option]) -> Table:
             bits,
             f"{gb(o.per_card.need)}/{gb(o.have)}",
             f"{o.max_context:,}",
+            tokens_per_s(o),
             str(o.hosts),
             "free" if o.free_now else "busy",
         )
@@ -132,6 +136,9 @@ def render_text(
         console.print(Text("Best: ", style="bold green") + Text(describe(best)))
         console.print(Text("  " + breakdown(best)))
         console.print(Text(f"  max context {best.max_context:,} · {sequences(best)}"))
+        line = speed_line(best)
+        if line:
+            console.print(Text(f"  {line}"))
         render_commands(advice, console, best, ray)
     for u in plan.unplaced:
         console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.engines import Explanation, Found, Job, Part, Request
 from llmfit.plan.engines import llamacpp_sizes as sizes
@@ -122,6 +124,11 @@ class LlamaCpp:
         def option(p: sizes.Placement, e: sizes.Estimate, **kw) -> Option:
             card = e.worst_card()
             assert card is not None
+            lay = kw.get("layout", Layout())
+            kw["speed"] = _speed(
+                model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
+                card.kv_cache // sizes.pad(context), art.quant,
+            )  # fmt: skip
             return Option(
                 artifact=art,
                 engine=self.key,
@@ -167,6 +174,16 @@ class LlamaCpp:
                         layout, cpu, have, None, model.max_context, cpu=True, extra=extra
                     ),
                     concurrency=1.0,
+                    speed=_speed(
+                        model,
+                        layout,
+                        None,
+                        cpu,
+                        Layout(),
+                        context,
+                        e.host.kv_cache // sizes.pad(context),
+                        art.quant,
+                    ),
                 )
             )
         elif rams:
@@ -547,6 +564,40 @@ def _exact(settings: PlanSettings) -> bool:
     return (
         o.n_gpu_layers is not None or o.n_cpu_moe is not None or bool(o.tensor_split) or bool(o.rpc)
     )
+
+
+# A GGUF file's types that are plain floats; any other is a block quant the kernels dequantize.
+FLOAT_QUANTS = ("F32", "F16", "BF16")
+
+
+def _speed(
+    model: Model,
+    layout: GgufLayout,
+    spec: cards.CardSpec | None,
+    p: sizes.Placement,
+    lay: Layout,
+    context: int,
+    kv_per_token: int,
+    quant: str | None,
+) -> speeds.Speed | None:
+    """How fast llama-server runs the placement (plan/speed.py): the layer split is a pipeline
+    of one card a stage, the host runs what -ngl and --n-cpu-moe keep there; on a CPU alone, the
+    host's RAM bandwidth is what a step streams at (the fleet states none, so speed.py's
+    cautious default)."""
+    if spec is None and p.cards:
+        return None
+    if spec is None:
+        spec = cards.override(None, {"memory_bandwidth_gbs": speeds.DEFAULT_RAM_BANDWIDTH / 1e9},
+                              key="cpu")  # fmt: skip
+    n = layout.layers
+    inputs = speeds.inputs_for(
+        model, layout, spec, engine="llama.cpp", context=context, kv_bytes_per_token=kv_per_token,
+        tp=1, pp=max(p.cards, 1),
+        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
+        gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
+        quantized=(quant or "").upper() not in FLOAT_QUANTS,
+    )  # fmt: skip
+    return speeds.estimate(inputs)
 
 
 ENGINE = LlamaCpp()

@@ -23,7 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from llmfit.plan.artifact import Artifact
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
+from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import Explanation, Found, Job, Part, Request
 from llmfit.plan.engines import vllm_sizes as sizes
 from llmfit.plan.launch import Command
@@ -33,7 +35,7 @@ from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings, VllmOptions
-from llmfit.plan.weights import layout_of, stage_parts
+from llmfit.plan.weights import layout_of, pp_partition, stage_parts
 
 RAY_PORT = 6379
 # The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
@@ -130,6 +132,37 @@ def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
     if layout.nodes > 1:
         return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
     return f"{layout.cards} × {gpu_class}{shape}"
+
+
+def _speed(
+    engine: str,
+    model: Model,
+    weights: WeightLayout,
+    spec: cards.CardSpec | None,
+    layout: Layout,
+    context: int,
+    kv_per_token: int,
+    concurrency: float,
+    fp8: bool,
+) -> speeds.Speed | None:
+    """How fast the layout decodes and prefills (plan/speed.py), its stages as vLLM splits them.
+
+    A MoE's data-parallel ranks each run their own batch through their own attention and share
+    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
+    them, not the 1/tp a tensor-parallel replica would.
+    """
+    if spec is None or concurrency <= 0:
+        return None
+    inputs = speeds.inputs_for(
+        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
+        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
+        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
+        compute_dtype="fp8" if fp8 else "bf16",
+    )  # fmt: skip
+    if model.is_moe and layout.dp > 1:
+        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
+        inputs = replace(inputs, stages=stages)
+    return speeds.estimate(inputs)
 
 
 class Vllm:
@@ -289,6 +322,10 @@ class Vllm:
         weights = layout_of(art, model)
         graphs = not settings.vllm.enforce_eager
         trained = model.max_context
+        spec = cards.spec(pool.gpu_class)
+        fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
+            "fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8",
+        )  # fmt: skip
 
         def size(layout: Layout) -> Sized:
             expert_shard = layout.tp * layout.dp if model.is_moe else layout.tp
@@ -319,13 +356,17 @@ class Vllm:
                     )
                 longest = min(longest, sizes.max_context(stage, card, have, layout.tp, 1, trained))
             assert worst is not None
+            concurrency = round(per_rank * layout.dp, 2)
             return Sized(
                 per_card=worst,
                 have=have,
-                concurrency=round(per_rank * layout.dp, 2),
+                concurrency=concurrency,
                 max_context=longest,
                 kv_per_token=worst_token,
                 kv_tokens=pool_tokens if pool_tokens < 1 << 62 else 0,
+                speed=_speed(
+                    self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8
+                ),  # fmt: skip
             )
 
         return size
@@ -364,6 +405,7 @@ class Vllm:
             share=settings.gpu_memory_utilization,
             kv_per_token=sized.kv_per_token,
             kv_tokens=sized.kv_tokens,
+            speed=sized.speed,
         )
 
     # -- launching ------------------------------------------------------------------------------
