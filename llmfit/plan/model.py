@@ -145,6 +145,8 @@ class Model:
     task: str = "generate"
     # Where its parameters are, part by part; None when the config does not say enough.
     param_split: ParamSplit | None = None
+    # The config names code of its own (auto_map): engines load it only when trusted to.
+    custom_code: bool = False
 
     @property
     def is_moe(self) -> bool:

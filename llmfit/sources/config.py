@@ -604,6 +604,9 @@ def model_from_config(
         param_split=_param_split(
             merged, text_type, kinds if task == "generate" else None, heads, kv_heads, experts, path
         ),
+        custom_code=any(
+            isinstance(c.get("auto_map"), dict) and bool(c["auto_map"]) for c in (cfg, text)
+        ),
     )
 
 

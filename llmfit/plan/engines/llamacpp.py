@@ -193,10 +193,12 @@ class LlamaCpp:
         if settings.llamacpp.n_gpu_layers == 0 and not settings.llamacpp.rpc:
             return out  # the command runs on the CPU alone
         for pool in job.pools:
+            refused: list[Rejection] = []
             if _exact(settings):
-                out += self._exact(job, pool, rejected, kv_type, option, ram_have, est)
+                out += self._exact(job, pool, refused, kv_type, option, ram_have, est)
             else:
-                out += self._on_pool(job, pool, rejected, kv_type, option, ram_have, est)
+                out += self._on_pool(job, pool, refused, kv_type, option, ram_have, est)
+            rejected += [replace(r, gpu_class=pool.gpu_class) for r in refused]
         return out
 
     def _on_pool(
@@ -275,7 +277,7 @@ class LlamaCpp:
             elif hosts:
                 if any(h.ram for h in hosts):
                     why = (
-                        f"the part in RAM needs {e.host.total / GIB:.1f} GB, more than "
+                        f"the part in RAM needs {e.host.total / GIB:.1f} GiB, more than "
                         f"{settings.host_share:.0%} of any {cls} node's RAM"
                     )
                 else:
@@ -450,7 +452,7 @@ class LlamaCpp:
             if launch.cpu_moe_layers:
                 placed += f", the experts of the first {launch.cpu_moe_layers} layers in RAM"
             placed += "; token_embd stays in RAM"
-        size = f"{o.artifact.bytes / GIB:.1f} GB of {o.artifact.quant or '?'}"
+        size = f"{o.artifact.bytes / GIB:.1f} GiB of {o.artifact.quant or '?'}"
         parts = [
             Part("weights", c.weights, f"{size}: {placed}"),
             Part(

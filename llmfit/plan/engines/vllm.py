@@ -62,6 +62,9 @@ class VllmLaunch:
     enforce_eager: bool = False
     # A context past the trained one, which vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
     long_context: bool = False
+    # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
+    # files), which vLLM loads only with --trust-remote-code.
+    trust_remote_code: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,17 @@ def _speed(
     return speeds.estimate(inputs)
 
 
+def _kv_words(o: Option) -> str:
+    """ "32,768 tokens × 131,072 B a token a card", with what the windows and states that do not
+    grow with the context add to one sequence, where the model has them."""
+    growing = o.kv_per_token * sizes.blocks(o.context)
+    fixed = o.per_card.kv_cache - growing
+    words = f"one sequence of {o.context:,} tokens × {o.kv_per_token:,} B a token a card"
+    if fixed > 0:
+        words += f", + {fixed:,} B of sliding windows and recurrent state"
+    return words
+
+
 class Vllm:
     key = "vllm"
     name = "vLLM"
@@ -190,14 +204,15 @@ class Vllm:
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
             art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
             shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            refused: list[Rejection] = []
-            options = [
-                replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                for pool in job.pools
-                for o in self._on_pool(job, art, shape, pool, v, refused)
-            ]
-            found.options += options
-            found.rejected += [replace(r, what_if=v.what_if) for r in refused]
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, v, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
         return found
 
     def _on_pool(
@@ -385,6 +400,7 @@ class Vllm:
             max_num_seqs=settings.vllm.max_num_seqs,
             enforce_eager=settings.vllm.enforce_eager,
             long_context=bool(model.max_context and job.context > model.max_context),
+            trust_remote_code=model.custom_code,
         )
         return Option(
             artifact=art,
@@ -444,6 +460,8 @@ class Vllm:
             argv += ["--max-num-seqs", str(launch.max_num_seqs)]
         if launch.enforce_eager:
             argv.append("--enforce-eager")
+        if launch.trust_remote_code:
+            argv.append("--trust-remote-code")
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
         if lay.nodes <= 1:
             return [Command("all", tuple(argv), env=env)]
@@ -530,13 +548,9 @@ class Vllm:
             Part(
                 "weights",
                 c.weights,
-                f"{o.artifact.bytes / (1 << 30):.1f} GB of {o.artifact.quant or '?'}: {share}",
+                f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}",
             ),
-            Part(
-                "KV cache",
-                c.kv_cache,
-                f"{o.context:,} tokens × {o.kv_per_token:,} B a token a card",
-            ),
+            Part("KV cache", c.kv_cache, _kv_words(o)),
             Part("overhead", c.overhead, overhead),
         )
         assumes = (
