@@ -206,7 +206,8 @@ def rows() -> list[Row]:
         rep = r["reported"]
         name = VERSION.get(r.get("engine_version") or "")
         if r["model"] not in WEIGHTS:
-            out.append(Row(r["id"], r.get("engine_version") or "?", False, note="model not known"))
+            why = "its model's config is not at hand (not in the fixtures, nor stated)"
+            out.append(Row(r["id"], r.get("engine_version") or "?", False, note=why))
             continue
         version = VllmVersion.parse(name or "0.11")
         m, mem, card, settings = plan(r, version)
@@ -219,7 +220,11 @@ def rows() -> list[Row]:
                     r.get("engine_version") or "?",
                     False,
                     weights=weights,
-                    note="release not modelled (before 0.11); weights only",
+                    note=(
+                        "tensor parallelism and release not stated"
+                        if r.get("tp") is None
+                        else "a release before 0.11 (V0 or early V1), not modelled; weights only"
+                    ),
                 )
             )
             continue

@@ -18,6 +18,14 @@ The sources are vLLM's wheels from 0.11.0 to 0.33.0 (`pip download vllm==X --no-
 
 What was fitted rather than read is said where it is: the V1 sampler's warm-up in 0.11 and the
 per-graph cost of CUDA graphs (fixtures/calibration/engine-logs.jsonl; docs/accuracy.md).
+
+Calling it for a layout: a TP × PP × DP replica set is one `estimate` a pipeline stage
+(`Rank(tp, pp, stage, dp, ep)`; every TP and DP rank of a stage holds the same), combined with
+`combine_stages`, which gives every stage the smallest stage's blocks as vLLM does; the card
+figure to check is the fullest stage's `need`. Data-parallel attention with expert parallelism
+is `Rank(tp=1, dp=N, ep=True)`: attention whole on each rank, routed experts over N, and each
+rank its own KV pool (N × its concurrency for the set). `fits` is vLLM's start-up check at
+`max_model_len`; `max_model_len_fit` the longest that passes it.
 """
 
 from __future__ import annotations
