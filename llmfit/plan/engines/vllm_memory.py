@@ -930,8 +930,8 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
         experts = tuple(parts.expert_bytes[:n])
         repl = []
         for i, (params, exp, rep_lin, six) in enumerate(rows[: len(layers)]):
-            linear = params - exp - six
-            rate = (layers[i] - experts[i] - six * elem) / linear if linear > 0 else 0.0
+            lin_params = params - exp - six
+            rate = (layers[i] - experts[i] - six * elem) / lin_params if lin_params > 0 else 0.0
             repl.append(six * elem + int(rep_lin * rate))
         mtp = sum(parts.layer_bytes[n:])
         other = max(0, weight_bytes - parts.total)
@@ -1316,7 +1316,7 @@ def longest_max_model_len(ctx: _Context, layout: KvLayout, check: int) -> int:
     search from 1), searched up to the model's trained context (vLLM refuses longer without
     VLLM_ALLOW_LONG_MAX_MODEL_LEN) or the asked length, whichever is longer."""
     top = max(ctx.model.max_context or 0, ctx.max_model_len)
-    if request_bytes(ctx, layout, 1) > check:
+    if top == 0 or request_bytes(ctx, layout, 1) > check:
         return 0
     lo, hi, best = 1, top, 1
     while lo <= hi:
