@@ -725,3 +725,42 @@ def test_pipeline_stages_share_the_smallest_block_count():
     blocks, conc, tokens = combine_stages(stages)
     assert blocks == min(s.num_blocks for s in stages)
     assert conc == blocks / (8192 // 16) and tokens == int(conc * 8192)
+
+
+# --- Properties over every fixture model and release ---------------------------------------------
+
+FIXTURE_REPOS = sorted(
+    p.name.removeprefix("models--").replace("--", "/", 1)
+    for p in (__import__("tests.conftest", fromlist=["HUB"]).HUB).iterdir()
+    if (p / "snapshots").is_dir() and any((p / "snapshots").glob("*/config.json"))
+)
+
+
+@pytest.mark.parametrize("repo", FIXTURE_REPOS)
+def test_every_fixture_model_plans_under_every_release(repo: str):
+    # No model of the fixture cache breaks the arithmetic at any release, and what vLLM would
+    # say stays coherent: a longer context never needs fewer blocks nor gets more concurrency,
+    # an fp8 cache never holds less than a bf16 one, and what fits at L fits at L / 2.
+    m = model(repo)
+    if m.task != "generate" or not m.max_context:
+        return
+    wb = 2 * (m.params or 8_000_000_000)
+    ctx = min(m.max_context, 32_768)
+    for version in (V("0.11"), V("0.19"), V("0.26"), V("0.28"), V("0.33")):
+        for rank in (Rank(), Rank(tp=2), Rank(pp=2, stage=1)):
+            s = Settings(version=version, max_model_len=ctx)
+            r = estimate(m, wb, rank, H200, s)
+            short = estimate(m, wb, rank, H200, Settings(version=version, max_model_len=ctx // 2))
+            assert r.layout is not None and short.layout is not None
+            assert short.layout.blocks_per_request <= r.layout.blocks_per_request
+            assert short.max_concurrency >= r.max_concurrency
+            assert short.fits or not r.fits
+            assert r.max_model_len_fit >= ctx or not r.fits
+            fp8 = estimate(
+                m,
+                wb,
+                rank,
+                H200,
+                Settings(version=version, max_model_len=ctx, kv_cache_dtype="fp8"),
+            )
+            assert fp8.max_concurrency >= r.max_concurrency
