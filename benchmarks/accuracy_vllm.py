@@ -25,7 +25,6 @@ from typing import Any
 
 from llmfit.plan.engines.vllm_memory import (
     GIB,
-    Card,
     Rank,
     Settings,
     VllmMemory,
@@ -33,6 +32,7 @@ from llmfit.plan.engines.vllm_memory import (
 )
 from llmfit.plan.engines.vllm_versions import VllmVersion
 from llmfit.plan.fleet import REPORTED_TOTALS
+from llmfit.plan.layout import Card
 from llmfit.plan.model import Model
 from llmfit.sources.config import load_config, model_from_config
 
@@ -177,7 +177,7 @@ def plan(r: dict[str, Any], version: VllmVersion) -> tuple[Model, VllmMemory, Ca
     m = config_model(r["model"])
     family = next((v for k, v in CARDS.items() if (r.get("gpu") or "").startswith(k)), "")
     total = rep.get("total_gpu_memory_gib")
-    card = Card(int(total * GIB) if total else REPORTED_TOTALS.get(family, 0), family)
+    card = Card(family, int(total * GIB) if total else REPORTED_TOTALS.get(family, 0))
     settings = Settings(
         version=version,
         gpu_memory_utilization=r.get("gpu_memory_utilization") or 0.9,

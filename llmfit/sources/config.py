@@ -738,9 +738,9 @@ def _model_shapes(
     vision, vision_hidden = _vision_params(cfg, hidden)
     return ModelShapes(
         layer_kinds=tuple(ks[0] if ks else "" for ks in kinds),
-        # A config that does not say: Gemma's configs tie by default (Gemma3TextConfig), the
-        # others read here state it when they tie (Qwen3-0.6B: true).
-        tied_embeddings=tied if isinstance(tied, bool) else "gemma" in (text_type or ""),
+        # A config that does not say ties, as transformers' PretrainedConfig does, unless its
+        # family's config class says otherwise (UNTIED_BY_DEFAULT, as _param_split reads it).
+        tied_embeddings=tied if isinstance(tied, bool) else text_type not in UNTIED_BY_DEFAULT,
         intermediate_size=_size(merged, "intermediate_size_mlp", "intermediate_size"),
         moe_intermediate_size=_size(merged, "moe_intermediate_size")
         or (_size(merged, "intermediate_size") if _int(merged, EXPERT_KEYS, path) else 0),

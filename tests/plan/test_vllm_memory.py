@@ -13,11 +13,10 @@ import math
 import pytest
 
 from llmfit.plan.artifact import WeightLayout
-from llmfit.plan.engines import vllm as old_vllm
+from llmfit.plan.engines import vllm_sizes as old_vllm
 from llmfit.plan.engines.vllm_memory import (
     GIB,
     NON_TORCH,
-    Card,
     LoRA,
     Rank,
     Settings,
@@ -30,16 +29,17 @@ from llmfit.plan.engines.vllm_memory import (
 )
 from llmfit.plan.engines.vllm_versions import VllmVersion
 from llmfit.plan.fleet import MIB
+from llmfit.plan.layout import Card
 from llmfit.plan.model import Shape
 from tests.plan.test_model import model
 
 V = VllmVersion.parse
-H100 = Card(85_045_477_376, "h100-80g")  # deviceQuery totalGlobalMem
-H100_LOGGED = Card(85_018_877_624, "h100-80g")  # int(79.18 GiB), the total llm-d's vLLM printed
-H200 = Card((143_771 - 454) * MIB, "h200-141g")  # 139.95 GiB
-B200 = Card(int(178.35 * GIB), "b200-180g")
-A100 = Card(85_100_068_864, "a100-80g")
-RTX4090 = Card(25_386_352_640, "rtx4090-24g")
+H100 = Card("h100-80g", 85_045_477_376)  # deviceQuery totalGlobalMem
+H100_LOGGED = Card("h100-80g", 85_018_877_624)  # int(79.18 GiB), the total llm-d's vLLM printed
+H200 = Card("h200-141g", (143_771 - 454) * MIB)  # 139.95 GiB
+B200 = Card("b200-180g", int(178.35 * GIB))
+A100 = Card("a100-80g", 85_100_068_864)
+RTX4090 = Card("rtx4090-24g", 25_386_352_640)
 
 LLAMA_8B_BYTES = 16_060_522_496  # the published index's total_size (fixtures/hub)
 # gpt-oss-20b's checkpoint, worked out from config.json (not in the fixtures): per layer,
@@ -358,7 +358,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 def test_tensor_parallelism_adds_no_stale_nccl_charge():
     # gpu_worker.py init_device starts NCCL before the memory snapshot, so vLLM V1 does not count
-    # it: the 1.79 GiB a card plan/engines/vllm.py adds with TP (NON_TORCH_TP, from a V0 record)
+    # it: the 1.79 GiB a card plan/engines/vllm_sizes.py adds with TP (NON_TORCH_TP, a V0 record)
     # is not charged. Non-torch memory is 0.13 GiB at any width, and TP 2's budget is TP 1's
     # plus exactly the weights it no longer holds (activation and graphs are per rank alike).
     assert old_vllm.NON_TORCH_TP == 1_920_000_000

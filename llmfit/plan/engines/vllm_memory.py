@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
+from llmfit.plan.layout import Card, Layout
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, ModelShapes
 
 GIB = 1 << 30
@@ -77,33 +78,26 @@ _SMS = {
 }
 
 
-@dataclass(frozen=True)
-class Card:
-    """The card a rank runs on: the total CUDA reports, and its class ("h100-80g")."""
+def card_family(card: Card) -> str:
+    """ "h100" of "h100-80g"."""
+    return card.gpu_class.split("-")[0].lower()
 
-    total_bytes: int
-    gpu_class: str = ""
 
-    @property
-    def family(self) -> str:
-        return self.gpu_class.split("-")[0].lower()
+def card_arch(card: Card) -> str:
+    """ "hopper", "blackwell" (SM100), "ampere" or "" for the rest: what picks kernels whose memory
+    differs (MLA block size, mxfp4 padding, the GDN prefill backend, capture sizes)."""
+    f = card_family(card)
+    if f in ("h100", "h200", "h800", "h20", "gh200"):
+        return "hopper"
+    if f in ("b200", "b300", "gb200", "gb300"):
+        return "blackwell"
+    if f in ("a100", "a800", "a10", "a30", "a40", "a6000", "rtx3090"):
+        return "ampere"
+    return ""
 
-    @property
-    def arch(self) -> str:
-        """ "hopper", "blackwell" (SM100), "ampere" or "" for the rest: what picks kernels
-        whose memory differs (MLA block size, mxfp4 padding, the GDN prefill backend)."""
-        f = self.family
-        if f in ("h100", "h200", "h800", "h20", "gh200"):
-            return "hopper"
-        if f in ("b200", "b300", "gb200", "gb300"):
-            return "blackwell"
-        if f in ("a100", "a800", "a10", "a30", "a40", "a6000", "rtx3090"):
-            return "ampere"
-        return ""
 
-    @property
-    def sms(self) -> int:
-        return _SMS.get(self.family, 132)
+def card_sms(card: Card) -> int:
+    return _SMS.get(card_family(card), 132)
 
 
 @dataclass(frozen=True)
@@ -123,6 +117,11 @@ class Rank:
     ep: bool = False
     # This stage's layers as [start, end); None: vLLM's own split (get_pp_indices).
     layers: tuple[int, int] | None = None
+
+    @classmethod
+    def of(cls, layout: Layout, stage: int = 0) -> Rank:
+        """A card of stage `stage` of the planner's layout."""
+        return cls(layout.tp, layout.pp, stage, layout.dp, layout.ep)
 
     def layer_range(self, num_layers: int) -> tuple[int, int]:
         if self.layers is not None:
@@ -353,7 +352,7 @@ def batch_defaults(version: VllmVersion, card: Card) -> tuple[int, int]:
     total = card.total_bytes
     if version.has("big_card_batch_defaults") and total >= 160 * GIB:
         return 16_384, 1024
-    if total >= 70 * GIB and card.family not in ("a100", "gb10"):
+    if total >= 70 * GIB and card_family(card) not in ("a100", "gb10"):
         return 8192, 1024
     return 2048, 256
 
@@ -380,7 +379,8 @@ SAMPLER_STATE_BYTES_MRV2_X8 = 33  # 4 B + 1/8 B, in eighths
 HIDDEN_BYTES_X4 = 11  # 2.75 B a batched token a hidden unit (the old fit; the live hidden states)
 # Memory outside torch after the snapshot: 0.13 GiB in every 0.11 record at TP 1. NCCL starts
 # before the snapshot since V1 (gpu_worker.init_device), so tensor parallelism adds nothing: the
-# 1.79 GiB a card plan/engines/vllm.py charged (NON_TORCH_TP) came from a V0 record (PR #10511).
+# 1.79 GiB a card plan/engines/vllm_sizes.py charged (NON_TORCH_TP) came from a V0 record
+# (PR #10511).
 NON_TORCH = 139_586_437  # 0.13 GiB
 # CUDA graphs, a layer a captured size: Qwen3-0.6B's 28 dense layers took 0.10 GiB and
 # gpt-oss-20b's 24 MoE layers 0.39 GiB, each over 0.11's 67 capture sizes (llm-d's H100
@@ -401,7 +401,7 @@ def capture_sizes(
     limit = 512
     if version.has("gpt_oss_capture_1024") and model.model_type == "gpt_oss":
         limit = 1024
-    elif version.has("blackwell_capture_1024") and card.arch == "blackwell":
+    elif version.has("blackwell_capture_1024") and card_arch(card) == "blackwell":
         limit = 1024
     top = min(max_num_seqs * (1 + spec) * 2, limit, batched)
     sizes = {s for s in (1, 2, 4) if s <= top}
@@ -556,7 +556,7 @@ def in_flight_tokens(ctx: _Context) -> int:
 def _mla_block_size(ctx: _Context) -> int:
     """MLA backends' block size (vllm/platforms/cuda.py): FlashMLA's 64 on Hopper in 0.11, then
     FLASH_ATTN_MLA's 16; CUTLASS MLA's 128 on Blackwell until 0.14, then FlashInfer MLA's 32."""
-    arch, v = ctx.card.arch, ctx.version
+    arch, v = card_arch(ctx.card), ctx.version
     if arch == "hopper":
         return 16 if v.has("mla_block_16_on_hopper") else 64
     if arch == "blackwell":
@@ -596,7 +596,7 @@ def _checkpoint_pages(ctx: _Context, mode: str) -> int:
     if (
         shape.kind == "gated_delta_net"
         and ctx.version.has("gdn_checkpoint_page")
-        and ctx.card.arch == "hopper"
+        and card_arch(ctx.card) == "hopper"
     ):
         return 1
     return 0
@@ -1001,7 +1001,7 @@ def mxfp4_padded(model: Model, card: Card) -> tuple[int, int]:
     kernels pad hidden to 256 and intermediate to 128."""
     h = model.hidden_size or 0
     inter = model.shapes.moe_intermediate_size if model.shapes else 0
-    arch = card.arch
+    arch = card_arch(card)
     if arch in ("ampere", "blackwell"):
         return round_up(h, 256), round_up(inter, 128)
     if arch == "hopper":
@@ -1175,7 +1175,7 @@ def activation(ctx: _Context, last: bool) -> tuple[int, int]:
         "sort": SAMPLER_BYTES_SORT,
         "triton": SAMPLER_BYTES_TRITON,
     }[v.sampler]
-    buffer = ctx.card.sms * vocab * 4 if v.sampler == "triton" else 0
+    buffer = card_sms(ctx.card) * vocab * 4 if v.sampler == "triton" else 0
     return hidden + reqs * vocab * per + buffer, 0
 
 
@@ -1225,7 +1225,7 @@ def estimate(
     block count.
     """
     rank = rank or Rank()
-    card = card or Card(0)
+    card = card or Card("", 0)
     settings = settings or Settings()
     v = settings.version
     notes: list[str] = []
