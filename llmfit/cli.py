@@ -134,6 +134,45 @@ def cli() -> None:
     type=click.Choice(registered_engines()),
     help="Plan for this engine only (repeatable); default: every engine that can run it.",
 )
+@click.option(
+    "--vllm-version",
+    help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+)
+@click.option(
+    "--max-num-seqs", type=click.IntRange(1, 1 << 20), help="vLLM: sequences a step (passed on)."
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(1, 1 << 24),
+    help="vLLM: tokens a step (passed on).",
+)
+@click.option("--enforce-eager", is_flag=True, help="vLLM: no CUDA graphs (passed on).")
+@click.option(
+    "--enable-prefix-caching/--no-enable-prefix-caching",
+    default=None,
+    help="vLLM: prefix caching on or off (hybrid models keep more state with it).",
+)
+@click.option(
+    "--max-loras",
+    type=click.IntRange(1, 1024),
+    help="vLLM: LoRA adapter slots (--enable-lora), each of --max-lora-rank.",
+)
+@click.option(
+    "--max-lora-rank",
+    type=click.IntRange(1, 1024),
+    default=16,
+    show_default=True,
+    help="vLLM: the rank of each LoRA slot.",
+)
+@click.option(
+    "--speculative-config",
+    help="vLLM: speculative decoding, as JSON "
+    '(\'{"method": "mtp", "num_speculative_tokens": 1}\').',
+)
+@click.option(
+    "--limit-mm-per-prompt",
+    help="vLLM: items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option(
     "--all",
@@ -169,6 +208,15 @@ def plan_cmd(
     concurrency: float | None,
     rank_by: str,
     engine_keys: tuple[str, ...],
+    vllm_version: str | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    enforce_eager: bool,
+    enable_prefix_caching: bool | None,
+    max_loras: int | None,
+    max_lora_rank: int,
+    speculative_config: str | None,
+    limit_mm_per_prompt: str | None,
     json_: bool,
     show_all: bool,
     commands_only: bool,
@@ -193,6 +241,7 @@ def plan_cmd(
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
     """
     from llmfit.advise import advise
+    from llmfit.plan.engines.vllm_options import vllm_options
     from llmfit.plan.planner import PlanSettings
     from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import resolve_fleet
@@ -200,6 +249,20 @@ def plan_cmd(
     from llmfit.sources.hub import quiet_huggingface_hub
 
     fleet = resolve_fleet(fleet_path)
+    try:
+        vllm = vllm_options(
+            version=vllm_version,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=enable_prefix_caching,
+            max_loras=max_loras or 0,
+            max_lora_rank=max_lora_rank if max_loras else 0,
+            speculative_config=speculative_config,
+            limit_mm_per_prompt=limit_mm_per_prompt,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     settings = PlanSettings(
         context=_context(context),
         gpu_memory_utilization=gpu_memory_utilization,
@@ -210,6 +273,7 @@ def plan_cmd(
         rank=rank_by,
         engines=engine_keys,
         every_layout=show_all,
+        vllm=vllm,
     )
     progress = None
     if not is_offline(offline):
@@ -258,8 +322,17 @@ def plan_cmd(
 @click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option("--offline", is_flag=True, help="Use only what is cached; never touch the network.")
+@click.option(
+    "--vllm-version", help="The vLLM release the command runs on; default: the newest modelled."
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple[str, ...]) -> None:
+def check_cmd(
+    fleet_path: str | None,
+    json_: bool,
+    offline: bool,
+    vllm_version: str | None,
+    command: tuple[str, ...],
+) -> None:
     """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
 
     Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
@@ -286,7 +359,9 @@ def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple
         quiet_huggingface_hub()
         progress = make_progress()
     try:
-        checked = check(command, fleet, offline=offline, progress=progress)
+        checked = check(
+            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version
+        )
     finally:
         if progress is not None:
             progress.end()

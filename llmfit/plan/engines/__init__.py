@@ -43,6 +43,8 @@ class Found:
 
     options: list[Option] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    # What the user should know about the whole plan, in one sentence each.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -973,6 +973,18 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
         plain = fixed + (sum(linear) + mtp_params) * elem
         if weight_bytes - plain >= head * 9 // 10:
             tied_head = head
+    if sum(linear) + mtp_params <= 0 and rows:
+        # A config that gives no sizes (no hidden size, no vocabulary): the checkpoint as that
+        # many equal layers, as before parts were known, rather than weights of nothing.
+        each, extra = divmod(max(0, weight_bytes - fixed), len(rows))
+        return Parts(
+            layer_bytes=tuple(each + (1 if i < extra else 0) for i in range(len(rows))),
+            expert_bytes=(0,) * len(rows),
+            replicated_bytes=(0,) * len(rows),
+            embed_bytes=embed,
+            output_bytes=output,
+            vision_bytes=vision,
+        )
     rate = (weight_bytes - fixed - tied_head) / max(1, sum(linear) + mtp_params)
     layer_b, exp_b, repl_b = [], [], []
     for (_, exp, rep_lin, six), lin in zip(rows, linear, strict=True):
