@@ -17,6 +17,7 @@ from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, LlmfitError, UsageError
 from llmfit.plan.engines import keys as registered_engines
 from llmfit.plan.options import RANKINGS
 from llmfit.plan.settings import PRECISIONS, Pins
+from llmfit.render.commands import FORMATS
 
 
 class _DefaultGroup(click.Group):
@@ -149,6 +150,14 @@ def cli() -> None:
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
 @click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="The launch as shell commands, `docker run` lines, or Kubernetes YAML.",
+)
+@click.option(
     "--offline",
     is_flag=True,
     help="Use only what is cached; never touch the network (as HF_HUB_OFFLINE=1).",
@@ -176,6 +185,7 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    fmt: str,
     offline: bool,
     revision: str | None,
 ) -> None:
@@ -236,7 +246,12 @@ def plan_cmd(
         from llmfit.render.table import render_commands, render_text
 
         console = make_console()
-        if commands_only:
+        if commands_only and fmt != "shell":
+            if options:
+                from llmfit.render.deploy import render_deploy
+
+                click.echo(render_deploy(fmt, advice, options[chosen - 1], ray), nl=False)
+        elif commands_only:
             if options:
                 render_commands(advice, console, options[chosen - 1], ray)
         elif explain or why_not:
@@ -247,7 +262,7 @@ def plan_cmd(
                     console.print()
                 render_why_not(advice, console)
         else:
-            render_text(advice, console, show_all=show_all, ray=ray)
+            render_text(advice, console, show_all=show_all, ray=ray, fmt=fmt)
     sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)
 
 
@@ -258,8 +273,18 @@ def plan_cmd(
 @click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option("--offline", is_flag=True, help="Use only what is cached; never touch the network.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="Also print the launch as `docker run` lines or Kubernetes YAML, the verdict as comments.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple[str, ...]) -> None:
+def check_cmd(
+    fleet_path: str | None, json_: bool, offline: bool, fmt: str, command: tuple[str, ...]
+) -> None:
     """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
 
     Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
@@ -273,6 +298,7 @@ def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple
           --enable-expert-parallel --max-model-len 32768
       llmfit check --fleet 1xrtx4090-24g -- \\
           llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
+      llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
     """
     from llmfit.check import check
     from llmfit.render.progress import make_progress
@@ -298,7 +324,19 @@ def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple
         from llmfit.render.check import render_check
         from llmfit.render.console import make_console
 
-        render_check(checked.argv, checked.request, checked.advice, make_console())
+        if fmt == "shell":
+            render_check(checked.argv, checked.request, checked.advice, make_console())
+        else:
+            # The verdict as comments, then the launch: the whole output goes to `sh` or to
+            # `kubectl apply -f -` as it stands.
+            from llmfit.render.check import check_lines
+            from llmfit.render.deploy import render_deploy
+
+            for line in check_lines(checked.argv, checked.request, checked.advice):
+                click.echo("# " + line.replace("\n", " "))
+            if checked.fits:
+                options = checked.advice.plan.options
+                click.echo(render_deploy(fmt, checked.advice, options[0]), nl=False)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)
 
 
