@@ -261,7 +261,7 @@ def plan_cmd(
             if why_not:
                 if explain:
                     console.print()
-                render_why_not(advice, console)
+                render_why_not(advice, console, every=show_all)
         else:
             render_text(advice, console, show_all=show_all, ray=ray, fmt=fmt)
     sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)

@@ -14,7 +14,7 @@ def test_qwen3_235b_on_the_example_fleet(run):
     assert code == 0, err
     # 470,187,269,120 / 4 of weights + 1,971,322,880 of KV + 8,729,714,688 of overhead
     # = 128,247,854,848 B = 119.4 GiB, of 0.90 × 150,278,766,592 B (6.5 GiB left).
-    assert "Best: 4 × h200-141g, bf16, 119.4 GB a card (6.5 free)" in out
+    assert "Best: 4 × h200-141g, bf16, 119.4 GiB a card (6.5 free)" in out
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --enable-expert-parallel "
         "--max-model-len 40960 --gpu-memory-utilization 0.90"
@@ -42,7 +42,7 @@ def test_two_nodes_print_a_command_per_role(run, tmp_path):
     base = (
         "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
         "--enable-expert-parallel --max-model-len 8192 --gpu-memory-utilization 0.90 "
-        "--nnodes 2"
+        "--trust-remote-code --nnodes 2"
     )
     lines = out.splitlines()
     assert "# head on h100-1" in lines
@@ -142,7 +142,7 @@ def test_nothing_fits_exits_1_and_says_the_nearest(run, tmp_path):
     need = (470_187_269_120 + 192_512 * 40_960 + overhead) / 2**30
     assert f"{need:.1f}" == "447.4" and f"{25_386_352_640 * 0.9 / 2**30:.1f}" == "21.3"
     assert (
-        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 447.4 GB of 21.3 a card"
+        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 447.4 GiB of 21.3 a card"
         in out.splitlines()
     )
 
@@ -168,9 +168,9 @@ def test_the_fp8_what_if_of_a_bf16_checkpoint_is_marked_and_its_flag_passed(run)
     assert code == 0
     # Linear layers halve, the embedding and head (2 × 151,936 × 4,096 × 2 B) stay bf16, split
     # over 2 cards: 118,169,147,136 B; KV of 2 heads a card for 40,960 tokens: 3,942,645,760 B;
-    # overhead 8,729,714,688 B. 130,841,507,584 B = 121.9 GB of 135,250,889,932 (4.1 left).
+    # overhead 8,729,714,688 B. 130,841,507,584 B = 121.9 GiB of 135,250,889,932 (4.1 left).
     assert (
-        "Best: 2 × h200-141g, fp8 (what-if: --quantization fp8), 121.9 GB a card (4.1 free)" in out
+        "Best: 2 × h200-141g, fp8 (what-if: --quantization fp8), 121.9 GiB a card (4.1 free)" in out
     )
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --enable-expert-parallel "
@@ -211,7 +211,7 @@ def test_ray_form_of_a_two_node_launch(run, tmp_path):
         "# head on h100-1",
         "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --pipeline-parallel-size 2 "
         "--enable-expert-parallel --max-model-len 8192 --gpu-memory-utilization 0.90 "
-        "--distributed-executor-backend ray",
+        "--trust-remote-code --distributed-executor-backend ray",
     ]
 
 
@@ -243,10 +243,10 @@ def test_explain_shows_the_card_part_by_part(run):
     lines = out.splitlines()
     # 16,060,522,496 weights + 1,073,741,824 KV + 5,888,278,528 overhead (8,192 tokens ×
     # (4.75 × 128,256 + 2.75 × 4,096) + 0.75 GiB) = 23,022,542,848 B = 21.4 GiB.
-    assert lines[0] == "Option 1: 1 × h200-141g, bf16, 21.4 GB a card (104.5 free)"
+    assert lines[0] == "Option 1: 1 × h200-141g, bf16, 21.4 GiB a card (104.5 free)"
     # 8,192 tokens × 131,072 B = 1 GiB of KV.
-    assert lines[3].split()[:4] == ["KV", "cache", "1.0", "GB"]
-    assert lines[3].endswith("8,192 tokens × 131,072 B a token a card")
+    assert lines[3].split()[:4] == ["KV", "cache", "1.0", "GiB"]
+    assert lines[3].endswith("one sequence of 8,192 tokens × 131,072 B a token a card")
     assert lines[7] == (
         "  inputs: 32 layers · 32 attention heads · 8 KV heads × 128 · "
         "KV 131,072 B a token for the whole model"
@@ -266,19 +266,22 @@ def test_why_not_lists_the_refusals_with_their_reasons(run, tmp_path):
     )
     assert code == 1
     lines = out.splitlines()
+    # Grouped by class of card, each reason once, the nearest misses first.
+    assert lines[0] == "Ways refused, by class of card (nearest misses first):"
+    h100 = lines.index("  h100-80g:")
+    assert lines[h100 + 1].startswith("    8 × h100-80g: needs ")
     assert (
-        "  safetensors · vllm · 2 nodes × 8 h100-80g: these nodes have no fabric, so a "
-        "replica cannot span them" in lines
+        "    2 nodes × 8 h100-80g: these nodes have no fabric, so a replica cannot span them"
+        in lines
     )
     assert (
-        "  safetensors · vllm · several a100-80g-mig-3g.40gb: a MIG instance cannot be "
-        "joined with others, on its node or across nodes" in lines
+        "    several a100-80g-mig-3g.40gb: a MIG instance cannot be joined with others, on its "
+        "node or across nodes" in lines
     )
     assert (
-        "  safetensors · vllm · CPU nodes: safetensors weights are planned for vLLM on "
-        "GPUs; a CPU node runs GGUF files with llama.cpp" in lines
+        "    CPU nodes: safetensors weights are planned for vLLM on GPUs; a CPU node runs GGUF "
+        "files with llama.cpp" in lines
     )
-    assert any(line.startswith("  safetensors · vllm · 8 × h100-80g: needs ") for line in lines)
 
 
 def test_why_not_names_a_width_that_does_not_divide_the_heads(run, tmp_path):
@@ -296,7 +299,7 @@ def test_why_not_names_a_width_that_does_not_divide_the_heads(run, tmp_path):
     code, out, _ = run(str(tmp_path), "--fleet", str(fleet), "--why-not", "--precision", "stored")
     assert code == 1
     assert (
-        f"  {'safetensors'} · vllm · 8 × h100-80g: Total number of attention heads (28) must be "
+        "    8 × h100-80g: Total number of attention heads (28) must be "
         "divisible by tensor parallel size (8)."
     ) in out.splitlines()
 

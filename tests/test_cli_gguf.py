@@ -52,7 +52,7 @@ def test_each_quant_file_has_its_options(run):
 def test_text_output_prints_the_best_command(run):
     code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096")
     assert code == 0
-    assert "Best: 1 × h200-141g, Q8_0, 0.5 GB a card (125.5 free)" in out
+    assert "Best: 1 × h200-141g, Q8_0, 0.5 GiB a card (125.5 free)" in out
     assert any(line.startswith("llama-server -m ") for line in out.splitlines())
 
 

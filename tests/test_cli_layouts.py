@@ -133,7 +133,7 @@ def test_a_pinned_layout_that_does_not_fit_says_what_it_needs_and_holds(run):
     assert code == 1
     # 141,107,412,992 B of bf16 on one card, the activation of 8,192 tokens and 8,192 tokens of
     # 80 layers × 8 heads × 256 × 2 B.
-    assert "safetensors: nothing fits; closest is 1 × h100-80g, needing 139.5 GB of 71.3" in out
+    assert "safetensors: nothing fits; closest is 1 × h100-80g, needing 139.5 GiB of 71.3" in out
 
 
 def test_concurrency_keeps_only_layouts_that_hold_that_many(run):
@@ -187,7 +187,7 @@ def test_check_says_when_the_command_does_not_fit(run):
     )  # fmt: skip
     assert code == 1
     assert "does not fit:" in out
-    assert "  1 × h100-80g: needs 139.5 GB of 71.3 a card" in out
+    assert "  1 × h100-80g: needs 139.5 GiB of 71.3 a card" in out
 
 
 @pytest.mark.parametrize(

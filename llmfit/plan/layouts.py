@@ -19,6 +19,7 @@ from llmfit.plan.layout import Layout
 from llmfit.plan.options import PerCard
 from llmfit.plan.pools import ClassPool, Host, Seats, seats
 from llmfit.plan.settings import Pins
+from llmfit.plan.speed import Speed
 
 
 def powers_of_two(limit: int) -> list[int]:
@@ -44,6 +45,8 @@ class Sized:
     kv_tokens: int = 0
     # What the engine needs to keep of the sizing (its estimate, its placement).
     extra: object = None
+    # How fast it runs (plan/speed.py's Speed); None where the card's speed is not known.
+    speed: Speed | None = None
 
     @property
     def fits_memory(self) -> bool:
@@ -227,8 +230,9 @@ def select(
 ) -> tuple[list[Tried], list[tuple[Tried, Tried]]]:
     """The layouts to show of those that fit on one class (and fabric): (kept, [(dropped, by)]).
 
-    Kept: every layout no other beats on cards, nodes and sequences held (fewer, fewer, more;
-    one beats another when it is no worse on all three and better on one), and always the
+    Kept: every layout no other beats on cards, nodes, sequences held and the decode speed of one
+    sequence (fewer, fewer, more, faster; one beats another when it is no worse on all four and
+    better on one; speed counts only where both are known), and always the
     narrowest fit, the whole-node layout (a node's cards, the fewest nodes) and the replicated
     layout that fills one node. `every` keeps them all (`--all`).
     """
@@ -267,9 +271,13 @@ def select(
 def _beats(a: Tried, b: Tried) -> bool:
     la, lb = a.spot.layout, b.spot.layout
     ca, cb = a.sized.concurrency, b.sized.concurrency
-    no_worse = la.cards <= lb.cards and la.nodes <= lb.nodes and ca >= cb
-    better = la.cards < lb.cards or la.nodes < lb.nodes or ca > cb
-    # Equal on all three: the simpler layout (fewer pipeline stages, fewer ranks) stands for both.
-    same = la.cards == lb.cards and la.nodes == lb.nodes and ca == cb
+    sa, sb = a.sized.speed, b.sized.speed
+    # Decode speed to 3 significant figures: a difference past what the model can tell is none.
+    va = float(f"{sa.decode_tokens_per_s:.3g}") if sa and sb else 0.0
+    vb = float(f"{sb.decode_tokens_per_s:.3g}") if sa and sb else 0.0
+    no_worse = la.cards <= lb.cards and la.nodes <= lb.nodes and ca >= cb and va >= vb
+    better = la.cards < lb.cards or la.nodes < lb.nodes or ca > cb or va > vb
+    # Equal on all four: the simpler layout (fewer pipeline stages, fewer ranks) stands for both.
+    same = la.cards == lb.cards and la.nodes == lb.nodes and ca == cb and va == vb
     simpler = (la.pp, la.dp, not la.ep) < (lb.pp, lb.dp, not lb.ep)
     return no_worse and (better or (same and simpler))

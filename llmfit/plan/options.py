@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.layout import Card, Layout
+from llmfit.plan.speed import Speed
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class Option:
     kv_tokens: int = 0
     # What the host's RAM holds of a part-offloaded model (weights, KV and compute kept there).
     host_bytes: int = 0
+    # How fast it runs (plan/speed.py); None where the card's speed is not known.
+    speed: Speed | None = None
 
     @property
     def cpu(self) -> bool:
@@ -127,6 +130,8 @@ class Rejection:
     what_if: str | None = None
     # "" for a refusal; "dominated" for a layout that fits but that another shown one beats.
     kind: str = ""
+    # The class of cards it was tried on (None: a CPU, or no card in particular).
+    gpu_class: str | None = None
 
 
 # The precision past which a bigger file is not a better model worth its memory: eight bits keep
@@ -145,7 +150,7 @@ def quality(o: Option) -> float:
     return bits if bits <= limit else limit - (bits - limit) * 0.25
 
 
-RANKINGS = ("cards", "concurrency")
+RANKINGS = ("cards", "concurrency", "speed")
 
 
 def rank_key(o: Option, by: str = "cards") -> tuple:
@@ -160,13 +165,16 @@ def rank_key(o: Option, by: str = "cards") -> tuple:
     saves cards or nodes: on the same hardware the checkpoint as its authors shipped it comes
     first, since the what-if buys nothing there but a changed model.
 
-    `by="concurrency"` puts the most sequences held first, then the same order.
+    `by="concurrency"` puts the most sequences held first, `by="speed"` the fastest decode of
+    one sequence (options whose speed is not known last), then the same order.
     """
     key = (
         o.cpu, o.gpus, o.nodes, o.changes, -quality(o), not o.free_now, -o.concurrency, -o.room
     )  # fmt: skip
     if by == "concurrency":
         return (o.cpu, -o.concurrency, *key[1:])
+    if by == "speed":
+        return (o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
     return key
 
 

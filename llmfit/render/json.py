@@ -18,6 +18,24 @@ def _bits(b: float | None) -> float | None:
     return round(b, 2) if b else None
 
 
+def _speed(o: Option) -> dict[str, Any] | None:
+    s = o.speed
+    if s is None:
+        return None
+    return {
+        "decode_tokens_per_s": round(s.decode_tokens_per_s, 2),
+        "decode_tokens_per_s_total": round(s.decode_tokens_per_s_total, 2),
+        "prefill_tokens_per_s": (
+            round(s.prefill_tokens_per_s, 1) if s.prefill_tokens_per_s is not None else None
+        ),
+        "ttft_s": round(s.ttft_s, 4) if s.ttft_s is not None else None,
+        "bound": s.bound,
+        "bound_total": s.bound_total,
+        "bound_prefill": s.bound_prefill,
+        "assumptions": list(s.assumptions),
+    }
+
+
 def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
     repo = advice.repo
     lay = o.layout
@@ -54,6 +72,8 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "max_context": o.max_context,
         "concurrency": o.concurrency,
         "what_if": o.what_if,
+        # Added to version 1: how fast it runs (null where the card's speed is not known).
+        "speed": _speed(o),
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
@@ -131,6 +151,10 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 "engine": r.engine,
                 "where": r.where,
                 "reason": rejection_reason(r),
+                # Added to version 1: the bytes a sentence states (null where it states none).
+                "need": r.need or None,
+                "have": r.have or None,
+                "kind": r.kind or None,
             }
             for r in plan.rejected
         ],

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from llmfit.plan.catalog import ModelResult, Models
 from llmfit.render.json import document
-from llmfit.render.sentences import fits_instead, gb, label, quant, unplaced_reason
+from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
 
 
@@ -31,7 +31,7 @@ def models_table(fits: list[ModelResult]) -> Table:
         ("engine", "left"),
         ("where", "left"),
         ("bits", "right"),
-        ("a card: need/have GB", "right"),
+        ("a card: need/have GiB", "right"),
         ("max ctx", "right"),
         ("seqs", "right"),
         ("now", "left"),
@@ -49,7 +49,7 @@ def models_table(fits: list[ModelResult]) -> Table:
             o.engine,
             label(o),
             f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
-            f"{gb(o.per_card.need)}/{gb(o.have)}",
+            f"{gib(o.per_card.need)}/{gib(o.have)}",
             f"{o.max_context:,}",
             f"{o.concurrency:.2f}",
             "free" if o.free_now else "busy",

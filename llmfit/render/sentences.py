@@ -9,8 +9,9 @@ from llmfit.plan.planner import Unplaced
 GIB = 1 << 30
 
 
-def gb(n: int) -> str:
-    """Bytes as people say card sizes: GB of 2^30 bytes (the unit vLLM and nvidia-smi print)."""
+def gib(n: int) -> str:
+    """Bytes in GiB (2^30 bytes, the unit vLLM prints and nvidia-smi's MiB count in), one
+    decimal: every figure llmfit labels GiB is one."""
     return f"{n / GIB:.1f}"
 
 
@@ -33,24 +34,26 @@ def precision(o: Option) -> str:
 
 
 def describe(o: Option) -> str:
-    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GB a card (65.7 free)"."""
+    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GiB a card (65.7 free)"."""
     need = o.per_card.need
     if o.cpu:
-        return f"CPU, {precision(o)}, {gb(need)} GB of RAM ({gb(o.room)} free)"
-    return f"{label(o)}, {precision(o)}, {gb(need)} GB a card ({gb(o.room)} free)"
+        return f"CPU, {precision(o)}, {gib(need)} GiB of RAM ({gib(o.room)} free)"
+    return f"{label(o)}, {precision(o)}, {gib(need)} GiB a card ({gib(o.room)} free)"
 
 
 def unplaced_reason(u: Unplaced) -> str:
     """Why an artifact has no option: the nearest miss, in the numbers that decide it."""
     if u.need:
-        return f"nothing fits; closest is {u.where}, needing {gb(u.need)} GB of {gb(u.have)} a card"
+        return (
+            f"nothing fits; closest is {u.where}, needing {gib(u.need)} GiB of {gib(u.have)} a card"
+        )
     return u.reason
 
 
 def rejection_reason(r: Rejection) -> str:
     if r.need:
         also = f"; it would hold {r.max_context:,} tokens" if r.max_context else ""
-        return f"needs {gb(r.need)} GB of {gb(r.have)} a card{also}"
+        return f"needs {gib(r.need)} GiB of {gib(r.have)} a card{also}"
     return r.reason
 
 
@@ -69,3 +72,29 @@ def sequences(o: Option) -> str:
     if o.layout.dp > 1:
         text += f" over {o.layout.dp} {'servers' if o.layout.replicas > 1 else 'ranks'}"
     return text
+
+
+def tokens_per_s(o: Option) -> str:
+    """Single-sequence decode, as the table shows it: "48.1", "1,234"; "?" when not known."""
+    if o.speed is None:
+        return "?"
+    v = o.speed.decode_tokens_per_s
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def speed_line(o: Option) -> str | None:
+    """ "decode 48.1 tok/s for one sequence (memory-bound), 1,220 for 26 at once; prefill …"."""
+    s = o.speed
+    if s is None:
+        return None
+    at_once = max(1, int(o.concurrency))
+    line = (
+        f"decode {tokens_per_s(o)} tok/s for one sequence ({s.bound}-bound), "
+        f"{s.decode_tokens_per_s_total:,.0f} for {at_once} at once"
+    )
+    if s.prefill_tokens_per_s and s.ttft_s is not None:
+        line += (
+            f"; prefill {s.prefill_tokens_per_s:,.0f} tok/s, first token in {s.ttft_s:.2f} s "
+            f"for {o.context:,} tokens"
+        )
+    return line

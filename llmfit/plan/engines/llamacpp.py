@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
 from llmfit.plan.engines import llamacpp_sizes as sizes
@@ -128,6 +130,11 @@ class LlamaCpp:
         def option(p: sizes.Placement, e: sizes.Estimate, **kw) -> Option:
             card = e.worst_card()
             assert card is not None
+            lay = kw.get("layout", Layout())
+            kw["speed"] = _speed(
+                model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
+                card.kv_cache // sizes.pad(context), art.quant,
+            )  # fmt: skip
             return Option(
                 artifact=art,
                 engine=self.key,
@@ -173,6 +180,16 @@ class LlamaCpp:
                         layout, cpu, have, None, model.max_context, cpu=True, extra=extra
                     ),
                     concurrency=1.0,
+                    speed=_speed(
+                        model,
+                        layout,
+                        None,
+                        cpu,
+                        Layout(),
+                        context,
+                        e.host.kv_cache // sizes.pad(context),
+                        art.quant,
+                    ),
                 )
             )
         elif rams:
@@ -182,10 +199,12 @@ class LlamaCpp:
         if settings.llamacpp.n_gpu_layers == 0 and not settings.llamacpp.rpc:
             return out  # the command runs on the CPU alone
         for pool in job.pools:
+            refused: list[Rejection] = []
             if _exact(settings):
-                out += self._exact(job, pool, rejected, kv_type, option, ram_have, est)
+                out += self._exact(job, pool, refused, kv_type, option, ram_have, est)
             else:
-                out += self._on_pool(job, pool, rejected, kv_type, option, ram_have, est)
+                out += self._on_pool(job, pool, refused, kv_type, option, ram_have, est)
+            rejected += [replace(r, gpu_class=pool.gpu_class) for r in refused]
         return out
 
     def _on_pool(
@@ -264,7 +283,7 @@ class LlamaCpp:
             elif hosts:
                 if any(h.ram for h in hosts):
                     why = (
-                        f"the part in RAM needs {e.host.total / GIB:.1f} GB, more than "
+                        f"the part in RAM needs {e.host.total / GIB:.1f} GiB, more than "
                         f"{settings.host_share:.0%} of any {cls} node's RAM"
                     )
                 else:
@@ -447,7 +466,7 @@ class LlamaCpp:
             if launch.cpu_moe_layers:
                 placed += f", the experts of the first {launch.cpu_moe_layers} layers in RAM"
             placed += "; token_embd stays in RAM"
-        size = f"{o.artifact.bytes / GIB:.1f} GB of {o.artifact.quant or '?'}"
+        size = f"{o.artifact.bytes / GIB:.1f} GiB of {o.artifact.quant or '?'}"
         parts = [
             Part("weights", c.weights, f"{size}: {placed}"),
             Part(
@@ -561,6 +580,40 @@ def _exact(settings: PlanSettings) -> bool:
     return (
         o.n_gpu_layers is not None or o.n_cpu_moe is not None or bool(o.tensor_split) or bool(o.rpc)
     )
+
+
+# A GGUF file's types that are plain floats; any other is a block quant the kernels dequantize.
+FLOAT_QUANTS = ("F32", "F16", "BF16")
+
+
+def _speed(
+    model: Model,
+    layout: GgufLayout,
+    spec: cards.CardSpec | None,
+    p: sizes.Placement,
+    lay: Layout,
+    context: int,
+    kv_per_token: int,
+    quant: str | None,
+) -> speeds.Speed | None:
+    """How fast llama-server runs the placement (plan/speed.py): the layer split is a pipeline
+    of one card a stage, the host runs what -ngl and --n-cpu-moe keep there; on a CPU alone, the
+    host's RAM bandwidth is what a step streams at (the fleet states none, so speed.py's
+    cautious default)."""
+    if spec is None and p.cards:
+        return None
+    if spec is None:
+        spec = cards.override(None, {"memory_bandwidth_gbs": speeds.DEFAULT_RAM_BANDWIDTH / 1e9},
+                              key="cpu")  # fmt: skip
+    n = layout.layers
+    inputs = speeds.inputs_for(
+        model, layout, spec, engine="llama.cpp", context=context, kv_bytes_per_token=kv_per_token,
+        tp=1, pp=max(p.cards, 1),
+        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
+        gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
+        quantized=(quant or "").upper() not in FLOAT_QUANTS,
+    )  # fmt: skip
+    return speeds.estimate(inputs)
 
 
 ENGINE = LlamaCpp()

@@ -23,7 +23,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from llmfit.plan.artifact import Artifact
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
+from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
 from llmfit.plan.engines import vllm_sizes as sizes
 from llmfit.plan.launch import Command
@@ -33,7 +35,7 @@ from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings, VllmOptions
-from llmfit.plan.weights import layout_of, stage_parts
+from llmfit.plan.weights import layout_of, pp_partition, stage_parts
 
 RAY_PORT = 6379
 # The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
@@ -80,6 +82,9 @@ class VllmLaunch:
     enforce_eager: bool = False
     # A context past the trained one, which vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
     long_context: bool = False
+    # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
+    # files), which vLLM loads only with --trust-remote-code.
+    trust_remote_code: bool = False
     # The vLLM release the plan models, which a container's image follows.
     version: str = VERSION
 
@@ -154,6 +159,48 @@ def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
     return f"{layout.cards} × {gpu_class}{shape}"
 
 
+def _speed(
+    engine: str,
+    model: Model,
+    weights: WeightLayout,
+    spec: cards.CardSpec | None,
+    layout: Layout,
+    context: int,
+    kv_per_token: int,
+    concurrency: float,
+    fp8: bool,
+) -> speeds.Speed | None:
+    """How fast the layout decodes and prefills (plan/speed.py), its stages as vLLM splits them.
+
+    A MoE's data-parallel ranks each run their own batch through their own attention and share
+    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
+    them, not the 1/tp a tensor-parallel replica would.
+    """
+    if spec is None or concurrency <= 0:
+        return None
+    inputs = speeds.inputs_for(
+        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
+        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
+        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
+        compute_dtype="fp8" if fp8 else "bf16",
+    )  # fmt: skip
+    if model.is_moe and layout.dp > 1:
+        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
+        inputs = replace(inputs, stages=stages)
+    return speeds.estimate(inputs)
+
+
+def _kv_words(o: Option) -> str:
+    """ "32,768 tokens × 131,072 B a token a card", with what the windows and states that do not
+    grow with the context add to one sequence, where the model has them."""
+    growing = o.kv_per_token * sizes.blocks(o.context)
+    fixed = o.per_card.kv_cache - growing
+    words = f"one sequence of {o.context:,} tokens × {o.kv_per_token:,} B a token a card"
+    if fixed > 0:
+        words += f", + {fixed:,} B of sliding windows and recurrent state"
+    return words
+
+
 class Vllm:
     key = "vllm"
     name = "vLLM"
@@ -179,14 +226,15 @@ class Vllm:
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
             art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
             shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            refused: list[Rejection] = []
-            options = [
-                replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                for pool in job.pools
-                for o in self._on_pool(job, art, shape, pool, v, refused)
-            ]
-            found.options += options
-            found.rejected += [replace(r, what_if=v.what_if) for r in refused]
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, v, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
         return found
 
     def _on_pool(
@@ -311,6 +359,10 @@ class Vllm:
         weights = layout_of(art, model)
         graphs = not settings.vllm.enforce_eager
         trained = model.max_context
+        spec = cards.spec(pool.gpu_class)
+        fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
+            "fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8",
+        )  # fmt: skip
 
         def size(layout: Layout) -> Sized:
             expert_shard = layout.tp * layout.dp if model.is_moe else layout.tp
@@ -341,13 +393,17 @@ class Vllm:
                     )
                 longest = min(longest, sizes.max_context(stage, card, have, layout.tp, 1, trained))
             assert worst is not None
+            concurrency = round(per_rank * layout.dp, 2)
             return Sized(
                 per_card=worst,
                 have=have,
-                concurrency=round(per_rank * layout.dp, 2),
+                concurrency=concurrency,
                 max_context=longest,
                 kv_per_token=worst_token,
                 kv_tokens=pool_tokens if pool_tokens < 1 << 62 else 0,
+                speed=_speed(
+                    self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8
+                ),  # fmt: skip
             )
 
         return size
@@ -366,6 +422,7 @@ class Vllm:
             max_num_seqs=settings.vllm.max_num_seqs,
             enforce_eager=settings.vllm.enforce_eager,
             long_context=bool(model.max_context and job.context > model.max_context),
+            trust_remote_code=model.custom_code,
         )
         return Option(
             artifact=art,
@@ -386,6 +443,7 @@ class Vllm:
             share=settings.gpu_memory_utilization,
             kv_per_token=sized.kv_per_token,
             kv_tokens=sized.kv_tokens,
+            speed=sized.speed,
         )
 
     # -- launching ------------------------------------------------------------------------------
@@ -424,6 +482,8 @@ class Vllm:
             argv += ["--max-num-seqs", str(launch.max_num_seqs)]
         if launch.enforce_eager:
             argv.append("--enforce-eager")
+        if launch.trust_remote_code:
+            argv.append("--trust-remote-code")
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
         if lay.nodes <= 1:
             return [Command("all", tuple(argv), env=env)]
@@ -510,13 +570,9 @@ class Vllm:
             Part(
                 "weights",
                 c.weights,
-                f"{o.artifact.bytes / (1 << 30):.1f} GB of {o.artifact.quant or '?'}: {share}",
+                f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}",
             ),
-            Part(
-                "KV cache",
-                c.kv_cache,
-                f"{o.context:,} tokens × {o.kv_per_token:,} B a token a card",
-            ),
+            Part("KV cache", c.kv_cache, _kv_words(o)),
             Part("overhead", c.overhead, overhead),
         )
         assumes = (
