@@ -135,6 +135,10 @@ class PoolNode:
     free_ram_bytes: int = 0
     # Identical nodes this one stands for (a pool is kept as a count, never one object a node).
     count: int = 1
+    # Node labels a scheduler selects the node by (GPU Feature Discovery's nvidia.com/gpu.product,
+    # from `llmfit fleet import kubectl`), as (key, value) pairs; a Kubernetes nodeSelector reads
+    # them.
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_cpu(self) -> bool:

@@ -130,7 +130,7 @@ def breakdown(o: Option) -> str:
 
 
 def render_text(
-    advice: Advice, console: Console, show_all: bool = False, ray: bool = False
+    advice: Advice, console: Console, show_all: bool = False, ray: bool = False, fmt: str = "shell"
 ) -> None:
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
@@ -164,7 +164,7 @@ def render_text(
         line = speed_line(best)
         if line:
             console.print(Text(f"  {line}"))
-        render_commands(advice, console, best, ray)
+        render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:
         console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)
         instead = fits_instead(u)
@@ -172,8 +172,17 @@ def render_text(
             console.print(Text(f"  {instead}"), soft_wrap=True)
 
 
-def render_commands(advice: Advice, console: Console, o: Option, ray: bool = False) -> None:
-    """The option's command lines, each node's under a comment naming its role and node."""
+def render_commands(
+    advice: Advice, console: Console, o: Option, ray: bool = False, fmt: str = "shell"
+) -> None:
+    """The option's command lines, each node's under a comment naming its role and node; or its
+    launch in containers (`fmt` "docker" or "k8s", render/deploy.py)."""
+    if fmt != "shell":
+        from llmfit.render.deploy import render_deploy
+
+        text = render_deploy(fmt, advice, o, ray)
+        console.print(text.rstrip("\n"), soft_wrap=True, markup=False, highlight=False)
+        return
     repo = advice.repo
     for cmd in commands(o, repo.id, repo.revision, ray):
         if cmd.node:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
-from llmfit.plan.engines import Explanation, Found, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command
@@ -28,6 +28,12 @@ from llmfit.plan.settings import PlanSettings
 
 RPC_PORT = 50052  # rpc-server's default port (tools/rpc/README.md)
 PORT = 8080  # llama-server's default; each further server on a node takes the next one
+# llama.cpp's server images (docs/docker.md, .devops/cuda.Dockerfile and cpu.Dockerfile, target
+# `server`): ENTRYPOINT /app/llama-server, a HEALTHCHECK on :8080/health. They hold llama-server
+# only, built without GGML_RPC, so the RPC launch across nodes has no image. llmfit does not model
+# llama.cpp releases, so the floating tags are named.
+IMAGE_CUDA = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+IMAGE_CPU = "ghcr.io/ggml-org/llama.cpp:server"
 
 
 @dataclass(frozen=True)
@@ -430,6 +436,14 @@ class LlamaCpp:
         out = [Command("worker", rpc, h) for h in workers]
         out.append(Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None))
         return out
+
+    def image(self, option: Option) -> Image:
+        return Image(
+            name=IMAGE_CPU if option.cpu else IMAGE_CUDA,
+            entrypoint=("llama-server",),
+            port=PORT,
+            health="/health",
+        )
 
     # -- explaining -----------------------------------------------------------------------------
 

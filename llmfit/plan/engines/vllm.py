@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
@@ -45,6 +45,25 @@ RAY_PORT = 6379
 # multi-node data-parallel example uses 13345; any free port will do).
 DP_RPC_PORT = 13345
 LONG_CONTEXT_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+# The vLLM release the plan models (its memory arithmetic, its flags); the image a container runs
+# is this release's (`--vllm-version`, once it lands, sets VllmLaunch.version).
+# vLLM's image on Docker Hub: one tag a release, v0.X.Y (docs/deployment/docker.md); its
+# ENTRYPOINT is `vllm serve` (docker/Dockerfile, vllm-openai target), its server answers on 8000
+# and says it is ready on /health (vllm/entrypoints/openai/api_server.py).
+IMAGE = "vllm/vllm-openai"
+PORT = 8000
+# True once a Ray cluster has {nodes} live nodes: `ray start` returns before the workers join,
+# and a serve started before they have fails to place its ranks.
+RAY_JOINED = (
+    'python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); '
+    'raise SystemExit(sum(n["Alive"] for n in ray.nodes()) < {nodes})\''
+)
+
+
+def image_tag(version: str) -> str:
+    """ "0.33" → "v0.33.0", "0.27.1" → "v0.27.1": vLLM tags every release with its full number."""
+    parts = version.removeprefix("v").split(".")
+    return "v" + ".".join(parts + ["0"] * (3 - len(parts)))
 
 
 @dataclass(frozen=True)
@@ -68,7 +87,8 @@ class VllmLaunch:
     # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
     # files), which vLLM loads only with --trust-remote-code.
     trust_remote_code: bool = False
-    # The release the plan modelled, and its fullest card part by part (for --explain).
+    # The release the plan modelled (which a container's image follows), and its fullest card
+    # part by part (for --explain).
     version: VllmVersion = NEWEST
     memory: vm.VllmMemory | None = None
     # Prefix caching asked on or off (None: the release's default), LoRA slots, speculation and
@@ -689,6 +709,21 @@ class Vllm:
 
     def where(self, option: Option) -> str:
         return where(option.layout, option.gpu_class or "", option.fabric)
+
+    def image(self, option: Option) -> Image:
+        launch = option.launch
+        version = str(launch.version) if isinstance(launch, VllmLaunch) else str(NEWEST)
+        return Image(
+            name=f"{IMAGE}:{image_tag(version)}",
+            entrypoint=("vllm", "serve"),
+            port=PORT,
+            health="/health",
+            programs=("vllm", "ray", "python3"),
+            # PyTorch's workers pass tensors through /dev/shm (docs/deployment/docker.md).
+            shared_memory=True,
+            foreground=(("ray", "--block"),),
+            joined=RAY_JOINED,
+        )
 
     # The vLLM release the option was sized for.
     fields: tuple[str, ...] = ("vllm_version",)
