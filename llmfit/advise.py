@@ -40,6 +40,9 @@ def advise(
             names = ", ".join(a.quant or a.name for a in repo.artifacts) or "none"
             raise UsageError(f"{repo.id} has no file the command names (it has: {names}).")
         repo = replace(repo, artifacts=kept)
+    if repo.source == "path" and not settings.local_paths:
+        # A local directory has no Hub tag to fetch it by: its own paths are the only names.
+        settings = replace(settings, local_paths=True)
     if settings.vllm.draft_repo:
         settings = _with_draft(settings, cache_dir, offline=offline, progress=progress)
     if not settings.context and not repo.model.max_context:

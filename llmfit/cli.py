@@ -190,6 +190,11 @@ def cli() -> None:
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
 @click.option(
+    "--local-paths",
+    is_flag=True,
+    help="llama-server -m with this machine's file paths, not -hf REPO:QUANT.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(FORMATS),
@@ -234,6 +239,7 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    local_paths: bool,
     fmt: str,
     offline: bool,
     revision: str | None,
@@ -284,6 +290,7 @@ def plan_cmd(
         rank=rank_by,
         engines=engine_keys,
         every_layout=show_all,
+        local_paths=local_paths,
         vllm=vllm,
     )
     progress = None

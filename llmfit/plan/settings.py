@@ -117,6 +117,9 @@ class PlanSettings:
     engines: tuple[str, ...] = ()
     # Every layout considered, not only those no other beats (`--all`).
     every_layout: bool = False
+    # Commands name model files by this machine's paths (llama-server -m) rather than by the
+    # Hub's tag (-hf REPO:QUANT): for a repository in a local directory, or where asked.
+    local_paths: bool = False
     vllm: VllmOptions = field(default_factory=VllmOptions)
     llamacpp: LlamaCppOptions = field(default_factory=LlamaCppOptions)
 

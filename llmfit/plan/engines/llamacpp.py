@@ -48,6 +48,9 @@ class LlamaCppLaunch:
     cpu_moe_layers: int = 0
     # --cache-type-k/-v: "f16" (the default) or "q8_0".
     cache_type: str = "f16"
+    # The file on this machine to pass as -m, where a local path was asked for (--local-paths,
+    # or a repository that is a local directory); None: -hf REPO:QUANT, which works on any node.
+    model_path: str | None = None
 
 
 def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, ...]]]:
@@ -147,6 +150,7 @@ class LlamaCpp:
                     tensor_split=(1,) * p.cards if p.cards > 1 else (),
                     cpu_moe_layers=p.cpu_moe,
                     cache_type=kv_type,
+                    model_path=art.path if settings.local_paths else None,
                 ),
                 share=settings.gpu_memory_utilization,
                 kv_tokens=sizes.pad(context),
@@ -171,7 +175,12 @@ class LlamaCpp:
                     card=None,
                     per_card=PerCard(e.host.weights, e.host.kv_cache, e.host.compute),
                     have=have,
-                    launch=LlamaCppLaunch(ctx_size=context, gpu_layers=0, cache_type=kv_type),
+                    launch=LlamaCppLaunch(
+                        ctx_size=context,
+                        gpu_layers=0,
+                        cache_type=kv_type,
+                        model_path=art.path if settings.local_paths else None,
+                    ),
                     hosts=sum(h.count for h in fitting),
                     free_now=any(need <= h.free_ram for h in fitting),
                     bits_per_weight=bits,
@@ -390,13 +399,14 @@ class LlamaCpp:
         assert isinstance(launch, LlamaCppLaunch)
         art = o.artifact
         argv = ["llama-server"]
-        if art.path:
+        if launch.model_path:
             # The first part of a split file: llama.cpp opens the others from its directory.
-            argv += ["-m", art.path]
+            argv += ["-m", launch.model_path]
             if art.projector:
                 argv += ["--mmproj", art.projector]
         else:
-            # Not on disk: llama.cpp fetches the quant (every part, and the mmproj) by its tag.
+            # By its tag, llama.cpp fetches the quant (every part, and the mmproj) into its own
+            # cache on the node that runs it: a path of this machine's cache means nothing there.
             argv += ["-hf", f"{repo_id}:{art.quant}" if art.quant else repo_id]
         # Every value the plan relied on is explicit, so that llama.cpp's --fit (on by default)
         # and its defaults (ctx 0 = the trained context, -ngl auto) cannot change the plan.
