@@ -220,3 +220,36 @@ def test_check_a_llama_server_command_by_its_hub_tag(run):
     doc = json.loads(out)
     (o,) = doc["options"]
     assert (o["artifact"], o["engine"], o["gpu_layers"]) == ("Tiny-Llama-Q6_K.gguf", "llama.cpp", 5)
+
+
+def test_gpt_oss_20b_pinned_at_tp2_and_its_vllm_serve_line_agree(run):
+    # The issue's own example: gpt-oss-20b (13,761,264,768 B of mxfp4 experts and bf16 rest) at
+    # tensor parallel 2 on two H100s, asked as pins and as the vllm serve line a user has.
+    opts = options(run, "openai/gpt-oss-20b", "--fleet", "2xh100-80g", "--tp", "2")
+    assert opts and all((o["tp"], o["pp"], o["dp"], o["gpus"]) == (2, 1, 1, 2) for o in opts)
+    pinned = next(
+        o
+        for o in options(
+            run,
+            "openai/gpt-oss-20b",
+            "--fleet",
+            "2xh100-80g",
+            "--tp",
+            "2",
+            "--context",
+            "8192",
+            "--precision",
+            "stored",
+        )  # fmt: skip
+    )
+    code, out, err = run(
+        "check", "--fleet", "2xh100-80g", "--json", "--", "vllm", "serve", "openai/gpt-oss-20b",
+        "--tensor-parallel-size", "2", "--max-model-len", "8192",
+    )  # fmt: skip
+    assert code == 0, err
+    (checked,) = json.loads(out)["options"]
+    for key in ("per_card", "concurrency", "max_context", "tp", "gpus"):
+        assert checked[key] == pinned[key], key
+    # The command asked for no expert parallelism, and the check plans it as given; a card holds
+    # the same either way (its experts are split over both ranks).
+    assert (pinned["ep"], checked["ep"]) == (True, False)

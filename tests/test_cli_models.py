@@ -36,7 +36,8 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         advice = advise(repo_id, fleet, PlanSettings(), offline=True)
         if advice.plan.options:
             fitting.append((repo_id, advice.plan.options[0]))
-    assert len(fitting) == 10  # the eight sized safetensors repositories, the GGUF one, and 405B
+    # The eight sized safetensors repositories, the GGUF one, 405B and gpt-oss-20b.
+    assert len(fitting) == 11
     listed = {d["repo"]["id"]: d for d in docs}
     for repo_id, best in fitting:
         first = listed[repo_id]["options"][0]
@@ -52,6 +53,7 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         "mistralai/Mixtral-8x7B-v0.1",
         "meta-llama/Llama-3.1-8B-Instruct",
         "google/gemma-3-27b-it",
+        "openai/gpt-oss-20b",
         "meta-llama/Meta-Llama-3.1-70B",
         "Qwen/Qwen3-235B-A22B",
         "meta-llama/Meta-Llama-3.1-405B",
@@ -71,7 +73,7 @@ def test_the_text_listing_is_one_line_a_model(run):
         row,
     ), row
     # A config-only snapshot does not fit, and the line says why.
-    assert re.search(r"  openai/gpt-oss-20b: openai/gpt-oss-20b holds no model.safetensors", out)
+    assert re.search(r"  openai/gpt-oss-120b: openai/gpt-oss-120b holds no model.safetensors", out)
 
 
 def test_filters_narrow_the_listing(run):

@@ -293,8 +293,7 @@ def test_json_says_which_attention_kinds_and_how_each_was_charged(run):
     from tests.conftest import EXAMPLE_FLEET
 
     code, out, _ = run("openai/gpt-oss-20b", "--fleet", str(EXAMPLE_FLEET), "--json")
-    # Config-only snapshot: no weights to place, so nothing fits; the model is still read.
-    assert code == 1
+    assert code == 0
     doc = json.loads(out)
     model = doc["model"]
     assert (model["kv_bytes_per_token"], model["quantization"]) == (24_576, "mxfp4")
@@ -315,8 +314,8 @@ def test_json_says_which_attention_kinds_and_how_each_was_charged(run):
             "bytes_per_token": 0,
             "bytes_per_sequence": 204_865_536,
             "how": "a window of 128 tokens + 8,192 batched tokens a sequence, whatever the "
-            "context (vLLM's max_num_batched_tokens on cards of 70 GiB or more, assumed "
-            "everywhere)",
+            "context (here at vLLM's max_num_batched_tokens on cards of 70 GiB or more; each "
+            "card's plan counts what its release keeps for it)",
         },
     ]
 
@@ -413,9 +412,9 @@ def test_more_context_never_needs_less_cache_and_fp8_never_more_than_bf16():
 
 
 def test_a_config_only_snapshot_says_its_weights_cannot_be_sized():
-    repo = load_repo("openai/gpt-oss-20b", HUB, offline=True)
+    repo = load_repo("openai/gpt-oss-120b", HUB, offline=True)
     assert repo.artifacts == ()
     assert repo.warnings == (
-        "openai/gpt-oss-20b holds no model.safetensors.index.json, model.safetensors or GGUF "
+        "openai/gpt-oss-120b holds no model.safetensors.index.json, model.safetensors or GGUF "
         "file here, so its weights cannot be sized: only its model is read.",
     )

@@ -211,15 +211,15 @@ def attention_charges(shape: Shape, context: int) -> tuple[AttentionCharge, ...]
             kind = "chunked"
             how = (
                 f"a chunk of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
-                "sequence, whatever the context (vLLM's max_num_batched_tokens on cards of 70 GiB "
-                "or more, assumed everywhere)"
+                "sequence, whatever the context (here at vLLM's max_num_batched_tokens on cards of "
+                "70 GiB or more; each card's plan counts what its release keeps for it)"
             )
         elif g.kind is AttentionKind.SLIDING:
             kind = "sliding"
             how = (
                 f"a window of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
-                "sequence, whatever the context (vLLM's max_num_batched_tokens on cards of 70 GiB "
-                "or more, assumed everywhere)"
+                "sequence, whatever the context (here at vLLM's max_num_batched_tokens on cards of "
+                "70 GiB or more; each card's plan counts what its release keeps for it)"
             )
         else:
             kind = "linear"
