@@ -115,7 +115,8 @@ class PoolKind:
 
 @dataclass(frozen=True)
 class PoolNode:
-    """One node of the fleet."""
+    """One node of the fleet, or `count` identical nodes (a [[pool]]): a pool of a million nodes
+    is one object, and its nodes' ids are made only when a plan names them."""
 
     id: str
     kinds: tuple[PoolKind, ...] = ()
@@ -123,10 +124,31 @@ class PoolNode:
     fabric: str = ""
     ram_bytes: int = 0
     free_ram_bytes: int = 0
+    count: int = 1
+    # 0: one node, named `id`. Else the nodes are named `id-first` … `id-(first + count - 1)`.
+    first: int = 0
 
     @property
     def is_cpu(self) -> bool:
         return not self.kinds
+
+    def node_id(self, i: int) -> str:
+        """The id of the i-th (0-based) of the nodes this entry stands for."""
+        return node_id(self.id, self.first, i)
+
+    def node_ids(self, k: int | None = None) -> tuple[str, ...]:
+        """The ids of the first k of its nodes (all of them when k is None)."""
+        return node_ids(self.id, self.first, self.count, k)
+
+
+def node_id(stem: str, first: int, i: int) -> str:
+    """The i-th (0-based) id of nodes named from `stem`; first == 0 is one node named `stem`."""
+    return f"{stem}-{first + i}" if first else stem
+
+
+def node_ids(stem: str, first: int, count: int, k: int | None = None) -> tuple[str, ...]:
+    n = count if k is None else min(k, count)
+    return tuple(node_id(stem, first, i) for i in range(n))
 
 
 @dataclass(frozen=True)
@@ -137,8 +159,22 @@ class Fleet:
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def node_count(self) -> int:
+        """Nodes, each of a pool's counted (len(nodes) counts a pool once)."""
+        return sum(n.count for n in self.nodes)
+
+    @property
     def gpus(self) -> int:
-        return sum(k.healthy for n in self.nodes for k in n.kinds)
+        return sum(k.healthy * n.count for n in self.nodes for k in n.kinds)
+
+    def node_ids(self, k: int | None = None) -> tuple[str, ...]:
+        """The ids of the fleet's first k nodes (all when k is None), pools expanded in order."""
+        out: list[str] = []
+        for n in self.nodes:
+            if k is not None and len(out) >= k:
+                break
+            out += n.node_ids(None if k is None else k - len(out))
+        return tuple(out)
 
 
 # Sizes cards are sold as, in GB. A product name that states no size ("NVIDIA L40S") is named by
@@ -154,6 +190,7 @@ _NOISE = {
     "sxm5", "pcie", "nvl", "workstation", "edition", "server", "gddr6", "gddr6x", "gddr7",
 }  # fmt: skip
 _SIZE_WORD = re.compile(r"^(\d+)gb?$")
+_NOT_IN_CLASS = re.compile(r"[^a-z0-9.]")
 
 
 def marketed_gb(total_bytes: int) -> int:
@@ -180,12 +217,14 @@ def class_from_product(product: str, total_bytes: int | None = None) -> str:
         if m:
             size = int(m.group(1))
         elif w not in _NOISE:
-            kept.append(w.replace("(", "").replace(")", ""))
+            # Only what a class label may hold: a product name is anyone's text (a hostile
+            # kubectl label, an odd driver), and the class reaches the terminal and the commands.
+            kept.append(_NOT_IN_CLASS.sub("", w))
     if total_bytes and (size is None or not size * 0.9 <= total_bytes / GIB <= size * 1.02):
         # No size in the name, or one that is not the card's: "NVIDIA GH200 480GB" counts the
         # CPU's memory too, while the GPU reports 96 GB (gpu-memory-totals.md).
         size = marketed_gb(total_bytes)
-    slug = "".join(kept) or "gpu"
+    slug = "".join(kept).strip(".")[:48] or "gpu"
     return f"{slug}-{size}g" if size else slug
 
 
@@ -271,30 +310,31 @@ def summarize(fleet: Fleet) -> FleetSummary:
     fabrics: dict[tuple[str, str], list[int]] = {}
     gpu_nodes = cpu_nodes = ram = free_ram = cpu_ram = cpu_free = 0
     for node in fleet.nodes:
-        ram += node.ram_bytes
-        free_ram += node.free_ram_bytes
+        n = node.count
+        ram += node.ram_bytes * n
+        free_ram += node.free_ram_bytes * n
         if node.is_cpu:
-            cpu_nodes += 1
-            cpu_ram += node.ram_bytes
-            cpu_free += node.free_ram_bytes
+            cpu_nodes += n
+            cpu_ram += node.ram_bytes * n
+            cpu_free += node.free_ram_bytes * n
             continue
-        gpu_nodes += 1
+        gpu_nodes += n
         for k in node.kinds:
             free = min(k.free_gpus, k.healthy)
             c = classes.setdefault((k.gpu_class, k.card_bytes), [0, 0, 0, 0])
-            c[0] += 1
-            c[1] += k.gpus
-            c[2] += free
-            c[3] += k.unhealthy_gpus
+            c[0] += n
+            c[1] += k.gpus * n
+            c[2] += free * n
+            c[3] += k.unhealthy_gpus * n
             if is_mig(k.gpu_class):
                 continue
             f = fabrics.setdefault((node.fabric, k.gpu_class), [0, 0, 0])
-            f[0] += 1
-            f[1] += k.gpus > 0 and k.unhealthy_gpus == 0 and free == k.gpus
+            f[0] += n
+            f[1] += n if k.gpus > 0 and k.unhealthy_gpus == 0 and free == k.gpus else 0
             f[2] = max(f[2], k.gpus)
     return FleetSummary(
         source=fleet.source,
-        nodes=len(fleet.nodes),
+        nodes=gpu_nodes + cpu_nodes,
         gpu_nodes=gpu_nodes,
         cpu_nodes=cpu_nodes,
         classes=tuple(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
-from llmfit.plan.fleet import Fleet, is_mig
+from llmfit.plan.fleet import Fleet, is_mig, node_ids
 
 
 @dataclass
@@ -15,6 +16,28 @@ class Host:
     free: int
     ram: int = 0
     free_ram: int = 0
+    # Counts (issue 17): a Host stands for `count` identical nodes (a pool), named as
+    # PoolNode names them (plan.fleet.node_id); never one object per node.
+    count: int = 1
+    first: int = 0
+
+
+def host_count(hosts: list[Host]) -> int:
+    """How many nodes the hosts stand for (what len(hosts) was before hosts had counts)."""
+    return sum(map(_COUNT, hosts))
+
+
+_COUNT = attrgetter("count")
+
+
+def first_ids(hosts: list[Host], k: int) -> tuple[str, ...]:
+    """The ids of the first k nodes of the hosts, in order (what hosts[:k]'s ids were)."""
+    out: list[str] = []
+    for h in hosts:
+        if len(out) >= k:
+            break
+        out += node_ids(h.node_id, h.first, h.count, k - len(out))
+    return tuple(out)
 
 
 @dataclass
@@ -48,7 +71,7 @@ def class_pools(fleet: Fleet) -> list[ClassPool]:
                 gpus, free = 1, min(free, 1)
             key = (k.gpu_class, k.card_bytes)
             pool = by.setdefault(key, ClassPool(k.gpu_class, k.card_bytes, []))
-            pool.hosts.append(
-                Host(node.id, node.fabric, gpus, free, node.ram_bytes, node.free_ram_bytes)
-            )
+            host = Host(node.id, node.fabric, gpus, free, node.ram_bytes, node.free_ram_bytes)
+            host.count, host.first = node.count, node.first  # counts (issue 17)
+            pool.hosts.append(host)
     return [by[k] for k in sorted(by)]

@@ -9,7 +9,7 @@ from llmfit.plan.engines import llamacpp
 from llmfit.plan.fleet import GIB, Fleet, PoolNode, is_mig
 from llmfit.plan.model import Model
 from llmfit.plan.options import Option, PerCard, Rejection
-from llmfit.plan.pools import ClassPool, Host
+from llmfit.plan.pools import ClassPool, Host, first_ids, host_count
 from llmfit.plan.settings import PlanSettings
 
 
@@ -84,7 +84,7 @@ def llamacpp_options(
                 per_card=PerCard(e.host.weights, e.host.kv_cache, e.host.compute),
                 have=have,
                 cpu=True,
-                hosts=len(fitting),
+                hosts=sum(nd.count for nd in fitting),  # counts (issue 17): was len(fitting)
                 free_now=any(need <= nd.free_ram_bytes for nd in fitting),
                 bits_per_weight=bits,
                 context=context,
@@ -127,7 +127,7 @@ def llamacpp_options(
                     have=have,
                     gpu_class=pool.gpu_class,
                     gpus_per_node=placement.cards,
-                    hosts=len(hosts),
+                    hosts=host_count(hosts),  # counts (issue 17): was len(hosts)
                     free_now=any(h.free >= placement.cards for h in hosts),
                     max_context=llamacpp.max_context(
                         layout, placement, have, None, model.max_context, extra=extra
@@ -151,7 +151,7 @@ def llamacpp_options(
                         have=have,
                         gpu_class=pool.gpu_class,
                         gpus_per_node=k,
-                        hosts=len(with_ram),
+                        hosts=host_count(with_ram),  # counts (issue 17): was len(with_ram)
                         free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
                         host_bytes=e.host.total,
                         max_context=llamacpp.max_context(
@@ -175,9 +175,13 @@ def llamacpp_options(
             continue
         for fabric, members in pool.fabrics().items():
             group = [h for h in members if h.gpus >= k]
-            if not fabric or len(group) < 2:
+            # Counts (issue 17): host_count(x) is what len(x) was, first_ids(x, m) x[:m]'s ids.
+            # A pool of 10**12 nodes must not be tried node by node: past ceil((n + 1) / k) nodes
+            # every card holds at most one layer, so each further node adds only cards that hold
+            # nothing and the worst card stays as it was; nothing fits there that did not before.
+            if not fabric or host_count(group) < 2:
                 continue
-            for m in range(2, len(group) + 1):
+            for m in range(2, min(host_count(group), -(-(n + 1) // k)) + 1):
                 placement = llamacpp.Placement(n + 1, m * k, kv_type=kv_type)
                 e = llamacpp.estimate(layout, placement, context, extra)
                 worst = e.worst_card()
@@ -185,7 +189,7 @@ def llamacpp_options(
                 if worst.total > have:
                     continue
                 ready = [h for h in group if h.free >= k]
-                chosen = (ready if len(ready) >= m else group)[:m]
+                chosen = first_ids(ready if host_count(ready) >= m else group, m)
                 out.append(
                     option(
                         placement,
@@ -195,9 +199,9 @@ def llamacpp_options(
                         fabric=fabric,
                         gpus_per_node=k,
                         nodes=m,
-                        hosts=len(group),
-                        free_now=len(ready) >= m,
-                        node_ids=tuple(h.node_id for h in chosen),
+                        hosts=host_count(group),
+                        free_now=host_count(ready) >= m,
+                        node_ids=chosen,
                         max_context=llamacpp.max_context(
                             layout, placement, have, None, model.max_context, extra=extra
                         ),

@@ -9,7 +9,7 @@ from llmfit.plan.engines import vllm
 from llmfit.plan.fleet import is_mig
 from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard, Rejection
-from llmfit.plan.pools import ClassPool, Host
+from llmfit.plan.pools import ClassPool, Host, first_ids, host_count
 from llmfit.plan.settings import PlanSettings
 
 
@@ -84,7 +84,8 @@ def vllm_options(
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         card = vllm.per_card(shape, art.bytes, tp, pp, context, _runtime(model, pool))
         ready = [h for h in hosts if h.free >= tp]
-        nodes = ready if len(ready) >= pp else hosts
+        # Counts (issue 17): host_count(x) is what len(x) was, first_ids(x, k) x[:k]'s ids.
+        nodes = ready if host_count(ready) >= pp else hosts
         return Option(
             artifact=art,
             engine="vllm",
@@ -97,15 +98,15 @@ def vllm_options(
             tp=tp,
             pp=pp,
             expert_parallel=model.is_moe and tp * pp > 1,
-            hosts=len(hosts),
-            free_now=len(ready) >= pp,
+            hosts=host_count(hosts),
+            free_now=host_count(ready) >= pp,
             bits_per_weight=bits,
             context=context,
             max_context=vllm.max_context(shape, card, have, tp, pp, model.max_context),
             concurrency=vllm.concurrency(shape, card, have, tp, pp, context),
             kv_per_token=shape.kv_bytes_per_token(tp, pp),
             batched_tokens=vllm.batched_tokens(pool.card_bytes, pool.gpu_class),
-            node_ids=tuple(h.node_id for h in nodes[:pp]) if pp > 1 else (),
+            node_ids=first_ids(nodes, pp) if pp > 1 else (),
             gpu_memory_utilization=settings.gpu_memory_utilization,
             kv_cache_dtype=_engine_kv_dtype(model, settings),
         )
@@ -164,12 +165,12 @@ def vllm_options(
                 continue
             if not fabric:
                 hosts = [h for h in members if h.gpus >= widths[-1]]
-                if len(hosts) > 1:
+                if host_count(hosts) > 1:  # counts (issue 17): was len(hosts)
                     rejected.append(
                         Rejection(
                             art.name,
                             "vllm",
-                            f"{len(hosts)} nodes × {widths[-1]} {pool.gpu_class}",
+                            f"{host_count(hosts)} nodes × {widths[-1]} {pool.gpu_class}",
                             "these nodes have no fabric, so a replica cannot span them",
                         )
                     )
@@ -179,7 +180,8 @@ def vllm_options(
             # Widest first, so that of two ways with as many cards the one on fewer nodes stays.
             for tp in reversed(widths):
                 hosts = [h for h in members if h.gpus >= tp]
-                for pp in range(2, min(len(hosts), shape.layers) + 1):
+                # Counts (issue 17): host_count(hosts) was len(hosts), here and below.
+                for pp in range(2, min(host_count(hosts), shape.layers) + 1):
                     if best and tp * pp >= best[0] * best[1]:
                         break
                     card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
@@ -187,8 +189,8 @@ def vllm_options(
                         best = (tp, pp, hosts)
                         break
                 else:
-                    if len(hosts) > 1 and tp == widths[-1]:
-                        pp = min(len(hosts), shape.layers)
+                    if host_count(hosts) > 1 and tp == widths[-1]:
+                        pp = min(host_count(hosts), shape.layers)
                         card = vllm.per_card(shape, art.bytes, tp, pp, context, runtime)
                         where = f"{pp} nodes × {tp} {pool.gpu_class} on {fabric}"
                         nearest = _too_big(art, shape, model, where, card, have, tp, pp)

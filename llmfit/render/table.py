@@ -115,7 +115,7 @@ def render_text(
         console.print(Text(line), soft_wrap=True)
     fleet = advice.fleet
     console.print(
-        Text(f"fleet: {fleet.source} · {len(fleet.nodes)} nodes · {fleet.gpus} GPUs", style="dim"),
+        Text(f"fleet: {fleet.source} · {fleet.node_count} nodes · {fleet.gpus} GPUs", style="dim"),
         soft_wrap=True,
     )
     for note in plan.notes + repo.warnings:
