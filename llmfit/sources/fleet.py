@@ -258,6 +258,12 @@ class _Reader:
                     f"is {gpu_class!r}, whose label does not say its memory "
                     "(write it like h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb).",
                 )
+            if card > MAX_CARD_GB * GIB:
+                raise self.fail(
+                    where,
+                    "gpu",
+                    f"is {gpu_class!r}, whose label says more than {MAX_CARD_GB:,} GB a card.",
+                )
         past = f"a node holds at most {MAX_CARDS:,} cards of a class."
         gpus = self.count(table, "gpus", where, 1, MAX_CARDS, past)
         bad = self.count(table, "unhealthy_gpus", where, 0, MAX_CARDS, past)
@@ -686,6 +692,8 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
         card = memory_from_class(gpu_class)
         if not card:
             raise bad(part, f"names {gpu_class!r}, whose label does not say its memory")
+        if card > MAX_CARD_GB * GIB:
+            raise bad(part, f"names a card of more than {MAX_CARD_GB:,} GB")
         kind = PoolKind(gpu_class, card, gpus, gpus)
         nodes.append(PoolNode(**named(gpu_class, count), kinds=(kind,), fabric=fabric or ""))
     return Fleet(nodes=tuple(nodes), source=f"inline: {text.strip()}")
