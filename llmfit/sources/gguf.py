@@ -1,9 +1,8 @@
 """GGUF files: their headers read into the core's nouns (Model, Artifact and its GgufLayout).
 
 Only the header is read — the metadata and the tensor infos — never tensor data: a header says each
-tensor's type and shape, and those give its bytes exactly (`gguf.GGML_QUANT_SIZES`: elements per
-block, bytes per block). `gguf` is imported inside the functions that need it, because it imports
-numpy, and a plan of safetensors alone must not pay for that.
+tensor's type and shape, and those give its bytes exactly (elements per block, bytes per block:
+`GGML_TYPES`, gguf-py's `GGML_QUANT_SIZES` kept here so that no plan imports gguf and numpy).
 
 Key names are gguf-py's (`gguf/constants.py`, `Keys.*`); what llama.cpp does with them is in
 ../shared/ENGINES.md, sections g and h.
@@ -22,6 +21,48 @@ from llmfit.errors import WeightsError
 from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
 from llmfit.sources.growing import NeedMore
+
+# GGML tensor types by id: (name, elements a block, bytes a block), exactly gguf-py's
+# GGMLQuantizationType and GGML_QUANT_SIZES (gguf/constants.py), which a tensor's bytes are worked
+# out from. Kept here because importing gguf imports numpy and yaml, about 340 ms, three times a
+# whole plan; tests/sources/test_gguf_types.py holds the two equal, so a type gguf learns is a
+# failing test here, not a file planned wrong.
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
+}
 
 # `general.file_type` → the name llama.cpp prints (llama_model_ftype_name; ENGINES.md h).
 FILE_TYPES: dict[int, str] = {
@@ -339,8 +380,6 @@ def parse_gguf(
 
 
 def _parse(r: _Reader) -> GgufHeader:
-    import gguf
-
     where = r.where
     if len(r.buf) < 4 and r.buf != GGUF_MAGIC[: len(r.buf)]:
         raise WeightsError(f"{where} is not a readable GGUF file (it does not begin with the "
@@ -408,13 +447,12 @@ def _parse(r: _Reader) -> GgufHeader:
         offset = r.u64(f"the offset of tensor {tn}")
         r.ti_seen += 1
         r.ti_bytes += r.pos - at
-        try:
-            block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(raw_type)]
-        except (ValueError, KeyError):
+        known = GGML_TYPES.get(raw_type)
+        if known is None:
             raise r.fail(type_at, f"tensor {tn} has type {raw_type}, which the gguf library "
-                         "does not know") from None  # fmt: skip
+                         "does not know")  # fmt: skip
+        qname, block, type_size = known
         if dims and dims[0] % block:
-            qname = gguf.GGMLQuantizationType(raw_type).name
             raise r.fail(at, f"tensor {tn}'s rows of {dims[0]} are not a whole number of "
                          f"{qname} blocks of {block}")  # fmt: skip
         if name in names:
