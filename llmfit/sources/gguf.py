@@ -10,6 +10,9 @@ Key names are gguf-py's (`gguf/constants.py`, `Keys.*`); what llama.cpp does wit
 
 from __future__ import annotations
 
+import marshal
+import mmap
+import os
 import re
 import struct
 from collections.abc import Callable
@@ -121,27 +124,150 @@ class GgufHeader:
 
 
 def read_header(path: Path) -> GgufHeader:
-    """A GGUF file's metadata and tensor infos, read in a growing window from its start (never
-    its tensor data); a file that is not one is one sentence naming it."""
-    from llmfit.sources.growing import read_growing
+    """A GGUF file's metadata and tensor infos, read once and never its tensor data; a file that
+    is not one is one sentence naming it.
 
+    The file is mapped and parsed in one pass, so only the pages its header spans are read (a
+    growing window re-parsed each time it grows read a 3 MB header six times over). A file of the
+    Hugging Face cache is a blob named by its content's hash, which never changes: its parse is
+    kept in llmfit's cache, and a repository of 24 quants is parsed once, not at every plan.
+    """
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f:
-
-            def fetch(start: int, stop: int) -> bytes:
-                f.seek(start)
-                return f.read(stop - start)
-
-            header, _ = read_growing(
-                fetch,
-                lambda buf: parse_gguf(buf, str(path), size=size),
-                size=size,
-                where=str(path),
-            )
+        blob = _blob_of(path)
+        if blob is not None:
+            kept = _load_parsed(blob, size, path)
+            if kept is not None:
+                return kept
+        header = _read_once(path, size)
     except OSError as e:
         raise WeightsError(f"{path} is not a readable GGUF file ({e.strerror or e}).") from None
+    if blob is not None:
+        _store_parsed(blob, size, header)
     return header
+
+
+def _read_once(path: Path, size: int) -> GgufHeader:
+    limit = min(size, MAX_HEADER)
+    with open(path, "rb") as f:
+        try:
+            buf = mmap.mmap(f.fileno(), limit, access=mmap.ACCESS_READ) if limit else b""
+        except (OSError, ValueError):
+            # A file that cannot be mapped (a pipe, some network file systems) is read as the
+            # Hub's files are, in a window that grows as the parser asks.
+            return _read_growing(f, path, size)
+        try:
+            result = parse_gguf(buf, str(path), size=size)
+        finally:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+    if isinstance(result, NeedMore):
+        # All of the file up to the cap was at hand, and the header goes on past the cap (short
+        # of the file's end, it would have been "truncated").
+        raise WeightsError(
+            f"{path}: the header is larger than {MAX_HEADER >> 20} MB, the most llmfit reads."
+        )
+    return result
+
+
+def _read_growing(f: Any, path: Path, size: int) -> GgufHeader:
+    from llmfit.sources.growing import read_growing
+
+    def fetch(start: int, stop: int) -> bytes:
+        f.seek(start)
+        return f.read(stop - start)
+
+    header, _ = read_growing(
+        fetch, lambda buf: parse_gguf(buf, str(path), size=size), size=size, where=str(path)
+    )
+    return header
+
+
+# The parse of a blob, kept: <llmfit cache>/gguf-parsed/<blob>.v1, marshal's bytes of the header
+# (a few KB, or a few hundred with a tokenizer's arrays), written after the parse succeeded, whole
+# or not at all. A blob's name is its content's SHA-256 (SHA-1 for a file outside LFS), so an
+# entry is never stale; its size is kept too, and an entry that disagrees or does not load is
+# parsed again and replaced.
+_PARSED_VERSION = 1
+_BLOB = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _blob_of(path: Path) -> str | None:
+    """The blob a Hugging Face cache's snapshot file links to; None for any other file."""
+    real = os.path.realpath(path)
+    name = os.path.basename(real)
+    if os.path.basename(os.path.dirname(real)) == "blobs" and _BLOB.fullmatch(name):
+        return name
+    return None
+
+
+def _parsed_path(blob: str) -> Path:
+    from llmfit.sources.metacache import cache_root
+
+    return cache_root() / "gguf-parsed" / f"{blob}.v{_PARSED_VERSION}"
+
+
+def _load_parsed(blob: str, size: int, path: Path) -> GgufHeader | None:
+    try:
+        version, kept_size, header_bytes, data_offset, metadata, tensors = marshal.loads(
+            _parsed_path(blob).read_bytes()
+        )
+        if version != _PARSED_VERSION or kept_size != size:
+            return None
+        return GgufHeader(
+            path,
+            {k: _decoded(v) for k, v in metadata.items()},
+            tuple(GgufTensor(n, t, tuple(shape), ne, nb) for n, t, shape, ne, nb in tensors),
+            header_bytes,
+            data_offset,
+        )
+    except (OSError, ValueError, EOFError, TypeError, AttributeError):
+        return None
+
+
+def _store_parsed(blob: str, size: int, h: GgufHeader) -> None:
+    """Keep a parse for the next run; failing to (a read-only or full disk) costs only that."""
+    target = _parsed_path(blob)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+    try:
+        data = marshal.dumps(
+            (
+                _PARSED_VERSION,
+                size,
+                h.header_bytes,
+                h.data_offset,
+                {k: _encoded(v) for k, v in h.metadata.items()},
+                tuple((t.name, t.type, t.shape, t.n_elements, t.nbytes) for t in h.tensors),
+            )
+        )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except (OSError, ValueError):
+        tmp.unlink(missing_ok=True)
+
+
+# A string array is kept as its length (_Strings), which marshal cannot hold as such: it is
+# written as ("\0S", n), and an array holding one as ("\0A", items…). No array read from a header
+# holds a str, so neither can be mistaken for one.
+_STR_ARRAY, _NESTED = "\0S", "\0A"
+
+
+def _encoded(v: Any) -> Any:
+    if isinstance(v, _Strings):
+        return (_STR_ARRAY, int(v))
+    if type(v) is tuple and any(type(x) is tuple or isinstance(x, _Strings) for x in v):
+        return (_NESTED, *map(_encoded, v))
+    return v
+
+
+def _decoded(v: Any) -> Any:
+    if type(v) is tuple and v:
+        if v[0] == _STR_ARRAY:
+            return _Strings(v[1])
+        if v[0] == _NESTED:
+            return tuple(map(_decoded, v[1:]))
+    return v
 
 
 class _Strings(int):
