@@ -185,7 +185,6 @@ def plan_cmd(
         click.echo(render_json(advice, ray=ray))
     else:
         from llmfit.render.console import make_console
-        from llmfit.render.explain import render_explain, render_why_not
         from llmfit.render.table import render_commands, render_text
 
         console = make_console()
@@ -193,6 +192,8 @@ def plan_cmd(
             if options:
                 render_commands(advice, console, options[chosen - 1], ray)
         elif explain or why_not:
+            from llmfit.render.explain import render_explain, render_why_not
+
             if explain and options:
                 render_explain(advice, console, chosen)
             if why_not:

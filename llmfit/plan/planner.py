@@ -12,7 +12,6 @@ from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, PlanSettings
-from llmfit.plan.ways_llamacpp import llamacpp_ways
 from llmfit.plan.ways_vllm import vllm_ways
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
@@ -72,6 +71,8 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
                     )
                 )
         elif art.layout is not None:
+            from llmfit.plan.ways_llamacpp import llamacpp_ways  # only a GGUF plan pays for it
+
             found = llamacpp_ways(art, model, fleet, pools, context, settings, rejected)
         else:
             found = []

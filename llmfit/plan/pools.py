@@ -71,7 +71,16 @@ def class_pools(fleet: Fleet) -> list[ClassPool]:
                 gpus, free = 1, min(free, 1)
             key = (k.gpu_class, k.card_bytes)
             pool = by.setdefault(key, ClassPool(k.gpu_class, k.card_bytes, []))
-            host = Host(node.id, node.fabric, gpus, free, node.ram_bytes, node.free_ram_bytes)
-            host.count, host.first = node.count, node.first  # counts (issue 17)
-            pool.hosts.append(host)
+            pool.hosts.append(
+                Host(
+                    node.id,
+                    node.fabric,
+                    gpus,
+                    free,
+                    node.ram_bytes,
+                    node.free_ram_bytes,
+                    node.count,  # counts (issue 17)
+                    node.first,
+                )
+            )
     return [by[k] for k in sorted(by)]

@@ -23,7 +23,6 @@ The JSON form is the same document: {"pool": [{…}], "node": [{…, "devices": 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 import re
@@ -165,6 +164,8 @@ class _Reader:
     ) -> None:
         if known and table.keys() <= known:
             return
+        import difflib  # only for a mistake
+
         for key in table:
             if key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1)
@@ -521,7 +522,8 @@ def _fast_toml(text: str) -> dict[str, Any] | None:
     data: dict[str, list[dict[str, Any]]] = {}
     last: dict[str, dict[str, Any]] = {}
     table: dict[str, Any] | None = None
-    scalars: dict[str, Any] = {}  # a fleet repeats a few numbers: each is read once
+    scalars: dict[str, Any] = {}  # a fleet repeats a few numbers and headers: each read once
+    headers: dict[str, re.Match[str] | None] = {}
     try:
         for header, key, value in rows:
             if key:
@@ -543,7 +545,7 @@ def _fast_toml(text: str) -> dict[str, Any] | None:
                     scalars[value] = v
                 table[key] = v
             elif header:
-                m = _HEADER.fullmatch(header)
+                m = headers.get(header) or headers.setdefault(header, _HEADER.fullmatch(header))
                 if m is None:
                     return None
                 name = m.group(1)
