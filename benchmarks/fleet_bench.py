@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_CACHE", str(ROOT / "fixtures" / "hub"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from llmfit.plan.fleet import summarize  # noqa: E402
+from llmfit.plan.fleet_summary import summarize  # noqa: E402
 from llmfit.plan.planner import PlanSettings, plan  # noqa: E402
 from llmfit.sources.fleet import parse_fleet  # noqa: E402
 from llmfit.sources.repo import load_repo  # noqa: E402

@@ -152,7 +152,6 @@ def plan_cmd(
     """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
-    from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import resolve_fleet
     from llmfit.sources.hub import offline as is_offline
     from llmfit.sources.hub import quiet_huggingface_hub
@@ -166,6 +165,8 @@ def plan_cmd(
     )
     progress = None
     if not is_offline(offline):
+        from llmfit.render.progress import make_progress
+
         quiet_huggingface_hub()
         progress = make_progress()
     try:
@@ -235,7 +236,7 @@ def fleet_group() -> None:
 @click.option("--json", "json_", is_flag=True, help="Print the summary as a JSON document.")
 def fleet_show(fleet: str | None, json_: bool) -> None:
     """Summarise FLEET (a fleet file or an inline fleet; default as for planning)."""
-    from llmfit.plan.fleet import summarize
+    from llmfit.plan.fleet_summary import summarize
     from llmfit.render.fleet import render_summary, render_summary_json
     from llmfit.sources.fleet import resolve_fleet
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from llmfit.plan.fleet import FleetSummary
+from llmfit.plan.fleet_summary import FleetSummary
 
 GIB = 1 << 30
 BAR = 20

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, summarize
+from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode
+from llmfit.plan.fleet_summary import summarize
 from llmfit.plan.planner import PlanSettings, plan
 from llmfit.sources.repo import load_repo
 from tests.conftest import HUB
