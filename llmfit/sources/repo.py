@@ -92,8 +92,14 @@ def load_repo(
                 headers=pinned_headers,
                 gguf=_gguf_headers(ref.repo_id, commit, listing, meta, progress, online=True),
             )
+        from llmfit.sources.revision import cached_unchanged
+
+        # Issue 17: when the cached commit is still the revision's, one light request says so
+        # and huggingface_hub is not imported; any other answer fetches as before.
         try:
-            remote = hub.fetch_repo(ref, cache_dir=cache_dir, meta=meta, progress=progress)
+            remote = cached_unchanged(ref, cache_dir, meta) or hub.fetch_repo(
+                ref, cache_dir=cache_dir, meta=meta, progress=progress
+            )
         except HubUnreachable as e:
             if find_snapshot(ref, cache_dir) is None:
                 raise
