@@ -411,6 +411,8 @@ def parse_fleet(text: str, path: str) -> Fleet:
     nodes: list[PoolNode] = []
 
     def keep(node: PoolNode, where: str, more_pools: bool = True) -> None:
+        if not node.count:  # a pool of no nodes names none
+            return
         clash = names.clash(node, more_pools=more_pools)
         if clash is not None:
             raise r.fail(
@@ -418,8 +420,7 @@ def parse_fleet(text: str, path: str) -> Fleet:
                 "name",
                 f"is {clash!r}, a name another node already has; names must be unique.",
             )
-        if node.count:
-            nodes.append(node)
+        nodes.append(node)
 
     past = f"a pool holds at most {MAX_NODES:,} nodes."
     for i, pool in enumerate(_tables(r, data, "pool")):

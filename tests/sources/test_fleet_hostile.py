@@ -94,6 +94,9 @@ def test_names_that_only_look_alike_do_not_clash():
     # A pool of one named h-3 is h-3-1, which pool h (h-1 … h-7) does not have.
     text = '[[pool]]\nname = "h"\ncount = 7\n[[pool]]\nname = "h-3"\n[[node]]\nname = "h-08"\n'
     assert parse_fleet(text, "f.toml").node_ids()[-2:] == ("h-3-1", "h-08")
+    # A pool of no nodes names none.
+    text = '[[pool]]\nname = "h"\ncount = 0\n[[node]]\nname = "h-1"\n'
+    assert parse_fleet(text, "f.toml").node_ids() == ("h-1",)
 
 
 @pytest.mark.parametrize(

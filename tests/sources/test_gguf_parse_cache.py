@@ -121,3 +121,18 @@ def gguf_module_q():
     from fixtures.gguf_files import Q
 
     return Q.F32
+
+
+def test_a_file_that_cannot_be_mapped_is_read_in_a_growing_window(tmp_path, monkeypatch):
+    """Some file systems refuse mmap: the header is then read as a remote one is, and is the
+    same header."""
+    import mmap
+
+    path = tiny_llama(tmp_path / "t.gguf", **{"tokenizer.ggml.tokens": ["x"] * 30_000})
+    mapped = read_header(path)
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr(mmap, "mmap", refuse)
+    assert read_header(path) == mapped
