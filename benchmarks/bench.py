@@ -9,7 +9,7 @@ offline, 1,600 nodes against 800) are run in the same round, one after the other
 round by round. Times are the process's own CPU time (user + system, from the kernel's accounting
 of the finished child) and wall time; the first round warms the caches and is not counted.
 
-    python benchmarks/bench.py [--rounds 15] [--only st,gguf] [--skip rpc-1600] [--source DIR]
+    python benchmarks/bench.py [--rounds 12] [--only st,gguf] [--skip rpc-1600] [--source DIR]
 
 `--source DIR` times the llmfit of another tree (an older commit, `git archive` into DIR) with
 the same cases; a case it cannot run is said and left out.
@@ -208,7 +208,7 @@ def median_ratio(a: list[float], b: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15, help="counted rounds (one more warms up)")
+    ap.add_argument("--rounds", type=int, default=12, help="counted rounds (one more warms up)")
     ap.add_argument("--only", help="comma-separated case names (start is always run)")
     ap.add_argument("--skip", help="comma-separated case names to leave out")
     ap.add_argument("--source", help="the tree whose llmfit is timed (default: this one)")
