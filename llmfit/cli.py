@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import click
 
@@ -260,7 +260,6 @@ def plan_cmd(
     from llmfit.advise import advise
     from llmfit.plan.engines.vllm_options import vllm_options
     from llmfit.plan.planner import PlanSettings
-    from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import resolve_fleet
     from llmfit.sources.hub import offline as is_offline
     from llmfit.sources.hub import quiet_huggingface_hub
@@ -295,6 +294,8 @@ def plan_cmd(
     )
     progress = None
     if not is_offline(offline):
+        from llmfit.render.progress import make_progress
+
         quiet_huggingface_hub()
         progress = make_progress()
     try:
@@ -314,7 +315,6 @@ def plan_cmd(
         click.echo(render_json(advice, ray=ray))
     else:
         from llmfit.render.console import make_console
-        from llmfit.render.explain import render_explain, render_why_not
         from llmfit.render.table import render_commands, render_text
 
         console = make_console()
@@ -332,6 +332,8 @@ def plan_cmd(
             if options:
                 render_commands(advice, console, options[chosen - 1], ray)
         elif explain or why_not:
+            from llmfit.render.explain import render_explain, render_why_not
+
             if explain and options:
                 render_explain(advice, console, chosen)
             if why_not:
@@ -557,7 +559,7 @@ def fleet_group() -> None:
 @click.option("--json", "json_", is_flag=True, help="Print the summary as a JSON document.")
 def fleet_show(fleet: str | None, json_: bool) -> None:
     """Summarise FLEET (a fleet file or an inline fleet; default as for planning)."""
-    from llmfit.plan.fleet import summarize
+    from llmfit.plan.fleet_summary import summarize
     from llmfit.render.fleet import render_summary, render_summary_json
     from llmfit.sources.fleet import resolve_fleet
 
@@ -574,7 +576,10 @@ def _write(text: str, output: Path | None, count: int) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    output.write_text(text, encoding="utf-8")
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"-o {output}: cannot be written ({e.strerror or e}).") from None
     click.echo(f"wrote {count} node{'s' if count != 1 else ''} to {output}", err=True)
 
 
@@ -584,9 +589,9 @@ _output = click.option(
 
 
 @fleet_import.command(name="nvidia-smi")
-@click.argument("csv_file", type=click.File("r", encoding="utf-8"))
+@click.argument("csv_file", type=click.File("rb"))
 @click.option(
-    "-L", "--list", "list_file", type=click.File("r", encoding="utf-8"),
+    "-L", "--list", "list_file", type=click.File("rb"),
     help="Output of nvidia-smi -L from the same node, for its MIG instances.",
 )  # fmt: skip
 @click.option("--query-gpu", help="The fields a CSV without a header row was made with.")
@@ -595,8 +600,8 @@ _output = click.option(
 @click.option("--ram-gb", type=click.FloatRange(0), default=0, help="The node's RAM in GB.")
 @_output
 def fleet_import_nvidia_smi(
-    csv_file: TextIO,
-    list_file: TextIO | None,
+    csv_file: BinaryIO,
+    list_file: BinaryIO | None,
     query_gpu: str | None,
     name: str | None,
     fabric: str,
@@ -611,8 +616,7 @@ def fleet_import_nvidia_smi(
       nvidia-smi -L > gpus.txt
       llmfit fleet import nvidia-smi gpus.csv -L gpus.txt --name gpu-1 --ram-gb 1024
     """
-    from llmfit.plan.fleet import GIB
-    from llmfit.sources.fleet_import import fleet_toml, import_nvidia_smi
+    from llmfit.sources.fleet_import import fleet_toml, import_nvidia_smi, ram_flag
 
     source = csv_file.name
     node_name = name or (Path(source).stem if source != "<stdin>" else "node1")
@@ -623,17 +627,19 @@ def fleet_import_nvidia_smi(
         query=query_gpu,
         listing=list_file.read() if list_file else None,
         fabric=fabric,
-        ram_bytes=int(ram_gb * GIB),
+        ram_bytes=ram_flag(ram_gb),
     )
     header = f"written by llmfit fleet import nvidia-smi from {source}"
     _write(fleet_toml((node,), header), output, 1)
 
 
 @fleet_import.command(name="kubectl")
-@click.argument("json_file", type=click.File("r", encoding="utf-8"))
+@click.argument("json_file", type=click.File("rb"))
 @click.option("--fabric-label", help="The node label that names each node's fabric.")
 @_output
-def fleet_import_kubectl(json_file: TextIO, fabric_label: str | None, output: Path | None) -> None:
+def fleet_import_kubectl(
+    json_file: BinaryIO, fabric_label: str | None, output: Path | None
+) -> None:
     """A fleet file from `kubectl get nodes -o json` (GPU Feature Discovery labels).
 
     \b

@@ -94,5 +94,5 @@ def seats(hosts: list[Host] | tuple[Host, ...], per_node: int, nodes: int) -> Se
     for h in source:
         if len(ids) >= nodes:
             break
-        ids.extend(h.node.member_ids(nodes - len(ids)))
+        ids.extend(h.node.node_ids(nodes - len(ids)))
     return Seats(sum(h.count for h in able), n_ready, tuple(ids))

@@ -207,7 +207,7 @@ def _hosts(o: Option, fleet: Fleet) -> list[PoolNode]:
     class."""
     if o.node_ids:
         wanted = set(o.node_ids)
-        return [n for n in fleet.nodes if wanted & set(n.member_ids(n.count))]
+        return [n for n in fleet.nodes if wanted & set(n.node_ids(len(wanted)))]
     return [n for n in fleet.nodes if any(k.gpu_class == o.gpu_class for k in n.kinds)]
 
 

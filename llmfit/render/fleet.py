@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from llmfit.plan.fleet import FleetSummary
+from llmfit.plan.fleet_summary import FleetSummary
 
 GIB = 1 << 30
 BAR = 20
@@ -68,18 +68,18 @@ def render_summary(s: FleetSummary) -> str:
     )
     lines = [
         f"fleet: {s.source} · {_n(s.nodes, 'node')} "
-        f"({s.gpu_nodes} with GPUs, {s.cpu_nodes} CPU only) · {gpu_part}"
+        f"({s.gpu_nodes:,} with GPUs, {s.cpu_nodes:,} CPU only) · {gpu_part}"
     ]
     if s.classes:
         rows = [
             (
                 c.gpu_class,
                 _gb(c.card_bytes),
-                str(c.nodes),
-                str(c.gpus),
-                str(c.used),
-                str(c.free),
-                str(c.unhealthy),
+                f"{c.nodes:,}",
+                f"{c.gpus:,}",
+                f"{c.used:,}",
+                f"{c.free:,}",
+                f"{c.unhealthy:,}",
                 bar(c.used, c.free, c.unhealthy),
             )
             for c in s.classes
@@ -94,9 +94,9 @@ def render_summary(s: FleetSummary) -> str:
             (
                 f.fabric or "(no fabric)",
                 f.gpu_class,
-                str(f.nodes),
-                str(f.gpus_per_node),
-                str(f.free_nodes),
+                f"{f.nodes:,}",
+                f"{f.gpus_per_node:,}",
+                f"{f.free_nodes:,}",
             )
             for f in s.fabrics
         ]

@@ -127,7 +127,7 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
             ],
         },
         "context": plan.context,
-        "fleet": {"source": fleet.source, "nodes": len(fleet.nodes), "gpus": fleet.gpus},
+        "fleet": {"source": fleet.source, "nodes": fleet.node_count, "gpus": fleet.gpus},
         "artifacts": [
             {
                 "name": a.name,
