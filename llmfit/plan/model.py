@@ -145,6 +145,13 @@ class Model:
     task: str = "generate"
     # Where its parameters are, part by part; None when the config does not say enough.
     param_split: ParamSplit | None = None
+    # Whether config.json names code of the repository's own (`auto_map`), which an engine runs
+    # only when told to trust it (SGLang's and vLLM's --trust-remote-code).
+    custom_code: bool = False
+    # The vision encoder a model that reads pictures carries, as (layers, hidden size); None for
+    # a text-only model. Engines keep room for it beside the language model (SGLang lowers its
+    # static share by the encoder's size).
+    vision_tower: tuple[int, int] | None = None
 
     @property
     def is_moe(self) -> bool:

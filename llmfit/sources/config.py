@@ -604,6 +604,8 @@ def model_from_config(
         param_split=_param_split(
             merged, text_type, kinds if task == "generate" else None, heads, kv_heads, experts, path
         ),
+        custom_code=bool(cfg.get("auto_map")),
+        vision_tower=_vision_tower(cfg),
     )
 
 
@@ -739,3 +741,18 @@ def _moe_layers(merged: dict[str, Any], layers: int, experts: int) -> set[int]:
             continue
         out.add(i)
     return out
+
+
+def _vision_tower(cfg: dict[str, Any]) -> tuple[int, int] | None:
+    """The vision encoder a config describes, as (layers, hidden size), read as SGLang reads it
+    (adjust_mem_fraction_for_vlm: `num_hidden_layers` and `hidden_size` of `vision_config`,
+    24 and 1024 where it gives none); None without a vision_config."""
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+
+    def size(key: str, default: int) -> int:
+        v = vision.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
+    return size("num_hidden_layers", 24), size("hidden_size", 1024)
