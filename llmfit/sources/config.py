@@ -745,8 +745,9 @@ def _moe_layers(merged: dict[str, Any], layers: int, experts: int) -> set[int]:
 
 def _vision_tower(cfg: dict[str, Any]) -> tuple[int, int] | None:
     """The vision encoder a config describes, as (layers, hidden size), read as SGLang reads it
-    (adjust_mem_fraction_for_vlm: `num_hidden_layers` and `hidden_size` of `vision_config`,
-    24 and 1024 where it gives none); None without a vision_config."""
+    (adjust_mem_fraction_for_vlm: `num_hidden_layers` and `hidden_size` of `vision_config`, the
+    layers under Qwen2.5-VL's name `depth` too, 24 and 1024 where it gives none); None without a
+    vision_config."""
     vision = cfg.get("vision_config")
     if not isinstance(vision, dict):
         return None
@@ -755,4 +756,4 @@ def _vision_tower(cfg: dict[str, Any]) -> tuple[int, int] | None:
         v = vision.get(key)
         return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
 
-    return size("num_hidden_layers", 24), size("hidden_size", 1024)
+    return size("num_hidden_layers", size("depth", 24)), size("hidden_size", 1024)
