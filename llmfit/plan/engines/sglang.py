@@ -639,8 +639,15 @@ class Sglang:
             f"{outside / (1 << 30):.1f} GB outside it is for activations of "
             f"{launch.chunked_prefill_size:,} chunked-prefill tokens, CUDA graphs up to batch "
             f"{launch.decode_max_bs} and the request table "
-            f"({launch.request_table / (1 << 30):.2f} GB), as SGLang's own reserve reckons them "
-            f"({launch.reserved / (1 << 30):.1f} GB); pages of {sizes.PAGE_SIZE} token"
+            f"({launch.request_table / (1 << 30):.2f} GB), "
+            + (
+                f"as SGLang's own reserve reckons them ({launch.reserved / (1 << 30):.1f} GB)"
+                # SGLang's default share is its reserve, to three places.
+                if launch.default_share or outside >= launch.reserved
+                else f"less than SGLang's own reserve reckons them "
+                f"({launch.reserved / (1 << 30):.1f} GB): activations or CUDA graphs may not fit"
+            )
+            + f"; pages of {sizes.PAGE_SIZE} token"
         )
         if ss.ranks > 1:
             assumes += f"; each of the {ss.ranks} data-parallel ranks keeps its own KV pool"
