@@ -238,3 +238,10 @@ def test_one_sequence_needs_its_tokens_and_with_states_their_share_beside_them()
     assert need == -(-32_768 * 12_288 * 19 // 10)
     pool = s.kv_pool(need, s.Cells(12_288), state_per_request=19_759_104, context_len=32_768)
     assert pool.tokens >= 32_768 and pool.max_running_requests >= 1
+
+
+def test_a_reserve_past_the_card_leaves_no_share():
+    # 32 attention-DP ranks on H100s: 512 × 32 × 4.5 MiB of decode graphs alone (73,728 MiB)
+    # is most of an 81,106 MiB card; SGLang's share would be negative and it would not start.
+    r = s.default_reserve(H100, s.ServerSizes(32, attn_dp_size=32, ep_size=32), mla=True)
+    assert r.reserved_mib > H100 / s.MIB and r.mem_fraction_static == 0.0

@@ -270,7 +270,9 @@ def default_reserve(
     reserved += graphs
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    share = round((gpu_mem - reserved) / gpu_mem, 3)
+    # Past the card (data-parallel attention over many ranks reserves graphs for each), SGLang's
+    # share would be negative and it would not start: nothing is counted on.
+    share = max(round((gpu_mem - reserved) / gpu_mem, 3), 0.0)
     if vlm and vision_tower is not None:
         share = share * vision_factor(vision_tower)
     return Reserve(cps, max_bs, prefill_graphs, reserved, share)
