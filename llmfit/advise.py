@@ -40,9 +40,38 @@ def advise(
             names = ", ".join(a.quant or a.name for a in repo.artifacts) or "none"
             raise UsageError(f"{repo.id} has no file the command names (it has: {names}).")
         repo = replace(repo, artifacts=kept)
+    if repo.source == "path" and not settings.local_paths:
+        # A local directory has no Hub tag to fetch it by: its own paths are the only names.
+        settings = replace(settings, local_paths=True)
+    if settings.vllm.draft_repo:
+        settings = _with_draft(settings, cache_dir, offline=offline, progress=progress)
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
             hint=f"llmfit {repo_text} --context 8192",
         )
     return Advice(repo, fleet, plan(repo.model, repo.artifacts, fleet, settings))
+
+
+def _with_draft(
+    settings: PlanSettings,
+    cache_dir: Path | None,
+    *,
+    offline: bool | None,
+    progress: Progress | None,
+) -> PlanSettings:
+    """The speculative draft model's weights and cache read from its own repository (metadata
+    only, as the plan's own), so that each card is charged for them."""
+    from llmfit.plan.engines.vllm_memory import Speculative
+    from llmfit.plan.model import Shape
+
+    opts = settings.vllm
+    spec = opts.speculative
+    assert isinstance(spec, Speculative) and opts.draft_repo
+    draft = load_repo(opts.draft_repo, cache_dir, offline=offline, progress=progress)
+    weights = max((a.bytes for a in draft.artifacts if a.format == "safetensors"), default=0)
+    shape = Shape.of(draft.model)
+    layers = sum(g.layers for g in shape.layer_groups)
+    token = shape.kv_bytes_per_token() // max(layers, 1)
+    spec = replace(spec, draft_weight_bytes=weights, draft_layers=layers, draft_token_bytes=token)
+    return replace(settings, vllm=replace(opts, speculative=spec))

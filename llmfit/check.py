@@ -19,7 +19,7 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Request, for_argv
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.settings import PlanSettings
+from llmfit.plan.settings import PlanSettings, VllmOptions
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
@@ -46,6 +46,7 @@ def check(
     offline: bool | None = None,
     cache_dir: Path | None = None,
     progress: Progress | None = None,
+    vllm_version: str | None = None,
 ) -> Checked:
     engine = for_argv(argv)
     if engine is None:
@@ -57,8 +58,9 @@ def check(
             hint="llmfit check --fleet 2xh100-80g -- vllm serve openai/gpt-oss-20b "
             "--tensor-parallel-size 2",
         )
+    defaults = PlanSettings(vllm=VllmOptions(version=vllm_version))
     try:
-        request = engine.read_command(argv, PlanSettings())
+        request = engine.read_command(argv, defaults)
     except ValueError as e:
         raise UsageError(f"the command to check: {e}") from None
     repo = request.repo

@@ -17,6 +17,7 @@ from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, LlmfitError, UsageError
 from llmfit.plan.engines import keys as registered_engines
 from llmfit.plan.options import RANKINGS
 from llmfit.plan.settings import PRECISIONS, Pins
+from llmfit.render.commands import FORMATS
 
 
 class _DefaultGroup(click.Group):
@@ -53,7 +54,8 @@ def cli() -> None:
     """Where a Hugging Face model can run on your GPU fleet, and the command to run it.
 
     llmfit REPO plans REPO (the same as `llmfit plan REPO`; see `llmfit plan --help`);
-    `llmfit fleet` summarises a fleet and imports one from nvidia-smi or kubectl.
+    `llmfit models` lists the models that fit a fleet; `llmfit fleet` summarises a fleet and
+    imports one from nvidia-smi or kubectl.
 
     \b
     On the bundled fixtures (export HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
@@ -134,6 +136,45 @@ def cli() -> None:
     type=click.Choice(registered_engines()),
     help="Plan for this engine only (repeatable); default: every engine that can run it.",
 )
+@click.option(
+    "--vllm-version",
+    help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+)
+@click.option(
+    "--max-num-seqs", type=click.IntRange(1, 1 << 20), help="vLLM: sequences a step (passed on)."
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(1, 1 << 24),
+    help="vLLM: tokens a step (passed on).",
+)
+@click.option("--enforce-eager", is_flag=True, help="vLLM: no CUDA graphs (passed on).")
+@click.option(
+    "--enable-prefix-caching/--no-enable-prefix-caching",
+    default=None,
+    help="vLLM: prefix caching on or off (hybrid models keep more state with it).",
+)
+@click.option(
+    "--max-loras",
+    type=click.IntRange(1, 1024),
+    help="vLLM: LoRA adapter slots (--enable-lora), each of --max-lora-rank.",
+)
+@click.option(
+    "--max-lora-rank",
+    type=click.IntRange(1, 1024),
+    default=16,
+    show_default=True,
+    help="vLLM: the rank of each LoRA slot.",
+)
+@click.option(
+    "--speculative-config",
+    help="vLLM: speculative decoding, as JSON "
+    '(\'{"method": "mtp", "num_speculative_tokens": 1}\').',
+)
+@click.option(
+    "--limit-mm-per-prompt",
+    help="vLLM: items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option(
     "--all",
@@ -148,6 +189,19 @@ def cli() -> None:
     "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
+@click.option(
+    "--local-paths",
+    is_flag=True,
+    help="llama-server -m with this machine's file paths, not -hf REPO:QUANT.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="The launch as shell commands, `docker run` lines, or Kubernetes YAML.",
+)
 @click.option(
     "--offline",
     is_flag=True,
@@ -169,6 +223,15 @@ def plan_cmd(
     concurrency: float | None,
     rank_by: str,
     engine_keys: tuple[str, ...],
+    vllm_version: str | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    enforce_eager: bool,
+    enable_prefix_caching: bool | None,
+    max_loras: int | None,
+    max_lora_rank: int,
+    speculative_config: str | None,
+    limit_mm_per_prompt: str | None,
     json_: bool,
     show_all: bool,
     commands_only: bool,
@@ -176,6 +239,8 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    local_paths: bool,
+    fmt: str,
     offline: bool,
     revision: str | None,
 ) -> None:
@@ -193,6 +258,7 @@ def plan_cmd(
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
     """
     from llmfit.advise import advise
+    from llmfit.plan.engines.vllm_options import vllm_options
     from llmfit.plan.planner import PlanSettings
     from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import resolve_fleet
@@ -200,6 +266,20 @@ def plan_cmd(
     from llmfit.sources.hub import quiet_huggingface_hub
 
     fleet = resolve_fleet(fleet_path)
+    try:
+        vllm = vllm_options(
+            version=vllm_version,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=enable_prefix_caching,
+            max_loras=max_loras or 0,
+            max_lora_rank=max_lora_rank if max_loras else 0,
+            speculative_config=speculative_config,
+            limit_mm_per_prompt=limit_mm_per_prompt,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     settings = PlanSettings(
         context=_context(context),
         gpu_memory_utilization=gpu_memory_utilization,
@@ -210,6 +290,8 @@ def plan_cmd(
         rank=rank_by,
         engines=engine_keys,
         every_layout=show_all,
+        local_paths=local_paths,
+        vllm=vllm,
     )
     progress = None
     if not is_offline(offline):
@@ -236,7 +318,12 @@ def plan_cmd(
         from llmfit.render.table import render_commands, render_text
 
         console = make_console()
-        if commands_only:
+        if commands_only and fmt != "shell":
+            if options:
+                from llmfit.render.deploy import render_deploy
+
+                click.echo(render_deploy(fmt, advice, options[chosen - 1], ray), nl=False)
+        elif commands_only:
             if options:
                 render_commands(advice, console, options[chosen - 1], ray)
         elif explain or why_not:
@@ -245,9 +332,9 @@ def plan_cmd(
             if why_not:
                 if explain:
                     console.print()
-                render_why_not(advice, console)
+                render_why_not(advice, console, every=show_all)
         else:
-            render_text(advice, console, show_all=show_all, ray=ray)
+            render_text(advice, console, show_all=show_all, ray=ray, fmt=fmt)
     sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)
 
 
@@ -258,8 +345,26 @@ def plan_cmd(
 @click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
 @click.option("--offline", is_flag=True, help="Use only what is cached; never touch the network.")
+@click.option(
+    "--vllm-version", help="The vLLM release the command runs on; default: the newest modelled."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="Also print the launch as `docker run` lines or Kubernetes YAML, the verdict as comments.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
-def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple[str, ...]) -> None:
+def check_cmd(
+    fleet_path: str | None,
+    json_: bool,
+    offline: bool,
+    vllm_version: str | None,
+    fmt: str,
+    command: tuple[str, ...],
+) -> None:
     """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
 
     Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
@@ -273,6 +378,7 @@ def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple
           --enable-expert-parallel --max-model-len 32768
       llmfit check --fleet 1xrtx4090-24g -- \\
           llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
+      llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
     """
     from llmfit.check import check
     from llmfit.render.progress import make_progress
@@ -286,7 +392,9 @@ def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple
         quiet_huggingface_hub()
         progress = make_progress()
     try:
-        checked = check(command, fleet, offline=offline, progress=progress)
+        checked = check(
+            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version
+        )
     finally:
         if progress is not None:
             progress.end()
@@ -298,8 +406,120 @@ def check_cmd(fleet_path: str | None, json_: bool, offline: bool, command: tuple
         from llmfit.render.check import render_check
         from llmfit.render.console import make_console
 
-        render_check(checked.argv, checked.request, checked.advice, make_console())
+        if fmt == "shell":
+            render_check(checked.argv, checked.request, checked.advice, make_console())
+        else:
+            # The verdict as comments, then the launch: the whole output goes to `sh` or to
+            # `kubectl apply -f -` as it stands.
+            from llmfit.render.check import check_lines
+            from llmfit.render.deploy import render_deploy
+
+            for line in check_lines(checked.argv, checked.request, checked.advice):
+                click.echo("# " + line.replace("\n", " "))
+            if checked.fits:
+                options = checked.advice.plan.options
+                click.echo(render_deploy(fmt, checked.advice, options[0]), nl=False)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)
+
+
+def _params(value: str | None) -> int | None:
+    """A parameter count: 70b, 8B, 1.5t, 235000000000."""
+    if value is None:
+        return None
+    text = value.strip().lower().replace("_", "").replace(",", "")
+    scale = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}.get(text[-1:], 1)
+    try:
+        n = int(float(text[:-1] if scale > 1 else text) * scale)
+    except ValueError:
+        raise UsageError(
+            f"--max-params {value!r} is not a parameter count (like 8b or 70B)."
+        ) from None
+    if n <= 0:
+        raise UsageError(f"--max-params {value!r} must be positive.")
+    return n
+
+
+@cli.command(name="models")
+@click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
+@click.option("--search", help="Ask the Hub for repositories matching this (online).")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+    help="With --search: how many repositories, most downloaded first.",
+)  # fmt: skip
+@click.option("--context", "context", help="Token pool to plan for (32768, 32k, 1m).")
+@click.option(
+    "--concurrency",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    help="Only layouts holding this many sequences of --context tokens at once.",
+)
+@click.option(
+    "--engine",
+    "engine_keys",
+    multiple=True,
+    type=click.Choice(registered_engines()),
+    help="Plan for this engine only (repeatable).",
+)
+@click.option("--max-params", help="Leave out models with more parameters (8b, 70B, 1.5t).")
+@click.option("--json", "json_", is_flag=True, help="Print a list of version-1 documents.")
+def models_list(
+    fleet_path: str | None,
+    search: str | None,
+    limit: int,
+    context: str | None,
+    concurrency: float | None,
+    engine_keys: tuple[str, ...],
+    max_params: str | None,
+    json_: bool,
+) -> None:
+    """Which models fit the fleet: those in the local cache, or those the Hub's search finds.
+
+    Each model is planned as `llmfit REPO` plans it and shown with its best option in one line,
+    best first; then those that do not fit, and those that could not be read.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      llmfit models --fleet examples/fleet.toml
+      llmfit models --fleet 1xrtx4090-24g --context 32k --max-params 70b
+      llmfit models --fleet examples/fleet.toml --json
+    Online:
+      llmfit models --fleet examples/fleet.toml --search qwen3 --limit 10
+    """
+    from llmfit.models import list_models
+    from llmfit.plan.planner import PlanSettings
+    from llmfit.render.progress import make_progress
+    from llmfit.sources.fleet import resolve_fleet
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
+
+    fleet = resolve_fleet(fleet_path)
+    settings = PlanSettings(context=_context(context), concurrency=concurrency, engines=engine_keys)
+    progress = None
+    if search is not None:
+        if is_offline():
+            raise UsageError(
+                "--search asks the Hub, but this run is offline (HF_HUB_OFFLINE).",
+                hint="llmfit models  (the models in the local cache)",
+            )
+        quiet_huggingface_hub()
+        progress = make_progress()
+    try:
+        found = list_models(
+            fleet, settings, search=search, limit=limit, max_params=_params(max_params),
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        if progress is not None:
+            progress.end()
+    if json_:
+        from llmfit.render.models import render_models_json
+
+        click.echo(render_models_json(found))
+    else:
+        from llmfit.render.console import make_console
+        from llmfit.render.models import render_models
+
+        render_models(found, make_console())
+    sys.exit(EXIT_FITS if any(r.fits for r in found.results) else EXIT_NOTHING_FITS)
 
 
 class _FleetGroup(_DefaultGroup):

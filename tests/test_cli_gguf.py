@@ -41,19 +41,31 @@ def test_each_quant_file_has_its_options(run):
     assert doc["options"][0]["artifact"] == "Q8_0/Tiny-Llama-Q8_0.gguf"
     cpu = [o["artifact"] for o in doc["options"] if o["cpu"]]
     assert cpu[0] == "Tiny-Llama-Q6_K.gguf"
+    # By its Hub tag, which works on whichever node runs it (llama.cpp fetches both parts).
+    assert doc["options"][0]["commands"][0]["argv"] == [
+        "llama-server", "-hf", "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "--ctx-size", "4096",
+        "--n-gpu-layers", "5", "--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080",
+    ]  # fmt: skip
+
+
+def test_local_paths_name_this_machines_file(run):
+    code, out, err = run(REPO, "--fleet", FLEET, "--context", "4096", "--json", "--local-paths")
+    assert code == 0, err
     (snap,) = SNAP.iterdir()
     first = snap / "Q8_0" / "Tiny-Llama-Q8_0-00001-of-00002.gguf"
-    assert doc["options"][0]["commands"][0]["argv"] == [
-        "llama-server", "-m", str(first), "--ctx-size", "4096", "--n-gpu-layers", "5",
-        "--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080",
+    assert json.loads(out)["options"][0]["commands"][0]["argv"][:3] == [
+        "llama-server", "-m", str(first),
     ]  # fmt: skip
 
 
 def test_text_output_prints_the_best_command(run):
     code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096")
     assert code == 0
-    assert "Best: 1 × h200-141g, Q8_0, 0.5 GB a card (125.5 free)" in out
-    assert any(line.startswith("llama-server -m ") for line in out.splitlines())
+    assert "Best: 1 × h200-141g, Q8_0, 0.5 GiB a card (125.5 free)" in out
+    assert (
+        "llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 --ctx-size 4096 --n-gpu-layers 5 "
+        "--flash-attn on --host 0.0.0.0 --port 8080" in out.splitlines()
+    )
 
 
 def test_a_corrupt_gguf_is_one_sentence_and_exit_3(run, tmp_path):

@@ -10,8 +10,9 @@ import pytest
 from tests.conftest import EXAMPLE_FLEET
 
 FLEET = str(EXAMPLE_FLEET)
-H100_HAVE = int(85_045_477_376 * 0.9)  # 0.90 of what CUDA reports for an H100 80GB
-H200_HAVE = int((143_771 - 454) * (1 << 20) * 0.9)
+# 0.90 of what CUDA reports for an H100 80GB and an H200, rounded up as vLLM's
+# requested_memory is (math.ceil in gpu_worker).
+H200_HAVE = -(-(143_771 - 454) * (1 << 20) * 9 // 10)
 
 
 def options(run, *args: str) -> list[dict]:
@@ -33,19 +34,25 @@ def test_405b_on_four_h100_nodes_offers_tp8_by_pp2_with_the_fullest_stage_checke
     assert embed + output + 126 * layer == 811_706_777_600
     tp8 = next(o for o in opts if (o["tp"], o["pp"]) == (8, 2))
     assert (tp8["nodes"], tp8["gpus_per_node"], tp8["dp"], tp8["replicas"]) == (2, 8, 1, 1)
+
     # Two stages of 63 layers (get_pp_indices: 126 / 2); the second also holds the output layer,
-    # and is the fuller: (63 × 6,375,407,616 + 4,202,725,376) / 8 cards.
-    assert tp8["per_card"]["weights"] == (63 * layer + output) // 8 == 50_731_675_648
+    # and is the fuller. Each card holds an eighth of its layers' matrices and of the head, and
+    # whole what vLLM does not split: each layer's two norms (2 × 16,384 × 2 B), the final norm
+    # (32,768 B) and the rotary cache (131,072 positions × 128 × 2 B).
+    def card(layers: int, tp: int) -> int:
+        return (layers * (layer - 65_536) // tp + layers * 65_536 + 32_768
+                + (output - 32_768) // tp + 131_072 * 128 * 2)  # fmt: skip
+
+    assert tp8["per_card"]["weights"] == card(63, 8) == 50_768_871_424
     # Its cache: one of the 8 KV heads a card, 63 layers × 256 × 2 B × 8,192 tokens.
     assert tp8["per_card"]["kv_cache"] == 63 * 256 * 2 * 8192
     # The narrowest: three nodes of four cards, 42 layers a stage; the last stage's card holds
-    # (42 × 6,375,407,616 + 4,202,725,376) / 4, the embedding's or the head's gigabyte more
-    # than an average over the stages says.
+    # the head's quarter besides: a gigabyte more than an average over the stages says.
     tp4 = next(o for o in opts if (o["tp"], o["pp"]) == (4, 3))
-    assert tp4["per_card"]["weights"] == (42 * layer + output) // 4 == 67_992_461_312
-    assert tp4["per_card"]["weights"] - 811_706_777_600 // 12 == 350_229_846
-    # Sixteen cards hold fifty times the sequences of twelve.
-    assert (tp4["concurrency"], tp8["concurrency"]) == (1.32, 67.08)
+    assert tp4["per_card"]["weights"] == card(42, 4) == 68_028_104_704
+    assert tp4["per_card"]["weights"] - 811_706_777_600 // 12 == 385_873_238
+    # Sixteen cards hold almost five times the sequences of twelve.
+    assert (tp4["concurrency"], tp8["concurrency"]) == (18.59, 89.88)
 
 
 def test_deepseek_v3_on_eight_h200_offers_data_parallel_attention_with_expert_parallelism(run):
@@ -55,35 +62,31 @@ def test_deepseek_v3_on_eight_h200_offers_data_parallel_attention_with_expert_pa
     dp8 = next(o for o in opts if (o["tp"], o["dp"]) == (1, 8))
     tp8 = next(o for o in opts if (o["tp"], o["dp"]) == (8, 1))
     assert dp8["ep"] and tp8["ep"] and dp8["replicas"] == 1
-    # DeepSeek-V3's config: hidden 7,168, vocabulary 129,280, 61 layers, the first 3 dense
-    # (intermediate 18,432), then 58 MoE (256 routed experts of 2,048, one shared, a router);
-    # MLA attention: 128 heads, q_lora 1,536, kv_lora 512, rope 64, nope 128, v 128.
-    attention = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
-    assert attention == 187_105_280
-    dense = attention + 3 * 7168 * 18_432
-    experts = 256 * 3 * 7168 * 2048
-    moe = attention + experts + 7168 * 256 + 3 * 7168 * 2048
-    params = 3 * dense + 58 * moe
-    assert params == 669_172_039_680
-    # The embedding and head stay bf16; the checkpoint's other bytes go to the layers by their
-    # parameters, and a MoE layer's routed experts are their share of it.
-    embed, output = 129_280 * 7168 * 2, (7168 + 129_280 * 7168) * 2
-    rest = 688_586_727_753 - embed - output
-    expert_bytes = 58 * (rest * moe // params) * experts // moe
-    non_expert = 688_586_727_753 - expert_bytes
-    # A data-parallel rank keeps the attention, the dense layers, the embedding and the head
-    # whole, and an eighth of the routed experts; tensor parallel 8 keeps an eighth of it all.
-    assert abs(dp8["per_card"]["weights"] - (non_expert + -(-expert_bytes // 8))) <= 61
-    assert tp8["per_card"]["weights"] == -(-688_586_727_753 // 8)
+    # Both shard the routed experts over the eight cards; a data-parallel rank keeps whole what
+    # tensor parallelism would split eight ways: the attention and dense layers, the embedding
+    # and head, and MLA's decompressed W_UK/W_UV (vllm_memory.rank_weights names each part,
+    # tests/plan/test_vllm_memory.py works DeepSeek-V3's out by hand). Here, the difference:
+    # layers 14,277,917,123 → 1,784,739,693 (an eighth, rounded up a layer); embedding
+    # 129,280 × 7,168 × 2 B → an eighth; head likewise, beside its 14,336 B norm; W_UK/W_UV
+    # 61 × 512 × 128 heads × 256 × 2 B → an eighth.
+    split = (
+        (14_277_917_123 - 1_784_739_693)
+        + (1_853_358_080 - 1_853_358_080 // 8) * 2
+        + (2_046_820_352 - 2_046_820_352 // 8)
+    )
+    assert 61 * 512 * 128 * 256 * 2 == 2_046_820_352
+    assert dp8["per_card"]["weights"] - tp8["per_card"]["weights"] == split == 17_527_521_878
     # Both keep the whole MLA latent of each token on every card: 61 × 576 × 2 B × 163,840.
     assert dp8["per_card"]["kv_cache"] == tp8["per_card"]["kv_cache"] == 61 * 1152 * 163_840
-    # But each of the eight ranks holds its own sequences: the room left on every card counts,
-    # where tensor parallelism copies one cache to all eight.
-    per_seq = 61 * 1152 * 163_840
+    # But each of the eight ranks holds its own sequences, where tensor parallelism copies one
+    # cache to all eight. A block of 16 tokens costs 16 × 61 × 1,152 B = 1,124,352 B; a
+    # sequence of 163,840 tokens takes 10,240 of them. The KV budget is what is counted on less
+    # the weights and the rest: 29,643,237,775 B for DP, 47,170,759,653 B for TP.
+    block, per_seq = 16 * 61 * 1152, 163_840 // 16
     for o, ranks in ((dp8, 8), (tp8, 1)):
-        room = H200_HAVE - o["per_card"]["weights"] - o["per_card"]["overhead"]
-        assert o["concurrency"] == round(room / per_seq * ranks, 2)
-    assert (dp8["concurrency"], tp8["concurrency"]) == (18.25, 3.58)
+        budget = H200_HAVE - o["per_card"]["weights"] - o["per_card"]["overhead"]
+        assert o["concurrency"] == round(budget // block / per_seq * ranks, 2)
+    assert (dp8["concurrency"], tp8["concurrency"]) == (20.6, 4.1)
 
 
 def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
@@ -96,7 +99,7 @@ def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
         "the attention and dense weights over the 1 card of a rank, the routed experts over all 8"
         in out
     )
-    assert "18.25 sequences of 163,840 tokens at once over 8 ranks" in out
+    assert "20.6 sequences of 163,840 tokens at once over 8 ranks" in out
     assert "each of the 8 data-parallel ranks keeps its own KV cache" in out
 
 
@@ -109,9 +112,9 @@ def test_qwen3_8b_on_one_h100_node_offers_eight_replicas(run):
     assert (dp8["replicas"], dp8["cards_per_replica"], dp8["label"]) == (
         8, 1, "8 × h100-80g (dp8)",
     )  # fmt: skip
-    # Eight copies, each the one-card layout's: eight times its sequences (8.8325 a card).
+    # Eight copies, each the one-card layout's: eight times its sequences (9.641 a card).
     assert dp8["per_card"] == opts[0]["per_card"]
-    assert (opts[0]["concurrency"], dp8["concurrency"]) == (8.83, 70.66)
+    assert (opts[0]["concurrency"], dp8["concurrency"]) == (9.64, 77.13)
     assert dp8["commands"][0]["argv"] == [
         "vllm", "serve", "Qwen/Qwen3-8B", "--tensor-parallel-size", "1",
         "--data-parallel-size", "8", "--max-model-len", "40960", "--gpu-memory-utilization", "0.90",
@@ -131,9 +134,9 @@ def test_a_pinned_layout_that_does_not_fit_says_what_it_needs_and_holds(run):
         "--dp", "1", "--precision", "stored", "--context", "8192",
     )  # fmt: skip
     assert code == 1
-    # 141,107,412,992 B of bf16 on one card, the activation of 8,192 tokens and 8,192 tokens of
-    # 80 layers × 8 heads × 256 × 2 B.
-    assert "safetensors: nothing fits; closest is 1 × h100-80g, needing 139.5 GB of 71.3" in out
+    # 141,107,412,992 B of bf16 on one card, and the rest, and 8,192 tokens of 80 layers × 8
+    # heads × 256 × 2 B.
+    assert "safetensors: nothing fits; closest is 1 × h100-80g, needing 135.7 GiB of 71.3" in out
 
 
 def test_concurrency_keeps_only_layouts_that_hold_that_many(run):
@@ -187,7 +190,7 @@ def test_check_says_when_the_command_does_not_fit(run):
     )  # fmt: skip
     assert code == 1
     assert "does not fit:" in out
-    assert "  1 × h100-80g: needs 139.5 GB of 71.3 a card" in out
+    assert "  1 × h100-80g: needs 135.7 GiB of 71.3 a card" in out
 
 
 @pytest.mark.parametrize(

@@ -89,6 +89,24 @@ def memory_from_class(gpu_class: str) -> int | None:
     return None
 
 
+def memory_source(card: object) -> str:
+    """Where a card's memory figure comes from, in words: "as CUDA reports it" for a class whose
+    reported total is known and unchanged, else what the plan had to go on."""
+    gpu_class = getattr(card, "gpu_class", "")
+    total = getattr(card, "total_bytes", 0)
+    if is_mig(gpu_class):
+        return (
+            "as nvidia-smi gives the instance"
+            if memory_from_class(gpu_class) == total
+            else ("as the fleet file gives it")
+        )
+    if REPORTED_TOTALS.get(gpu_class) == total:
+        return "as CUDA reports it"
+    if memory_from_class(gpu_class) == total:
+        return "read from its label"
+    return "as the fleet file gives it"
+
+
 @dataclass(frozen=True)
 class PoolKind:
     """One class of a node's devices: whole cards of one kind, or MIG instances of one profile."""
@@ -117,6 +135,10 @@ class PoolNode:
     free_ram_bytes: int = 0
     # Identical nodes this one stands for (a pool is kept as a count, never one object a node).
     count: int = 1
+    # Node labels a scheduler selects the node by (GPU Feature Discovery's nvidia.com/gpu.product,
+    # from `llmfit fleet import kubectl`), as (key, value) pairs; a Kubernetes nodeSelector reads
+    # them.
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_cpu(self) -> bool:

@@ -47,10 +47,13 @@ class Sized:
     extra: object = None
     # How fast it runs (plan/speed.py's Speed); None where the card's speed is not known.
     speed: Speed | None = None
+    # The engine's own verdict where it checks more than need against have (vLLM's start-up
+    # check of one request at max_model_len); None: need ≤ have.
+    fits: bool | None = None
 
     @property
     def fits_memory(self) -> bool:
-        return self.per_card.need <= self.have
+        return self.per_card.need <= self.have if self.fits is None else self.fits
 
 
 @dataclass(frozen=True)

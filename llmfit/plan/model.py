@@ -112,6 +112,69 @@ DTYPE_SHORT: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class MambaShape:
+    """The state a Mamba or linear-attention layer keeps, as vLLM sizes it
+    (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator)."""
+
+    # "mamba2", "mamba1" or "gated_delta_net".
+    kind: str
+    conv_kernel: int
+    # mamba2: heads × head_dim is the inner size; n_groups share B and C.
+    heads: int = 0
+    head_dim: int = 0
+    state_size: int = 0
+    n_groups: int = 1
+    # mamba1: the inner size (expand × hidden).
+    inner: int = 0
+    # gated_delta_net: key and value heads and their sizes.
+    k_heads: int = 0
+    k_head_dim: int = 0
+    v_heads: int = 0
+    v_head_dim: int = 0
+    # The Mamba-2 kernels' chunk size (config chunk_size / mamba_chunk_size).
+    chunk_size: int = 0
+    # --mamba-ssm-cache-dtype as the config states it (Nemotron-H may); None when it does not.
+    ssm_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """Sizes of the network's parts that decide what vLLM holds beside the KV cache: the
+    weights a rank loads, the activation of its profile run, the adapters and the draft."""
+
+    # The kind of each layer in order ("full", "sliding", "chunked", "mla", "mamba2",
+    # "mamba1", "gated_delta_net", "" for a layer that caches nothing): pipeline stages take
+    # consecutive layers, and vLLM's groups take layers in this order.
+    layer_kinds: tuple[str, ...] = ()
+    tied_embeddings: bool = False
+    intermediate_size: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    # Leading layers with a dense MLP in a MoE (DeepSeek first_k_dense_replace).
+    dense_layers: int = 0
+    # MLA (DeepSeek): the low-rank projections.
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # Multi-token-prediction layers the checkpoint carries beside the model's own
+    # (DeepSeek-V3 num_nextn_predict_layers; Qwen3-Next's mtp.*): vLLM skips them unless
+    # speculative decoding runs them.
+    mtp_layers: int = 0
+    # Rotary embedding: dimensions rotated a head, and how many distinct caches vLLM builds
+    # (Gemma 3: a local and a global one).
+    rotary_dim: int = 0
+    rope_caches: int = 1
+    mamba: MambaShape | None = None
+    # A multimodal checkpoint's vision tower and projector, in parameters (0 for text models),
+    # and what one image costs: the tokens it becomes and the encoder's hidden size.
+    vision_params: int = 0
+    vision_hidden: int = 0
+    mm_tokens_per_item: int = 0
+
+
+@dataclass(frozen=True)
 class Model:
     """What config.json (or a GGUF header) says about the network."""
 
@@ -145,12 +208,13 @@ class Model:
     task: str = "generate"
     # Where its parameters are, part by part; None when the config does not say enough.
     param_split: ParamSplit | None = None
-    # Whether config.json names code of the repository's own (`auto_map`), which an engine runs
-    # only when told to trust it (SGLang's and vLLM's --trust-remote-code).
+    # The config names code of its own (auto_map): engines load it only when trusted to.
     custom_code: bool = False
+    # What vLLM's memory model needs besides (llmfit/plan/engines/vllm_memory.py); each has a
+    # default so that a Model built without them (GGUF headers, tests) still plans.
+    shapes: ModelShapes | None = None
     # The vision encoder a model that reads pictures carries, as (layers, hidden size); None for
-    # a text-only model. Engines keep room for it beside the language model (SGLang lowers its
-    # static share by the encoder's size).
+    # a text-only model. SGLang lowers its static share by the encoder's size.
     vision_tower: tuple[int, int] | None = None
 
     @property

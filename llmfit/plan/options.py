@@ -130,6 +130,8 @@ class Rejection:
     what_if: str | None = None
     # "" for a refusal; "dominated" for a layout that fits but that another shown one beats.
     kind: str = ""
+    # The class of cards it was tried on (None: a CPU, or no card in particular).
+    gpu_class: str | None = None
 
 
 # The precision past which a bigger file is not a better model worth its memory: eight bits keep

@@ -57,6 +57,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     options: list[Option] = []
     rejected: list[Rejection] = []
     unplaced: list[Unplaced] = []
+    engine_notes: list[str] = []
     for art in artifacts:
         found: list[Option] = []
         runs = False
@@ -70,6 +71,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             result = e.plan(job)
             found += result.options
             rejected += result.rejected
+            engine_notes += [n for n in result.notes if n not in engine_notes]
         if not runs:
             asked = ", ".join(settings.engines) or "any engine"
             rejected.append(Rejection(art.name, asked, "any", f"{asked} cannot run {art.format}"))
@@ -83,7 +85,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         options=tuple(rank(options, settings.rank)),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
-        notes=model.notes + fleet.notes + _context_notes(model, context),
+        notes=model.notes + fleet.notes + _context_notes(model, context) + tuple(engine_notes),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=vllm.attention_charges(shape, context),
     )

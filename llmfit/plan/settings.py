@@ -48,13 +48,35 @@ class Pins:
 
 @dataclass(frozen=True)
 class VllmOptions:
-    """vLLM's own knobs that change memory, as a command line gives them; None: the engine's
-    default for the card."""
+    """vLLM's own knobs that change memory, as a command line gives them; None: the default of
+    the release modelled, for the card."""
 
+    # The vLLM release to model ("0.33", "0.11"); None: the newest llmfit models.
+    version: str | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     # --enforce-eager: no CUDA graphs, so none of their memory.
     enforce_eager: bool = False
+    # --enable-prefix-caching / --no-enable-prefix-caching (None: the release's default).
+    enable_prefix_caching: bool | None = None
+    # --enable-lora --max-loras N --max-lora-rank R (0: no LoRA).
+    max_loras: int = 0
+    max_lora_rank: int = 0
+    # --speculative-config, as given, and what it means for memory (a vllm_memory.Speculative),
+    # with the draft model's repository where it names one (read beside the plan's own).
+    speculative_config: str | None = None
+    speculative: object = None
+    draft_repo: str | None = None
+    # --limit-mm-per-prompt as (modality, count) pairs; () keeps vLLM's default.
+    limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def limit_mm_per_prompt_text(self) -> str | None:
+        """The JSON --limit-mm-per-prompt takes, or None to leave vLLM's default."""
+        if not self.limit_mm_per_prompt:
+            return None
+        inner = ", ".join(f'"{k}": {v}' for k, v in self.limit_mm_per_prompt)
+        return "{" + inner + "}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +131,9 @@ class PlanSettings:
     engines: tuple[str, ...] = ()
     # Every layout considered, not only those no other beats (`--all`).
     every_layout: bool = False
+    # Commands name model files by this machine's paths (llama-server -m) rather than by the
+    # Hub's tag (-hf REPO:QUANT): for a repository in a local directory, or where asked.
+    local_paths: bool = False
     vllm: VllmOptions = field(default_factory=VllmOptions)
     llamacpp: LlamaCppOptions = field(default_factory=LlamaCppOptions)
     sglang: SglangOptions = field(default_factory=SglangOptions)

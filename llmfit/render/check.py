@@ -11,7 +11,7 @@ from rich.text import Text
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import Request
 from llmfit.render.explain import explain_lines
-from llmfit.render.sentences import fits_instead, gb, rejection_reason
+from llmfit.render.sentences import fits_instead, gib, rejection_reason
 
 
 def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list[str]:
@@ -56,4 +56,4 @@ def render_check(argv: tuple[str, ...], request: Request, advice: Advice, consol
         console.print(Text(line), soft_wrap=True)
 
 
-__all__ = ["check_lines", "gb", "render_check"]
+__all__ = ["check_lines", "gib", "render_check"]

@@ -6,7 +6,11 @@ from llmfit.plan.engines import engine
 from llmfit.plan.launch import Command
 from llmfit.plan.options import Option
 
-__all__ = ["Command", "commands"]
+__all__ = ["FORMATS", "Command", "commands"]
+
+# How an option's launch is printed: shell command lines, `docker run` lines, or Kubernetes YAML
+# (render/deploy.py, imported only when asked for: it loads a YAML emitter).
+FORMATS = ("shell", "docker", "k8s")
 
 
 def commands(

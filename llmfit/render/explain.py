@@ -7,9 +7,10 @@ from rich.text import Text
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import engine
+from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
-from llmfit.render.sentences import describe, gb, rejection_reason, sequences, speed_line
+from llmfit.render.sentences import describe, gib, rejection_reason, sequences, speed_line
 
 BAR = 30
 
@@ -19,16 +20,22 @@ def _bar(part: int, whole: int) -> str:
     return "█" * min(n, BAR) + "·" * max(BAR - n, 0)
 
 
+def longest(o: Option, trained: int | None) -> str:
+    """ "one sequence of up to 163,840 tokens (the trained context)"."""
+    capped = " (the trained context)" if trained and o.max_context >= trained else ""
+    return f"one sequence of up to {o.max_context:,} tokens{capped}"
+
+
 def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
     m = advice.repo.model
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
     lines = [f"Option {number}: {describe(o)}"]
     total = round(o.have / o.share) if o.share else o.have
-    if not o.cpu:
+    if not o.cpu and o.card is not None:
         lines.append(
-            f"  a card: {o.gpu_class}, {gb(total)} GB as CUDA reports it, of which "
-            f"{o.share:.2f} = {gb(o.have)} GB is counted on"
+            f"  a card: {o.gpu_class}, {gib(total)} GiB {memory_source(o.card)}, of which "
+            f"{o.share:.2f} = {gib(o.have)} GiB is counted on"
         )
         if o.layout.cards > 1:
             lines.append(f"  the fullest card of {o.layout.cards} ({o.layout.short()}):")
@@ -36,8 +43,8 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
     parts = [(p.name, p.bytes, p.why) for p in told.parts]
     parts.append(("free", max(o.room, 0), "left of what is counted on"))
     for name, size, why in parts:
-        lines.append(f"    {name:<9}{gb(size):>7} GB  {_bar(size, o.have)}  {why}")
-    lines.append(f"    {'need':<9}{gb(c.need):>7} GB of {gb(o.have)} {unit}")
+        lines.append(f"    {name:<9}{gib(size):>7} GiB  {_bar(size, o.have)}  {why}")
+    lines.append(f"    {'need':<9}{gib(c.need):>7} GiB of {gib(o.have)} {unit}")
     if any(g.kind is AttentionKind.MLA for g in m.layer_groups):
         heads = f"an MLA latent of {m.head_dim} a layer, whole on every card"
     else:
@@ -50,7 +57,7 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
         f"  inputs: {m.layers} layers · {m.attention_heads} attention heads · {heads} · "
         f"KV {advice.plan.kv_bytes_per_token:,} B a token for the whole model"
     )
-    lines.append(f"  holds: {o.max_context:,} tokens at most · {sequences(o)}")
+    lines.append(f"  holds: {longest(o, m.max_context)} · room for {sequences(o)}")
     fast = speed_line(o)
     if fast and o.speed:
         lines.append(f"  speed: {fast}")
@@ -64,18 +71,72 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
     return lines
 
 
-def why_not_lines(advice: Advice) -> list[str]:
+def _tags(what_ifs: list[str | None]) -> str:
+    """ " [as stored, fp8 KV cache]": the what-ifs a line was said for; none for as stored alone."""
+    if what_ifs == [None]:
+        return ""
+    return " [" + ", ".join("as stored" if t is None else t for t in what_ifs) + "]"
+
+
+# A miss needing more than this many times what a card offers is hopeless: it is counted, not
+# listed, unless every refusal is asked for (--why-not --all).
+HOPELESS = 2.0
+
+
+def why_not_lines(advice: Advice, every: bool = False) -> list[str]:
+    """The ways refused, grouped by class of card, nearest misses first; a reason given for
+    several what-ifs is said once, with each of them named."""
     rejected = advice.plan.rejected
     if not rejected:
         return ["No way was refused."]
-    lines = ["Ways refused:"]
-    seen: set[str] = set()
+    # (class, line) → the what-ifs it was said for, in order, and how near a miss it is.
+    groups: dict[str, dict[str, list[str | None]]] = {}
+    nearness: dict[tuple[str, str], float] = {}
+    hopeless: dict[str, list[str]] = {}
+    beaten: dict[str, dict[str, list[str | None]]] = {}
+    several = len({r.artifact for r in rejected}) > 1
+    engines = len({r.engine for r in rejected}) > 1
     for r in rejected:
-        tag = f" [{r.what_if}]" if r.what_if else ""
-        line = f"  {r.artifact}{tag} · {r.engine} · {r.where}: {rejection_reason(r)}"
-        if line not in seen:
-            seen.add(line)
-            lines.append(line)
+        group = r.gpu_class or ("CPU" if r.where.startswith("CPU") else "elsewhere")
+        if engines:
+            group = f"{r.engine} on {group}"
+        if several:
+            group = f"{r.artifact}, {group}"
+        if r.kind == "dominated" and not every:
+            tags = beaten.setdefault(group, {}).setdefault(r.where, [])
+            if r.what_if not in tags:
+                tags.append(r.what_if)
+            continue
+        text = f"{r.where}: {rejection_reason(r)}"
+        ratio = r.need / r.have if r.need and r.have else 0.0
+        if ratio > HOPELESS and not every:
+            hopeless.setdefault(group, [])
+            if r.where not in hopeless[group]:
+                hopeless[group].append(r.where)
+            continue
+        tags = groups.setdefault(group, {}).setdefault(text, [])
+        if r.what_if not in tags:
+            tags.append(r.what_if)
+        nearness[(group, text)] = min(nearness.get((group, text), 9e9), ratio or 9e9)
+    lines = ["Ways refused, by class of card (nearest misses first):"]
+    order = [*groups, *(g for g in [*hopeless, *beaten] if g not in groups)]
+    for group in dict.fromkeys(order):
+        lines.append(f"  {group}:")
+        texts = groups.get(group, {})
+        for text in sorted(texts, key=lambda t: (nearness[(group, t)], list(texts).index(t))):
+            lines.append(f"    {text}{_tags(texts[text])}")
+        if group in beaten:
+            shown = ", ".join(f"{w}{_tags(t)}" for w, t in beaten[group].items())
+            lines.append(
+                "    not shown, a shown layout no worse in cards, nodes, sequences held and "
+                f"speed: {shown} (--why-not --all says which)"
+            )
+        far = hopeless.get(group)
+        if far:
+            lines.append(
+                f"    and {len(far)} more needing over {HOPELESS:g}× a card "
+                f"({', '.join(far)}; --why-not --all lists them)"
+            )
     return lines
 
 
@@ -85,6 +146,6 @@ def render_explain(advice: Advice, console: Console, number: int) -> None:
         console.print(Text(line), soft_wrap=True)
 
 
-def render_why_not(advice: Advice, console: Console) -> None:
-    for line in why_not_lines(advice):
+def render_why_not(advice: Advice, console: Console, every: bool = False) -> None:
+    for line in why_not_lines(advice, every):
         console.print(Text(line), soft_wrap=True)

@@ -151,6 +151,10 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 "engine": r.engine,
                 "where": r.where,
                 "reason": rejection_reason(r),
+                # Added to version 1: the bytes a sentence states (null where it states none).
+                "need": r.need or None,
+                "have": r.have or None,
+                "kind": r.kind or None,
             }
             for r in plan.rejected
         ],

@@ -9,8 +9,9 @@ from llmfit.plan.planner import Unplaced
 GIB = 1 << 30
 
 
-def gb(n: int) -> str:
-    """Bytes as people say card sizes: GB of 2^30 bytes (the unit vLLM and nvidia-smi print)."""
+def gib(n: int) -> str:
+    """Bytes in GiB (2^30 bytes, the unit vLLM prints and nvidia-smi's MiB count in), one
+    decimal: every figure llmfit labels GiB is one."""
     return f"{n / GIB:.1f}"
 
 
@@ -33,24 +34,26 @@ def precision(o: Option) -> str:
 
 
 def describe(o: Option) -> str:
-    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GB a card (65.7 free)"."""
+    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GiB a card (65.7 free)"."""
     need = o.per_card.need
     if o.cpu:
-        return f"CPU, {precision(o)}, {gb(need)} GB of RAM ({gb(o.room)} free)"
-    return f"{label(o)}, {precision(o)}, {gb(need)} GB a card ({gb(o.room)} free)"
+        return f"CPU, {precision(o)}, {gib(need)} GiB of RAM ({gib(o.room)} free)"
+    return f"{label(o)}, {precision(o)}, {gib(need)} GiB a card ({gib(o.room)} free)"
 
 
 def unplaced_reason(u: Unplaced) -> str:
     """Why an artifact has no option: the nearest miss, in the numbers that decide it."""
     if u.need:
-        return f"nothing fits; closest is {u.where}, needing {gb(u.need)} GB of {gb(u.have)} a card"
+        return (
+            f"nothing fits; closest is {u.where}, needing {gib(u.need)} GiB of {gib(u.have)} a card"
+        )
     return u.reason
 
 
 def rejection_reason(r: Rejection) -> str:
     if r.need:
         also = f"; it would hold {r.max_context:,} tokens" if r.max_context else ""
-        return f"needs {gb(r.need)} GB of {gb(r.have)} a card{also}"
+        return f"needs {gib(r.need)} GiB of {gib(r.have)} a card{also}"
     return r.reason
 
 

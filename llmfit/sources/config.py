@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from llmfit.errors import ConfigError
-from llmfit.plan.model import AttentionKind, LayerGroup, Model, ParamSplit, SplitRule
+from llmfit.plan.model import (
+    AttentionKind,
+    LayerGroup,
+    MambaShape,
+    Model,
+    ModelShapes,
+    ParamSplit,
+    SplitRule,
+)
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
@@ -604,8 +612,158 @@ def model_from_config(
         param_split=_param_split(
             merged, text_type, kinds if task == "generate" else None, heads, kv_heads, experts, path
         ),
-        custom_code=bool(cfg.get("auto_map")),
+        custom_code=any(
+            isinstance(c.get("auto_map"), dict) and bool(c["auto_map"]) for c in (cfg, text)
+        ),
+        shapes=_model_shapes(cfg, merged, text_type, layers, head_dim, task, path),
         vision_tower=_vision_tower(cfg),
+    )
+
+
+# What vLLM's memory model reads besides the KV layout (llmfit/plan/engines/vllm_memory.py). These
+# helpers never refuse a config: a field that is missing or not a positive whole number reads as
+# 0, and the memory model then leaves that part out and says so.
+
+
+def _size(cfg: dict[str, Any], *keys: str) -> int:
+    """The first of `keys` that holds a positive whole number, else 0."""
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 0
+
+
+def _vision_params(cfg: dict[str, Any], text_hidden: int) -> tuple[int, int]:
+    """Parameters of a multimodal checkpoint's vision tower and projector, and the tower's
+    hidden size, for a ViT-style vision_config (SigLIP: Gemma 3, PaliGemma; close for others).
+
+    A SigLIP encoder is a patch embedding (channels × patch² × hidden, + bias), a position
+    embedding for every patch, and per layer q/k/v/o (4 × (hidden² + hidden)), an MLP
+    (2 × hidden × intermediate + intermediate + hidden) and two layer norms (4 × hidden), then a
+    post layer norm; Gemma 3's projector maps hidden → the text hidden size and norms it. For
+    gemma-3-27b-it this is 423,060,336, the Hub's 27,432,406,640 less the text model's
+    27,009,346,304 (tests/plan/test_vllm_memory.py works it out).
+    """
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 0, 0
+    h = _size(v, "hidden_size", "embed_dim", "width")
+    inter = _size(v, "intermediate_size") or 4 * h
+    depth = _size(v, "num_hidden_layers", "depth", "num_layers")
+    patch = _size(v, "patch_size") or 14
+    image = _size(v, "image_size")
+    channels = _size(v, "num_channels", "in_channels") or 3
+    if not (h and depth):
+        return 0, 0
+    patches = (image // patch) ** 2 if image else 0
+    embed = channels * patch * patch * h + h + patches * h
+    layer = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
+    projector = h * text_hidden + h if text_hidden else 0
+    return embed + depth * layer + 2 * h + projector, h
+
+
+def _mamba_shape(merged: dict[str, Any], kinds: list[tuple[str, ...]]) -> MambaShape | None:
+    """The state shape of the model's Mamba or GDN layers (MambaStateShapeCalculator)."""
+    present = {k for ks in kinds for k in ks}
+    ssm_dtype = merged.get("mamba_ssm_cache_dtype")
+    ssm_dtype = ssm_dtype if isinstance(ssm_dtype, str) else None
+    chunk = _size(merged, "mamba_chunk_size", "chunk_size")
+    if "gated_delta_net" in present:
+        return MambaShape(
+            "gated_delta_net",
+            conv_kernel=_size(merged, "linear_conv_kernel_dim"),
+            k_heads=_size(merged, "linear_num_key_heads"),
+            k_head_dim=_size(merged, "linear_key_head_dim"),
+            v_heads=_size(merged, "linear_num_value_heads"),
+            v_head_dim=_size(merged, "linear_value_head_dim"),
+            chunk_size=chunk,
+            ssm_dtype=ssm_dtype,
+        )
+    if "mamba2" in present:
+        heads = _size(merged, "mamba_num_heads", "mamba_n_heads")
+        head = _size(merged, "mamba_head_dim", "mamba_d_head")
+        return MambaShape(
+            "mamba2",
+            conv_kernel=_size(merged, "conv_kernel", "mamba_d_conv", "conv_kernel_size"),
+            heads=heads,
+            head_dim=head,
+            state_size=_size(merged, "ssm_state_size", "mamba_d_state", "state_size"),
+            n_groups=_size(merged, "n_groups", "mamba_n_groups") or 1,
+            inner=_size(merged, "mamba_d_ssm") or heads * head,
+            chunk_size=chunk,
+            ssm_dtype=ssm_dtype,
+        )
+    if "mamba1" in present:
+        return MambaShape(
+            "mamba1",
+            conv_kernel=_size(merged, "mamba_d_conv"),
+            state_size=_size(merged, "mamba_d_state"),
+            inner=_size(merged, "mamba_expand") * _size(merged, "hidden_size"),
+            chunk_size=chunk,
+            ssm_dtype=ssm_dtype,
+        )
+    return None
+
+
+def _model_shapes(
+    cfg: dict[str, Any],
+    merged: dict[str, Any],
+    text_type: str | None,
+    layers: int,
+    head_dim: int,
+    task: str,
+    path: Path,
+) -> ModelShapes:
+    """What vLLM's memory model needs of the network beyond its KV layout."""
+    hidden = _size(merged, "hidden_size", "n_embd", "d_model")
+    mla = text_type in MLA_TYPES and bool(merged.get("kv_lora_rank"))
+    if task != "generate":
+        kinds: list[tuple[str, ...]] = []
+    elif mla:
+        kinds = [("mla",)] * layers
+    else:
+        kinds = _layer_kinds(merged, text_type, layers, path, [])
+    tied = merged.get("tie_word_embeddings")
+    if not isinstance(tied, bool):
+        tied = cfg.get("tie_word_embeddings")
+    dense = _size(merged, "first_k_dense_replace")
+    mlp_only = merged.get("mlp_only_layers")
+    if not dense and isinstance(mlp_only, list):
+        dense = len(mlp_only)
+    mtp = _size(merged, "num_nextn_predict_layers", "mtp_num_hidden_layers")
+    if not mtp and text_type == "qwen3_next":
+        # Qwen3-Next ships one mtp.* layer its config does not count (vLLM Qwen3NextMTP).
+        mtp = 1
+    partial = merged.get("partial_rotary_factor")
+    rotary = _size(merged, "qk_rope_head_dim") if mla else head_dim
+    if isinstance(partial, (int, float)) and not isinstance(partial, bool) and 0 < partial < 1:
+        rotary = int(head_dim * partial)
+    vision, vision_hidden = _vision_params(cfg, hidden)
+    return ModelShapes(
+        layer_kinds=tuple(ks[0] if ks else "" for ks in kinds),
+        # A config that does not say ties, as transformers' PretrainedConfig does, unless its
+        # family's config class says otherwise (UNTIED_BY_DEFAULT, as _param_split reads it).
+        tied_embeddings=tied if isinstance(tied, bool) else text_type not in UNTIED_BY_DEFAULT,
+        intermediate_size=_size(merged, "intermediate_size_mlp", "intermediate_size"),
+        moe_intermediate_size=_size(merged, "moe_intermediate_size")
+        or (_size(merged, "intermediate_size") if _int(merged, EXPERT_KEYS, path) else 0),
+        shared_expert_intermediate_size=_size(merged, "shared_expert_intermediate_size")
+        or _size(merged, "moe_intermediate_size") * _size(merged, "n_shared_experts"),
+        dense_layers=dense,
+        q_lora_rank=_size(merged, "q_lora_rank") if mla else 0,
+        kv_lora_rank=_size(merged, "kv_lora_rank") if mla else 0,
+        qk_nope_head_dim=_size(merged, "qk_nope_head_dim") if mla else 0,
+        qk_rope_head_dim=_size(merged, "qk_rope_head_dim") if mla else 0,
+        v_head_dim=_size(merged, "v_head_dim") if mla else 0,
+        mtp_layers=mtp,
+        rotary_dim=rotary,
+        # Gemma 3 builds a local (rope_local_base_freq) and a global rotary cache.
+        rope_caches=2 if merged.get("rope_local_base_freq") else 1,
+        mamba=_mamba_shape(merged, kinds),
+        vision_params=vision,
+        vision_hidden=vision_hidden,
+        mm_tokens_per_item=_size(cfg, "mm_tokens_per_image"),
     )
 
 

@@ -32,7 +32,7 @@ from llmfit.errors import FleetFileError, UsageError
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, memory_from_class
 
 DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
-NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS)
+NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels")
 POOL_KEYS = ("count", *NODE_KEYS)
 TOP_KEYS = ("pool", "node")
 
@@ -200,7 +200,14 @@ class _Reader:
             fabric=self.text(table, "fabric", where),
             ram_bytes=ram,
             free_ram_bytes=free_ram,
+            labels=self.labels(table, where),
         )
+
+    def labels(self, table: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+        v = table.get("labels", {})
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+            raise self.fail(where, "labels", 'must be a table of strings, like { key = "value" }.')
+        return tuple(sorted(v.items()))
 
 
 def parse_fleet(text: str, path: str) -> Fleet:

@@ -46,6 +46,8 @@ def import_nvidia_smi(
 
 
 _GFD = "nvidia.com/"
+# The node labels a fleet file keeps: the one a Kubernetes nodeSelector picks the GPU class by.
+KEPT_LABELS = ("nvidia.com/gpu.product",)
 _MIG_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)\.(count|memory)$")
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)$")
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
@@ -191,6 +193,7 @@ def import_kubectl(text: str, source: str, fabric_label: str | None = None) -> t
                 fabric=labels.get(fabric_label, "") if fabric_label else "",
                 ram_bytes=ram,
                 free_ram_bytes=free_ram,
+                labels=tuple((k, labels[k]) for k in KEPT_LABELS if k in labels),
             )
         )
     return tuple(nodes)
@@ -233,6 +236,9 @@ def fleet_toml(nodes: tuple[PoolNode, ...], header: str) -> str:
             lines.append(f"ram_gb = {_gb(node.ram_bytes, exact=False)}")
             if node.free_ram_bytes != node.ram_bytes:
                 lines.append(f"free_ram_gb = {_gb(node.free_ram_bytes, exact=False)}")
+        if node.labels:
+            pairs = ", ".join(f"{_q(k)} = {_q(v)}" for k, v in node.labels)
+            lines.append(f"labels = {{ {pairs} }}")
         if len(node.kinds) == 1:
             lines += _kind_lines(node.kinds[0], "")
         for k in node.kinds if len(node.kinds) > 1 else ():

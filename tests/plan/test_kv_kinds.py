@@ -215,8 +215,9 @@ def test_an_fp8_checkpoint_is_planned_at_the_bytes_its_headers_hold(tmp_path):
     o = plan(m, repo.artifacts, Fleet((node("h100", "h100-80g", H100, 8),)), PlanSettings())
     best = o.options[0]
     assert best.tp == 1
-    # Its real bytes, not 2 B × parameters (61,067,894,784).
-    assert best.per_card.weights == 31_174_545_408
+    # Its real bytes, not 2 B × parameters (61,067,894,784), and vLLM's rotary cache beside
+    # them: 40,960 positions × 128 dims × 2 B.
+    assert best.per_card.weights == 31_174_545_408 + 40_960 * 128 * 2
     # 2 × 48 × 4 × 128 × 2 B × 40,960 tokens.
     assert best.per_card.kv_cache == 98_304 * 40_960
 

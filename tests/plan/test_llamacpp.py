@@ -115,7 +115,8 @@ def cpu_node(id: str, ram: int, free: int | None = None) -> PoolNode:
 def plan_file(path: Path, nodes: list[PoolNode], context: int, precision: str = "stored"):
     found = gguf_artifacts(path.parent)
     model = model_from_gguf(found.first_header)
-    settings = PlanSettings(context=context, precision=precision)
+    # A file on this disk, named by its path as a local directory's files are.
+    settings = PlanSettings(context=context, precision=precision, local_paths=True)
     return plan(model, found.artifacts, Fleet(tuple(nodes)), settings)
 
 
@@ -274,7 +275,7 @@ def test_not_on_disk_uses_the_hub_tag(tmp_path):
     path = llama8b(tmp_path)
     p = plan_file(path, [card_node("box", 1, 24 * GIB)], 8192)
     o = p.options[0]
-    o = replace(o, artifact=replace(o.artifact, path=None))
+    o = replace(o, launch=replace(o.launch, model_path=None))
     (cmd,) = commands(o, "org/Llama-GGUF")
     assert cmd.argv[:3] == ("llama-server", "-hf", "org/Llama-GGUF:Q4_K_M")
 

@@ -43,6 +43,8 @@ class Found:
 
     options: list[Option] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
+    # What the user should know about the whole plan, in one sentence each.
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,49 @@ class Request:
     ignored: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Image:
+    """The engine's official container image, and what `--format docker|k8s` needs to run an
+    option's commands in it (render/deploy.py reads only this, and names no engine).
+
+    An engine that has no image for some launch says so through `programs`: a command whose
+    program is neither the entrypoint's nor one of `programs` is refused with a sentence naming
+    it (llama.cpp's rpc-server is in none of llama.cpp's images).
+    """
+
+    # Name and tag, the tag following the engine version the plan models ("vllm/vllm-openai:
+    # v0.33.0"; an engine whose version the plan does not model names its floating tag).
+    name: str
+    # The leading words of the engine's serve command that the image's ENTRYPOINT already runs
+    # ("vllm", "serve"): a container is given the rest of the command, unchanged.
+    entrypoint: tuple[str, ...]
+    # The port the server listens on when its command names none, the flag that names one, and
+    # the path that answers 200 once the model is loaded (the readiness probe).
+    port: int
+    health: str
+    port_flag: str = "--port"
+    # Other programs of the engine's commands that the image has on its PATH ("ray").
+    programs: tuple[str, ...] = ()
+    # Whether the engine's processes on a node share memory through /dev/shm (PyTorch's workers),
+    # so that a container needs the host's IPC namespace (`--ipc=host`) or a large /dev/shm.
+    shared_memory: bool = False
+    # Flags that keep a program of `programs` in the foreground, for a container whose only
+    # process it is (("ray", "--block"): `ray start` otherwise returns once its daemons are up).
+    foreground: tuple[tuple[str, str], ...] = ()
+    # A shell test that is true once a multi-node launch's workers have joined the head (`{nodes}`
+    # stands for how many nodes); a pod that runs the head's commands one after the other waits
+    # for it before the last. Empty where the engine waits by itself.
+    joined: str = ""
+    # Where the image's user keeps the Hugging Face cache, which a container mounts.
+    hf_home: str = "/root/.cache/huggingface"
+
+
 class Engine(Protocol):
-    """What the planner and the renderers need of an engine."""
+    """What the planner and the renderers need of an engine.
+
+    A new engine implements every method here, `image` included: `--format docker|k8s` is asked
+    of every engine's options.
+    """
 
     # The registry key, as JSON and `--engine` spell it ("vllm", "llama.cpp").
     key: str
@@ -101,6 +144,11 @@ class Engine(Protocol):
 
     def explain(self, option: Option, model: Model) -> Explanation:
         """The option's fullest card, part by part, and what the numbers assume."""
+        ...
+
+    def image(self, option: Option) -> Image:
+        """The official container image that runs the option's commands (for a CPU option, the
+        engine's CPU image), with what a container of it needs: see `Image`."""
         ...
 
     def where(self, option: Option) -> str:

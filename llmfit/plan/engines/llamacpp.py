@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
-from llmfit.plan.engines import Explanation, Found, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command
@@ -28,6 +28,12 @@ from llmfit.plan.settings import PlanSettings
 
 RPC_PORT = 50052  # rpc-server's default port (tools/rpc/README.md)
 PORT = 8080  # llama-server's default; each further server on a node takes the next one
+# llama.cpp's server images (docs/docker.md, .devops/cuda.Dockerfile and cpu.Dockerfile, target
+# `server`): ENTRYPOINT /app/llama-server, a HEALTHCHECK on :8080/health. They hold llama-server
+# only, built without GGML_RPC, so the RPC launch across nodes has no image. llmfit does not model
+# llama.cpp releases, so the floating tags are named.
+IMAGE_CUDA = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+IMAGE_CPU = "ghcr.io/ggml-org/llama.cpp:server"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,9 @@ class LlamaCppLaunch:
     cpu_moe_layers: int = 0
     # --cache-type-k/-v: "f16" (the default) or "q8_0".
     cache_type: str = "f16"
+    # The file on this machine to pass as -m, where a local path was asked for (--local-paths,
+    # or a repository that is a local directory); None: -hf REPO:QUANT, which works on any node.
+    model_path: str | None = None
 
 
 def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, ...]]]:
@@ -141,6 +150,7 @@ class LlamaCpp:
                     tensor_split=(1,) * p.cards if p.cards > 1 else (),
                     cpu_moe_layers=p.cpu_moe,
                     cache_type=kv_type,
+                    model_path=art.path if settings.local_paths else None,
                 ),
                 share=settings.gpu_memory_utilization,
                 kv_tokens=sizes.pad(context),
@@ -165,7 +175,12 @@ class LlamaCpp:
                     card=None,
                     per_card=PerCard(e.host.weights, e.host.kv_cache, e.host.compute),
                     have=have,
-                    launch=LlamaCppLaunch(ctx_size=context, gpu_layers=0, cache_type=kv_type),
+                    launch=LlamaCppLaunch(
+                        ctx_size=context,
+                        gpu_layers=0,
+                        cache_type=kv_type,
+                        model_path=art.path if settings.local_paths else None,
+                    ),
                     hosts=sum(h.count for h in fitting),
                     free_now=any(need <= h.free_ram for h in fitting),
                     bits_per_weight=bits,
@@ -193,10 +208,12 @@ class LlamaCpp:
         if settings.llamacpp.n_gpu_layers == 0 and not settings.llamacpp.rpc:
             return out  # the command runs on the CPU alone
         for pool in job.pools:
+            refused: list[Rejection] = []
             if _exact(settings):
-                out += self._exact(job, pool, rejected, kv_type, option, ram_have, est)
+                out += self._exact(job, pool, refused, kv_type, option, ram_have, est)
             else:
-                out += self._on_pool(job, pool, rejected, kv_type, option, ram_have, est)
+                out += self._on_pool(job, pool, refused, kv_type, option, ram_have, est)
+            rejected += [replace(r, gpu_class=pool.gpu_class) for r in refused]
         return out
 
     def _on_pool(
@@ -275,7 +292,7 @@ class LlamaCpp:
             elif hosts:
                 if any(h.ram for h in hosts):
                     why = (
-                        f"the part in RAM needs {e.host.total / GIB:.1f} GB, more than "
+                        f"the part in RAM needs {e.host.total / GIB:.1f} GiB, more than "
                         f"{settings.host_share:.0%} of any {cls} node's RAM"
                     )
                 else:
@@ -382,13 +399,14 @@ class LlamaCpp:
         assert isinstance(launch, LlamaCppLaunch)
         art = o.artifact
         argv = ["llama-server"]
-        if art.path:
+        if launch.model_path:
             # The first part of a split file: llama.cpp opens the others from its directory.
-            argv += ["-m", art.path]
+            argv += ["-m", launch.model_path]
             if art.projector:
                 argv += ["--mmproj", art.projector]
         else:
-            # Not on disk: llama.cpp fetches the quant (every part, and the mmproj) by its tag.
+            # By its tag, llama.cpp fetches the quant (every part, and the mmproj) into its own
+            # cache on the node that runs it: a path of this machine's cache means nothing there.
             argv += ["-hf", f"{repo_id}:{art.quant}" if art.quant else repo_id]
         # Every value the plan relied on is explicit, so that llama.cpp's --fit (on by default)
         # and its defaults (ctx 0 = the trained context, -ngl auto) cannot change the plan.
@@ -429,6 +447,14 @@ class LlamaCpp:
         out.append(Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None))
         return out
 
+    def image(self, option: Option) -> Image:
+        return Image(
+            name=IMAGE_CPU if option.cpu else IMAGE_CUDA,
+            entrypoint=("llama-server",),
+            port=PORT,
+            health="/health",
+        )
+
     # -- explaining -----------------------------------------------------------------------------
 
     def explain(self, option: Option, model: Model) -> Explanation:
@@ -450,7 +476,7 @@ class LlamaCpp:
             if launch.cpu_moe_layers:
                 placed += f", the experts of the first {launch.cpu_moe_layers} layers in RAM"
             placed += "; token_embd stays in RAM"
-        size = f"{o.artifact.bytes / GIB:.1f} GB of {o.artifact.quant or '?'}"
+        size = f"{o.artifact.bytes / GIB:.1f} GiB of {o.artifact.quant or '?'}"
         parts = [
             Part("weights", c.weights, f"{size}: {placed}"),
             Part(

@@ -132,6 +132,7 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         pins=Pins(gpus=len(split) if split else None),
         engines=("llama.cpp",),
         every_layout=True,
+        local_paths=path is not None,
         llamacpp=opts,
     )
     return Request(repo=repo, settings=settings, quant=quant, path=path, ignored=tuple(ignored))

@@ -14,20 +14,23 @@ Layouts (vllm/config/parallel.py, vllm/engine/arg_utils.py, 0.33):
   or across the nodes of a fabric;
 - expert parallelism for a MoE on more than one card.
 
-The memory arithmetic of one card is vllm_sizes'.
+What one card holds is vllm_memory's, for the vLLM release asked for (`--vllm-version`, default
+the newest modelled): its weights part by part, its profile run, CUDA graphs and KV pool, each as
+that release's code works it out; the refusals of a width are vllm_sizes'.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
+from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
 from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
@@ -35,13 +38,32 @@ from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings, VllmOptions
-from llmfit.plan.weights import layout_of, pp_partition, stage_parts
+from llmfit.plan.weights import pp_partition
 
 RAY_PORT = 6379
 # The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
 # multi-node data-parallel example uses 13345; any free port will do).
 DP_RPC_PORT = 13345
 LONG_CONTEXT_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+# The vLLM release the plan models (its memory arithmetic, its flags); the image a container runs
+# is this release's (`--vllm-version`, once it lands, sets VllmLaunch.version).
+# vLLM's image on Docker Hub: one tag a release, v0.X.Y (docs/deployment/docker.md); its
+# ENTRYPOINT is `vllm serve` (docker/Dockerfile, vllm-openai target), its server answers on 8000
+# and says it is ready on /health (vllm/entrypoints/openai/api_server.py).
+IMAGE = "vllm/vllm-openai"
+PORT = 8000
+# True once a Ray cluster has {nodes} live nodes: `ray start` returns before the workers join,
+# and a serve started before they have fails to place its ranks.
+RAY_JOINED = (
+    'python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); '
+    'raise SystemExit(sum(n["Alive"] for n in ray.nodes()) < {nodes})\''
+)
+
+
+def image_tag(version: str) -> str:
+    """ "0.33" → "v0.33.0", "0.27.1" → "v0.27.1": vLLM tags every release with its full number."""
+    parts = version.removeprefix("v").split(".")
+    return "v" + ".".join(parts + ["0"] * (3 - len(parts)))
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,20 @@ class VllmLaunch:
     enforce_eager: bool = False
     # A context past the trained one, which vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
     long_context: bool = False
+    # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
+    # files), which vLLM loads only with --trust-remote-code.
+    trust_remote_code: bool = False
+    # The release the plan modelled (which a container's image follows), and its fullest card
+    # part by part (for --explain).
+    version: VllmVersion = NEWEST
+    memory: vm.VllmMemory | None = None
+    # Prefix caching asked on or off (None: the release's default), LoRA slots, speculation and
+    # a multimodal model's items a prompt: each passed on as given.
+    enable_prefix_caching: bool | None = None
+    max_loras: int = 0
+    max_lora_rank: int = 0
+    speculative_config: str | None = None
+    limit_mm_per_prompt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,12 +153,40 @@ def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
 
 
-def runtime(model: Model, pool: ClassPool, opts: VllmOptions) -> sizes.Runtime | None:
-    """vLLM's working-memory inputs on this card; None when the config lacks them."""
-    if not (model.vocab_size and model.hidden_size):
-        return None
-    tokens = opts.max_num_batched_tokens or sizes.batched_tokens(pool.card_bytes, pool.gpu_class)
-    return sizes.Runtime(tokens, model.vocab_size, model.hidden_size)
+def version_of(opts: VllmOptions) -> VllmVersion:
+    """The release a plan models: the one asked for, else the newest llmfit knows."""
+    return VllmVersion.parse(opts.version) if opts.version else NEWEST
+
+
+def memory_settings(job: Job, v: Variant) -> vm.Settings:
+    """What vllm_memory needs of the plan's settings, for one variant of the checkpoint."""
+    s, o = job.settings, job.settings.vllm
+    kv = v.kv_dtype if v.kv_dtype != job.model.kv_dtype or s.kv_cache_dtype != "auto" else "auto"
+    return vm.Settings(
+        version=version_of(o),
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        max_model_len=job.context,
+        kv_cache_dtype="fp8" if kv.startswith(("fp8", "float8")) else kv,
+        max_num_seqs=o.max_num_seqs,
+        max_num_batched_tokens=o.max_num_batched_tokens,
+        enforce_eager=o.enforce_eager,
+        enable_prefix_caching=o.enable_prefix_caching,
+        lora=vm.LoRA(o.max_loras, o.max_lora_rank) if o.max_loras else None,
+        speculative=o.speculative if isinstance(o.speculative, vm.Speculative) else None,
+        limit_mm_per_prompt=o.limit_mm_per_prompt,
+        quantization="fp8" if v.quant == "fp8" and job.model.quantization is None else None,
+    )
+
+
+def _card(m: vm.VllmMemory) -> PerCard:
+    """A rank's memory as the three parts an option reports: its weights, one sequence of the
+    context in whole blocks, and everything else its budget pays (the profile run's peak, the
+    runner's buffers, memory outside torch, CUDA graphs where they come out of the budget, a
+    multimodal model's encoder cache)."""
+    one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
+    graphs = m.cuda_graphs if m.cuda_graphs_in_budget else 0
+    over = m.activation + m.persistent_buffers + m.non_torch + graphs + m.encoder_cache
+    return PerCard(weights=m.weights.total, kv_cache=one, overhead=over)
 
 
 def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
@@ -165,6 +229,50 @@ def _speed(
     return speeds.estimate(inputs)
 
 
+def _size(n: int) -> str:
+    """ "0.98 GiB", or "32.0 MiB" below a tenth of a GiB."""
+    return f"{n / (1 << 30):.2f} GiB" if n >= (1 << 30) // 10 else f"{n / (1 << 20):.1f} MiB"
+
+
+def _kv_words(o: Option, m: vm.VllmMemory) -> str:
+    """How one sequence's cache is laid out: "one sequence of 32,768 tokens: 2,048 blocks of 16
+    tokens", with the layer groups and state pages of a hybrid model."""
+    layout = m.layout
+    if layout is None:
+        return "no KV cache"
+    kinds = ", ".join(
+        f"{k.groups} {k.kind} group{'s' if k.groups != 1 else ''} × {k.blocks_per_request:,}"
+        for k in layout.kinds
+    )
+    words = (
+        f"one sequence of {o.context:,} tokens: {layout.blocks_per_request:,} blocks of "
+        f"{layout.block_size:,} tokens ({kinds}) × {layout.bytes_per_block:,} B a block"
+    )
+    if layout.mamba_mode:
+        words += f"; state layers in '{layout.mamba_mode}' mode"
+    return words
+
+
+def _verdicts(asked: list[Option], newest: list[Option], version: VllmVersion) -> str | None:
+    """One sentence where the release asked for and the newest disagree on what fits."""
+
+    def keys(options: list[Option]) -> set[tuple]:
+        return {(o.gpu_class, o.layout, o.what_if) for o in options}
+
+    only_asked, only_newest = keys(asked) - keys(newest), keys(newest) - keys(asked)
+    if not only_asked and not only_newest:
+        return None
+    parts = []
+    if only_newest:
+        parts.append(f"{len(only_newest)} layout{'s' if len(only_newest) > 1 else ''} more fit")
+    if only_asked:
+        parts.append(f"{len(only_asked)} of these do not")
+    return (
+        f"under vLLM {NEWEST} (the newest llmfit models) the verdict differs from vLLM "
+        f"{version}'s: " + " and ".join(parts) + f" (plan with --vllm-version {NEWEST} to see them)"
+    )
+
+
 class Vllm:
     key = "vllm"
     name = "vLLM"
@@ -176,6 +284,17 @@ class Vllm:
     # -- planning -------------------------------------------------------------------------------
 
     def plan(self, job: Job) -> Found:
+        found = self._plan(job)
+        asked = version_of(job.settings.vllm)
+        if asked != NEWEST:
+            newest = self._plan(replace(job, settings=replace(
+                job.settings, vllm=replace(job.settings.vllm, version=None))))  # fmt: skip
+            note = _verdicts(found.options, newest.options, asked)
+            if note:
+                found.notes.append(note)
+        return found
+
+    def _plan(self, job: Job) -> Found:
         found = Found()
         if any(n.is_cpu for n in job.fleet.nodes):
             found.rejected.append(
@@ -187,17 +306,24 @@ class Vllm:
                     "GGUF files with llama.cpp",
                 )
             )
+        version = version_of(job.settings.vllm)
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
+            if "--quantization" in v.flags:
+                # Online fp8, spelled as the release modelled spells it (an alias from 0.31).
+                at = v.flags.index("--quantization") + 1
+                flags = (*v.flags[:at], version.quantization_fp8_flag, *v.flags[at + 1 :])
+                v = replace(v, flags=flags)
             art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
             shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            refused: list[Rejection] = []
-            options = [
-                replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                for pool in job.pools
-                for o in self._on_pool(job, art, shape, pool, v, refused)
-            ]
-            found.options += options
-            found.rejected += [replace(r, what_if=v.what_if) for r in refused]
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, v, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
         return found
 
     def _on_pool(
@@ -244,7 +370,7 @@ class Vllm:
             stages_per_node=lambda tp, width: 1,
             ranks_across_nodes=True,
         )
-        size = self._sizer(job, art, shape, pool)
+        size = self._sizer(job, art, shape, pool, v)
         fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
         if pool.mig and not fits:
             rejected.append(
@@ -315,76 +441,80 @@ class Vllm:
             max_context=s.max_context,
         )  # fmt: skip
 
-    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool):
-        model, settings, context = job.model, job.settings, job.context
-        have = int(pool.card_bytes * settings.gpu_memory_utilization)
-        rt = runtime(model, pool, settings.vllm)
-        weights = layout_of(art, model)
-        graphs = not settings.vllm.enforce_eager
-        trained = model.max_context
+    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant):
+        """Each layout's fullest card under the release modelled (vllm_memory): every pipeline
+        stage is estimated, the stages share the fewest blocks any of them has, and the card
+        checked is the stage that needs the most."""
+        model, context = job.model, job.context
+        card = Card(pool.gpu_class, pool.card_bytes)
+        settings = memory_settings(job, v)
+        stored = job.artifact
+        exact = (
+            stored.layout
+            if stored.layout is not None
+            else (stored.weights if stored.weights_exact else None)
+        )
+        parts = vm.parts_of(model, v.weight_bytes, None)
+        weights = WeightLayout(
+            parts.layer_bytes, parts.expert_bytes, parts.embed_bytes, parts.output_bytes,
+            bool(model.shapes and model.shapes.tied_embeddings),
+        )  # fmt: skip
         spec = cards.spec(pool.gpu_class)
         fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
             "fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8",
         )  # fmt: skip
 
         def size(layout: Layout) -> Sized:
-            expert_shard = layout.tp * layout.dp if model.is_moe else layout.tp
-            worst: PerCard | None = None
-            worst_token = 0
-            per_rank = math.inf
-            longest = 1 << 62
-            pool_tokens = 1 << 62
-            for dense, experts, n in stage_parts(weights, layout.pp):
-                w = -(-dense // layout.tp) + -(-experts // expert_shard)
-                stage = shape.stage(n)
-                card = PerCard(
-                    weights=w,
-                    kv_cache=sizes.sequence_kv(stage, layout.tp, 1, context),
-                    overhead=sizes.overhead_bytes(w, rt, layout.tp, graphs),
-                )
-                if worst is None or card.need > worst.need:
-                    worst, worst_token = card, stage.kv_bytes_per_token(layout.tp)
-                per_seq = sizes.sequence_kv(stage, layout.tp, 1, context)
-                budget = have - card.weights - card.overhead
-                per_rank = min(per_rank, budget / per_seq if per_seq and budget > 0 else 0.0)
-                # The pool in whole blocks of a token's cost on this stage (every stage keeps
-                # as many blocks as the one with the fewest: vLLM takes the minimum over workers).
-                token = stage.kv_bytes_per_token(layout.tp)
-                if token and budget > 0:
-                    pool_tokens = min(
-                        pool_tokens, budget // token // sizes.BLOCK_SIZE * sizes.BLOCK_SIZE
-                    )
-                longest = min(longest, sizes.max_context(stage, card, have, layout.tp, 1, trained))
-            assert worst is not None
+            stages = [
+                vm.estimate(model, stored.bytes, vm.Rank.of(layout, s), card, settings, exact)
+                for s in range(layout.pp)
+            ]
+            _, per_rank, tokens = vm.combine_stages(stages)
+            fullest = max(stages, key=lambda m: _card(m).need)
+            per_card = _card(fullest)
+            n = vm.pp_indices(model.layers, stages.index(fullest), layout.pp)
+            token = shape.stage(n[1] - n[0]).kv_bytes_per_token(layout.tp)
             concurrency = round(per_rank * layout.dp, 2)
             return Sized(
-                per_card=worst,
-                have=have,
+                per_card=per_card,
+                have=fullest.requested,
                 concurrency=concurrency,
-                max_context=longest,
-                kv_per_token=worst_token,
-                kv_tokens=pool_tokens if pool_tokens < 1 << 62 else 0,
+                max_context=min(m.max_model_len_fit for m in stages),
+                kv_per_token=token,
+                kv_tokens=tokens,
+                extra=fullest,
+                fits=all(m.fits for m in stages),
                 speed=_speed(
-                    self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8
-                ),  # fmt: skip
+                    self.key, model, weights, spec, layout, context, token, concurrency, fp8
+                ),
             )
 
         return size
 
     def _option(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, t: Tried) -> Option:
         model, settings = job.model, job.settings
+        o = settings.vllm
         layout, sized = t.spot.layout, t.sized
-        rt = runtime(model, pool, settings.vllm)
+        memory = sized.extra
+        assert isinstance(memory, vm.VllmMemory)
         launch = VllmLaunch(
             max_model_len=job.context,
             gpu_memory_utilization=settings.gpu_memory_utilization,
             kv_cache_dtype=engine_kv_dtype(model, settings),
             flags=(),
-            batched_tokens=rt.batched_tokens if rt else 0,
-            max_num_batched_tokens=settings.vllm.max_num_batched_tokens,
-            max_num_seqs=settings.vllm.max_num_seqs,
-            enforce_eager=settings.vllm.enforce_eager,
+            batched_tokens=memory.max_num_batched_tokens,
+            max_num_batched_tokens=o.max_num_batched_tokens,
+            max_num_seqs=o.max_num_seqs,
+            enforce_eager=o.enforce_eager,
             long_context=bool(model.max_context and job.context > model.max_context),
+            trust_remote_code=model.custom_code,
+            version=memory.version,
+            memory=memory,
+            enable_prefix_caching=o.enable_prefix_caching,
+            max_loras=o.max_loras,
+            max_lora_rank=o.max_lora_rank,
+            speculative_config=o.speculative_config,
+            limit_mm_per_prompt=o.limit_mm_per_prompt_text,
         )
         return Option(
             artifact=art,
@@ -444,6 +574,21 @@ class Vllm:
             argv += ["--max-num-seqs", str(launch.max_num_seqs)]
         if launch.enforce_eager:
             argv.append("--enforce-eager")
+        if launch.enable_prefix_caching is not None:
+            argv.append(
+                "--enable-prefix-caching"
+                if launch.enable_prefix_caching
+                else "--no-enable-prefix-caching"
+            )
+        if launch.max_loras:
+            argv += ["--enable-lora", "--max-loras", str(launch.max_loras)]
+            argv += ["--max-lora-rank", str(launch.max_lora_rank)]
+        if launch.speculative_config:
+            argv += ["--speculative-config", launch.speculative_config]
+        if launch.limit_mm_per_prompt:
+            argv += ["--limit-mm-per-prompt", launch.limit_mm_per_prompt]
+        if launch.trust_remote_code:
+            argv.append("--trust-remote-code")
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
         if lay.nodes <= 1:
             return [Command("all", tuple(argv), env=env)]
@@ -502,6 +647,8 @@ class Vllm:
         o, c = option, option.per_card
         launch = o.launch
         assert isinstance(launch, VllmLaunch)
+        m = launch.memory
+        assert m is not None
         lay = o.layout
         width = f"tensor parallel {lay.tp} × pipeline {lay.pp}"
         if lay.dp > 1:
@@ -518,34 +665,44 @@ class Vllm:
             share = f"its fullest pipeline stage's share ({width})"
         else:
             share = f"1/{lay.tp} ({width})"
-        if launch.batched_tokens and model.vocab_size and model.hidden_size:
-            overhead = (
-                f"activation of {launch.batched_tokens:,} batched tokens (vocabulary "
-                f"{model.vocab_size:,}, hidden {model.hidden_size:,}), non-torch memory"
-                + (", CUDA graphs" if not launch.enforce_eager else "")
-            )
-        else:
-            overhead = "2 GiB + a tenth of the card's weights"
+        w = m.weights
+        named = [
+            (w.experts, "routed experts"), (w.replicated, "kept whole on every rank"),
+            (w.embedding, "embedding"), (w.output, "output head"), (w.rope, "rotary cache"),
+            (w.mla_decompressed, "MLA's decompressed W_UK/W_UV"),
+            (w.mxfp4_padding, "mxfp4 padding"), (w.vision, "vision tower"), (w.lora, "LoRA"),
+            (w.draft, "speculative draft"),
+        ]  # fmt: skip
+        shown = ", ".join(f"{name} {_size(b)}" for b, name in named if b)
+        weights = f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}"
+        if shown:
+            weights += f"; of it: {shown}"
+        if w.skipped:
+            weights += f"; {_size(w.skipped)} of the checkpoint not loaded (MTP)"
+        graphs = f", CUDA graphs {_size(m.cuda_graphs)}" if m.cuda_graphs_in_budget else ""
+        overhead = (
+            f"activation {_size(m.activation)} (a profile run of "
+            f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences), "
+            + (f"buffers {_size(m.persistent_buffers)}, " if m.persistent_buffers else "")
+            + f"non-torch {_size(m.non_torch)}{graphs}"
+            + (f", encoder cache {_size(m.encoder_cache)}" if m.encoder_cache else "")
+        )
         parts = (
-            Part(
-                "weights",
-                c.weights,
-                f"{o.artifact.bytes / (1 << 30):.1f} GB of {o.artifact.quant or '?'}: {share}",
-            ),
-            Part(
-                "KV cache",
-                c.kv_cache,
-                f"{o.context:,} tokens × {o.kv_per_token:,} B a token a card",
-            ),
+            Part("weights", c.weights, weights),
+            Part("KV cache", c.kv_cache, _kv_words(o, m)),
             Part("overhead", c.overhead, overhead),
         )
         assumes = (
-            "vLLM keeps KV in blocks of 16 tokens; profiles "
-            f"{launch.batched_tokens:,} batched tokens (its serve default on this card); CUDA "
-            f"graphs {'off (--enforce-eager)' if launch.enforce_eager else 'on'}; "
-            "--gpu-memory-utilization is a share of the card's total, so other processes' memory "
-            "must fit in the rest"
+            f"vLLM {m.version} (--vllm-version); --gpu-memory-utilization is a share of the "
+            "card's total, so other processes' memory must fit in the rest"
         )
+        if not m.cuda_graphs_in_budget and m.cuda_graphs:
+            assumes += (
+                f"; its CUDA graphs ({m.cuda_graphs / (1 << 30):.2f} GiB) are captured after the "
+                "KV cache, in what --gpu-memory-utilization leaves"
+            )
+        if launch.enforce_eager:
+            assumes += "; no CUDA graphs (--enforce-eager)"
         if lay.dp > 1:
             assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"
         return Explanation(parts, assumes)
@@ -553,10 +710,28 @@ class Vllm:
     def where(self, option: Option) -> str:
         return where(option.layout, option.gpu_class or "", option.fabric)
 
-    fields: tuple[str, ...] = ()
+    def image(self, option: Option) -> Image:
+        launch = option.launch
+        version = str(launch.version) if isinstance(launch, VllmLaunch) else str(NEWEST)
+        return Image(
+            name=f"{IMAGE}:{image_tag(version)}",
+            entrypoint=("vllm", "serve"),
+            port=PORT,
+            health="/health",
+            programs=("vllm", "ray", "python3"),
+            # PyTorch's workers pass tensors through /dev/shm (docs/deployment/docker.md).
+            shared_memory=True,
+            foreground=(("ray", "--block"),),
+            joined=RAY_JOINED,
+        )
+
+    # The vLLM release the option was sized for.
+    fields: tuple[str, ...] = ("vllm_version",)
 
     def values(self, option: Option) -> dict[str, object]:
-        return {}
+        launch = option.launch
+        assert isinstance(launch, VllmLaunch)
+        return {"vllm_version": str(launch.version)}
 
     # -- reading a command ----------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from llmfit.plan.engines import Request
-from llmfit.plan.settings import Pins, PlanSettings, VllmOptions
+from llmfit.plan.engines.vllm_options import vllm_options
+from llmfit.plan.settings import Pins, PlanSettings
 
 # Flags that take a value, by every spelling vLLM accepts, → what they set.
 VALUED = {
@@ -30,11 +31,18 @@ VALUED = {
     "-q": "quantization",
     "--max-num-seqs": "max_num_seqs",
     "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--max-loras": "max_loras",
+    "--max-lora-rank": "max_lora_rank",
+    "--speculative-config": "speculative_config",
+    "--limit-mm-per-prompt": "limit_mm_per_prompt",
 }
 SWITCHES = {
     "--enable-expert-parallel": "ep",
     "-ep": "ep",
     "--enforce-eager": "enforce_eager",
+    "--enable-lora": "lora",
+    "--enable-prefix-caching": "prefix_on",
+    "--no-enable-prefix-caching": "prefix_off",
 }
 # Flags that shape a launch but not a card's memory: read, and not reported as ignored.
 LAUNCH_ONLY = {
@@ -144,7 +152,9 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         dp=_int("--data-parallel-size", got.get("dp", "1")),
         ep="ep" in on,
     )
-    vllm = VllmOptions(
+    lora = "lora" in on
+    vllm = vllm_options(
+        version=defaults.vllm.version,
         max_num_batched_tokens=(
             _int("--max-num-batched-tokens", got["max_num_batched_tokens"])
             if "max_num_batched_tokens" in got
@@ -152,6 +162,14 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         ),
         max_num_seqs=_int("--max-num-seqs", got["max_num_seqs"]) if "max_num_seqs" in got else None,
         enforce_eager="enforce_eager" in on,
+        enable_prefix_caching=(
+            True if "prefix_on" in on else False if "prefix_off" in on else None
+        ),
+        # vLLM's own defaults for a LoRA launch: one adapter slot of rank 16 (LoRAConfig).
+        max_loras=_int("--max-loras", got.get("max_loras", "1")) if lora else 0,
+        max_lora_rank=_int("--max-lora-rank", got.get("max_lora_rank", "16")) if lora else 0,
+        speculative_config=got.get("speculative_config"),
+        limit_mm_per_prompt=got.get("limit_mm_per_prompt"),
     )
     settings = replace(
         defaults,
