@@ -91,7 +91,9 @@ class Image:
     # v0.33.0"; an engine whose version the plan does not model names its floating tag).
     name: str
     # The leading words of the engine's serve command that the image's ENTRYPOINT already runs
-    # ("vllm", "serve"): a container is given the rest of the command, unchanged.
+    # ("vllm", "serve"): a container is given the rest of the command, unchanged. Empty for an
+    # image with no ENTRYPOINT: its server's command is given whole, and its program is the first
+    # of `programs`.
     entrypoint: tuple[str, ...]
     # The port the server listens on when its command names none, the flag that names one, and
     # the path that answers 200 once the model is loaded (the readiness probe).

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
@@ -58,6 +58,11 @@ RAY_PORT = 6379
 # A --context-length past the model's own is refused unless this is set
 # (configs/model_config.py ModelConfig._derive_context_length).
 LONG_CONTEXT_ENV = ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
+# SGLang's official image, tagged by the release the plan models (lmsysorg/sglang:vX.Y.Z, beside
+# its -cuXXX variants). It has no ENTRYPOINT: its docs give `docker run … lmsysorg/sglang
+# python3 -m sglang.launch_server …`, the whole command. Ray is not in it (an extra of the
+# package), so the --ray form has no container launch.
+IMAGE = f"lmsysorg/sglang:v{sizes.VERSION}"
 # Online quantisation and KV dtype, as SGLang's parser spells them.
 FP8_WEIGHTS = ("--quantization", "fp8")
 FP8_KV = ("--kv-cache-dtype", "fp8_e4m3")
@@ -652,6 +657,20 @@ class Sglang:
         if ss.ranks > 1:
             assumes += f"; each of the {ss.ranks} data-parallel ranks keeps its own KV pool"
         return Explanation(parts, assumes)
+
+    def image(self, option: Option) -> Image:
+        return Image(
+            name=IMAGE,
+            entrypoint=(),
+            port=PORT,
+            # SGLang's HTTP server answers /health once the model is loaded (entrypoints/
+            # http_server.py).
+            health="/health",
+            programs=("sglang", "python3"),
+            # PyTorch's workers pass tensors through /dev/shm (SGLang's docs run its image with
+            # --ipc=host or --shm-size 32g).
+            shared_memory=True,
+        )
 
     def where(self, option: Option) -> str:
         return where(option.layout, option.gpu_class or "", option.fabric)
