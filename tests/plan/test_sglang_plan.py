@@ -186,3 +186,16 @@ def test_what_ifs_use_sglangs_spellings():
     flags = {o.what_if: o.engine_flags for o in opts}
     assert flags["fp8 KV cache"] == ("--kv-cache-dtype", "fp8_e4m3")
     assert flags["fp8 weights"] == ("--quantization", "fp8")
+
+
+def test_a_vision_towers_share_is_planned_as_the_command_passes_it():
+    # SGLang's default for Qwen2.5-VL-7B on an H100 is 0.834 × 0.8470833 = 0.7064675
+    # (test_sglang_sizes); the command passes three places, 0.706, and the plan holds that.
+    m = model("Qwen/Qwen2.5-VL-7B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_584_333_312, quant="bf16")
+    o = plan(m, [art], Fleet((node("h", "h100-80g", H100, 1),)), SGLANG).options[0]
+    assert o.share == 0.706 and "0.706" in argv(o)
+    assert o.have == int(H100 * 0.706)
+    # 28 layers × 4 KV heads × 256 × 2 B = 57,344 B a token; SGLang keeps 100 MiB of the budget
+    # back for its multimodal cache.
+    assert o.kv_tokens == (int((H100 - PRE) * 0.706) - 16_584_333_312 - 100 * 2**20) // 57_344

@@ -410,7 +410,9 @@ class Sglang:
                 vision_tower=model.vision_tower,
                 architecture=model.architecture,
             )
-            share = opts.mem_fraction_static or reserve.mem_fraction_static
+            # The command passes the share to three places (SGLang's own default is that, but for
+            # a vision tower's factor): the plan holds what the command asks, rounded down.
+            share = opts.mem_fraction_static or sizes.three_places(reserve.mem_fraction_static)
             have = int(pool.card_bytes * share)
             static = sizes.static_budget(pool.card_bytes, share)
             # Routed experts are sharded over the whole --tp-size group (tp × dp with

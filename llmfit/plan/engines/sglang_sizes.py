@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_DOWN, Decimal
 
 from llmfit.plan.layout import Layout
 from llmfit.plan.model import AttentionKind, Shape, dtype_bytes
@@ -276,6 +277,12 @@ def default_reserve(
     if vlm and vision_tower is not None:
         share = share * vision_factor(vision_tower)
     return Reserve(cps, max_bs, prefill_graphs, reserved, share)
+
+
+def three_places(share: float) -> float:
+    """A share rounded down to three places, as a command passes it (0.7064675 → 0.706; 0.829
+    stays 0.829, which binary floating point holds as 0.82899…)."""
+    return float(Decimal(repr(share)).quantize(Decimal("0.001"), rounding=ROUND_DOWN))
 
 
 def vision_factor(vision_tower: tuple[int, int]) -> float:
