@@ -50,7 +50,21 @@ def advise(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
             hint=f"llmfit {repo_text} --context 8192",
         )
-    return Advice(repo, fleet, plan(repo.model, repo.artifacts, fleet, settings))
+    planned = plan(repo.model, repo.artifacts, fleet, settings)
+    if repo.source != "path" and (not planned.options or planned.options[0].what_if):
+        # Only a what-if fits (or nothing): a quantised checkpoint already in the cache may be
+        # the better next question.
+        from llmfit.sources.cache import hub_cache_dir
+        from llmfit.sources.siblings import quantised_siblings
+
+        siblings = quantised_siblings(repo.id, cache_dir or hub_cache_dir())
+        if siblings:
+            note = (
+                f"quantised versions of {repo.id} are in the local cache: {', '.join(siblings)} "
+                "(plan one with: llmfit NAME)"
+            )
+            planned = replace(planned, notes=(*planned.notes, note))
+    return Advice(repo, fleet, planned)
 
 
 def _with_draft(

@@ -318,7 +318,12 @@ def plan_cmd(
         from llmfit.render.table import render_commands, render_text
 
         console = make_console()
-        if commands_only and fmt != "shell":
+        if commands_only and not options:
+            from llmfit.render.table import nothing_to_run
+
+            for line in nothing_to_run(advice):
+                click.echo(f"llmfit: {line}", err=True)
+        elif commands_only and fmt != "shell":
             if options:
                 from llmfit.render.deploy import render_deploy
 

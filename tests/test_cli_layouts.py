@@ -94,6 +94,7 @@ def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
         "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision", "stored", "--explain"
     )
     assert code == 0
+    out = " ".join(out.split())  # each part one line, wrapped to the terminal: read unwrapped
     assert "Option 1: 8 × h200-141g (dp8+ep), fp8" in out
     assert (
         "the attention and dense weights over the 1 card of a rank, the routed experts over all 8"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engines, planned
@@ -75,6 +75,8 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         if not runs:
             asked = ", ".join(settings.engines) or "any engine"
             rejected.append(Rejection(art.name, asked, "any", f"{asked} cannot run {art.format}"))
+        if settings.context is None and not any(o.what_if is None for o in found):
+            found += _shorter(model, art, fleet, settings, rejected)
         if found:
             options.extend(found)
         else:
@@ -89,6 +91,28 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=vllm.attention_charges(shape, context),
     )
+
+
+# The what-if of a checkpoint served as shipped, but at a shorter context than it was trained for.
+SHORTER = "shorter context"
+
+
+def _shorter(
+    model: Model, art: Artifact, fleet: Fleet, settings: PlanSettings, rejected: list[Rejection]
+) -> list[Option]:
+    """Where the trained context fits nowhere as the checkpoint is stored, the checkpoint as
+    stored at the longest context it holds is an option beside the what-ifs, ranked by the same
+    rules: a user offered only a quantised what-if at the full context would not see that the
+    model as shipped runs at, say, 40,000 tokens on the same card."""
+    longest = max(
+        (r.max_context for r in rejected if r.artifact == art.name and not r.what_if),
+        default=0,
+    )
+    if longest <= 0:
+        return []
+    narrower = replace(settings, context=longest, precision="stored")
+    again = plan(model, [art], fleet, narrower)
+    return [replace(o, what_if=SHORTER, changes=1) for o in again.options]
 
 
 def _context_notes(model: Model, context: int) -> tuple[str, ...]:

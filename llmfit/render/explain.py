@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
@@ -26,7 +28,7 @@ def longest(o: Option, trained: int | None) -> str:
     return f"one sequence of up to {o.max_context:,} tokens{capped}"
 
 
-def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
+def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> list[str]:
     m = advice.repo.model
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
@@ -43,7 +45,9 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
     parts = [(p.name, p.bytes, p.why) for p in told.parts]
     parts.append(("free", max(o.room, 0), "left of what is counted on"))
     for name, size, why in parts:
-        lines.append(f"    {name:<9}{gib(size):>7} GiB  {_bar(size, o.have)}  {why}")
+        # A bar where there is room for it beside the words; on a narrow terminal, the words.
+        bar = f"{_bar(size, o.have)}  " if not width or width >= 120 else ""
+        lines.append(f"    {name:<9}{gib(size):>7} GiB  {bar}{why}")
     lines.append(f"    {'need':<9}{gib(c.need):>7} GiB of {gib(o.have)} {unit}")
     if any(g.kind is AttentionKind.MLA for g in m.layer_groups):
         heads = f"an MLA latent of {m.head_dim} a layer, whole on every card"
@@ -63,10 +67,15 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
         lines.append(f"  speed: {fast}")
         lines.append(f"  speed assumes: {'; '.join(o.speed.assumptions)}")
     lines.append(f"  assumes: {told.assumes}")
-    if o.what_if:
+    if o.what_if and o.engine_flags:
         lines.append(
             f"  what-if: the checkpoint is served with {' '.join(o.engine_flags)}, which changes "
             f"it ({o.what_if}); it is not the model as its authors shipped it"
+        )
+    elif o.what_if:
+        lines.append(
+            f"  what-if: the checkpoint as shipped, at {o.context:,} tokens, the longest it holds "
+            f"here, not the {m.max_context or 0:,} it was trained for"
         )
     return lines
 
@@ -142,10 +151,29 @@ def why_not_lines(advice: Advice, every: bool = False) -> list[str]:
 
 def render_explain(advice: Advice, console: Console, number: int) -> None:
     o = advice.plan.options[number - 1]
-    for line in explain_lines(advice, o, number):
-        console.print(Text(line), soft_wrap=True)
+    for line in explain_lines(advice, o, number, console.width):
+        print_wrapped(console, line)
 
 
 def render_why_not(advice: Advice, console: Console, every: bool = False) -> None:
     for line in why_not_lines(advice, every):
-        console.print(Text(line), soft_wrap=True)
+        print_wrapped(console, line)
+
+
+def print_wrapped(console: Console, line: str, style: str | None = None) -> None:
+    """A line wrapped at word boundaries to the console's width, its continuation lines indented
+    under its first word (past a part's name and size, for the lines of a card's parts)."""
+    import textwrap
+
+    lead = len(line) - len(line.lstrip(" "))
+    part = re.match(r"^ +\S+(?: \S+)? +[\d.]+ GiB  (?:[█·]+  )?", line)
+    indent = len(part.group(0)) if part and len(part.group(0)) < console.width // 2 else lead + 4
+    for piece in textwrap.wrap(
+        line,
+        width=max(console.width, 40),
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    ) or [line]:
+        console.print(Text(piece, style=style or ""), soft_wrap=True)

@@ -28,8 +28,10 @@ def label(o: Option) -> str:
 
 def precision(o: Option) -> str:
     """What it runs at: "bf16", or for a what-if the flags that make it so."""
-    if o.what_if:
+    if o.what_if and o.engine_flags:
         return f"{quant(o)} (what-if: {' '.join(o.engine_flags)})"
+    if o.what_if:
+        return f"{quant(o)} (as shipped, at {o.context:,} tokens: the {o.what_if} it holds)"
     return quant(o)
 
 

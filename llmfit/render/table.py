@@ -10,6 +10,7 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
+from llmfit.render.explain import print_wrapped
 from llmfit.render.sentences import (
     describe,
     fits_instead,
@@ -134,10 +135,10 @@ def render_text(
 ) -> None:
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
-    console.print(Text(f"{repo.id}{at}", style="bold"), Text(model_line(advice)), soft_wrap=True)
+    print_wrapped(console, f"{repo.id}{at} {model_line(advice)}")
     line = attention_line(advice)
     if line:
-        console.print(Text(line), soft_wrap=True)
+        print_wrapped(console, line)
     fleet = advice.fleet
     console.print(
         Text(
@@ -148,7 +149,7 @@ def render_text(
         soft_wrap=True,
     )
     for note in plan.notes + repo.warnings:
-        console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
+        print_wrapped(console, f"note: {note}", "yellow")
     options = list(plan.options)
     if options:
         console.print()
@@ -166,10 +167,43 @@ def render_text(
             console.print(Text(f"  {line}"))
         render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:
-        console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)
+        print_wrapped(console, f"{u.artifact}: {unplaced_reason(u)}", "red")
         instead = fits_instead(u)
         if instead and not options:
-            console.print(Text(f"  {instead}"), soft_wrap=True)
+            print_wrapped(console, f"  {instead}")
+    ways_out = first_run(advice)
+    if ways_out and not options:
+        print_wrapped(console, ways_out, "yellow")
+
+
+# What Fleet.source says of a fleet read from the machine llmfit runs on (sources/machine.py).
+THIS_MACHINE = "this machine"
+
+
+def first_run(advice: Advice) -> str | None:
+    """The two ways out when nothing fits because no fleet was given and this machine has no
+    card: a fleet file, or an inline fleet."""
+    fleet = advice.fleet
+    if fleet.source != THIS_MACHINE or fleet.gpus:
+        return None
+    return (
+        "no --fleet was given, no ./fleet.toml or $LLMFIT_FLEET is there, and this machine "
+        "has no GPU llmfit can see: plan for your fleet with --fleet FILE (docs/fleet.md) or "
+        "an inline fleet like --fleet 8xh100-80g"
+    )
+
+
+def nothing_to_run(advice: Advice) -> list[str]:
+    """Why --commands printed nothing: each artifact's nearest miss, and the ways out."""
+    lines = [f"nothing to run: {u.artifact}: {unplaced_reason(u)}" for u in advice.plan.unplaced]
+    for u in advice.plan.unplaced:
+        instead = fits_instead(u)
+        if instead:
+            lines.append(instead)
+    ways_out = first_run(advice)
+    if ways_out:
+        lines.append(ways_out)
+    return lines or ["nothing to run: no option fits"]
 
 
 def render_commands(

@@ -16,7 +16,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
 from llmfit.plan.options import rank, rank_key
-from llmfit.plan.planner import PlanSettings, plan
+from llmfit.plan.planner import SHORTER, PlanSettings, plan
 from llmfit.plan.settings import Pins
 
 CLASSES = {"h100-80g": 85_045_477_376, "l40s-48g": 47_803_596_800, "x-24g": 24 * GIB}
@@ -78,7 +78,13 @@ contexts = st.sampled_from([None, 2048, 8192, 100_000])
 
 
 def ways(p) -> set[tuple]:
-    return {(o.gpu_class, o.what_if, o.gpus, o.nodes) for o in p.options}
+    """Each option's class, precision, cards and nodes. The checkpoint as shipped at a shorter
+    context is the checkpoint as shipped: where more room lets it hold the whole context, the
+    shorter-context option gives way to it, and no way is lost."""
+    return {
+        (o.gpu_class, None if o.what_if == SHORTER else o.what_if, o.gpus, o.nodes)
+        for o in p.options
+    }
 
 
 def covered(old, new) -> bool:

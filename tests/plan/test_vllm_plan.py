@@ -320,7 +320,8 @@ def test_when_nothing_fits_the_longest_context_that_would_is_said():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     card = PoolKind("rtx3090-24g", 25_327_697_920, 1, 1)
-    p = plan(m, [art], Fleet((PoolNode("box", (card,)),)), PlanSettings(precision="stored"))
+    box = Fleet((PoolNode("box", (card,)),))
+    p = plan(m, [art], box, PlanSettings(precision="stored", context=131_072))
     assert not p.options
     u = p.unplaced[0]
     # 0.90 of the card, less the weights (with the rotary cache) and the rest of vLLM 0.33's
@@ -329,3 +330,13 @@ def test_when_nothing_fits_the_longest_context_that_would_is_said():
     assert budget == 6_110_073_979
     assert (u.fits_at, u.fits_where) == (budget // (2 << 20) * 16, "1 × rtx3090-24g")
     assert u.fits_at == 46_608
+
+
+def test_at_the_trained_context_the_shipped_checkpoint_is_offered_at_the_longest_it_holds():
+    # No --context: the trained 131,072 tokens fit nowhere, so the checkpoint as shipped is
+    # planned at the longest context it holds (worked out in the test above), and marked so.
+    m = model("meta-llama/Llama-3.1-8B-Instruct")
+    art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
+    box = Fleet((PoolNode("box", (PoolKind("rtx3090-24g", 25_327_697_920, 1, 1),)),))
+    (o,) = plan(m, [art], box, PlanSettings(precision="stored")).options
+    assert (o.what_if, o.context, o.changes) == ("shorter context", 46_608, 1)
