@@ -621,17 +621,17 @@ class Sglang:
             Part(
                 "weights",
                 c.weights,
-                f"{o.artifact.bytes / (1 << 30):.1f} GB of {o.artifact.quant or '?'}: {share}",
+                f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}",
             ),
             Part("KV cache", c.kv_cache, kv_why),
             Part(
                 "overhead",
                 c.overhead,
                 f"the static share ({launch.mem_fraction_static:.3f}, {whose}) of the "
-                f"{sizes.PRE_BASELINE / (1 << 30):.1f} GB CUDA and NCCL hold before SGLang "
+                f"{sizes.PRE_BASELINE / (1 << 30):.1f} GiB CUDA and NCCL hold before SGLang "
                 "measures the card"
                 + (
-                    ", and the 0.1 GB multimodal cache it keeps back"
+                    ", and the 0.1 GiB multimodal cache it keeps back"
                     if sizes.multimodal(model.architecture, model.vision_tower)
                     else ""
                 ),
@@ -643,16 +643,16 @@ class Sglang:
             "the free memory it measures holds the weights and the KV pool "
             f"({launch.pool_tokens:,} tokens a rank, {launch.max_running_requests:,} requests "
             "at once); the "
-            f"{outside / (1 << 30):.1f} GB outside it is for activations of "
+            f"{outside / (1 << 30):.1f} GiB outside it is for activations of "
             f"{launch.chunked_prefill_size:,} chunked-prefill tokens, CUDA graphs up to batch "
             f"{launch.decode_max_bs} and the request table "
-            f"({launch.request_table / (1 << 30):.2f} GB), "
+            f"({launch.request_table / (1 << 30):.2f} GiB), "
             + (
-                f"as SGLang's own reserve reckons them ({launch.reserved / (1 << 30):.1f} GB)"
+                f"as SGLang's own reserve reckons them ({launch.reserved / (1 << 30):.1f} GiB)"
                 # SGLang's default share is its reserve, to three places.
                 if launch.default_share or outside >= launch.reserved
                 else f"less than SGLang's own reserve reckons them "
-                f"({launch.reserved / (1 << 30):.1f} GB): activations or CUDA graphs may not fit"
+                f"({launch.reserved / (1 << 30):.1f} GiB): activations or CUDA graphs may not fit"
             )
             + f"; pages of {sizes.PAGE_SIZE} token"
         )
