@@ -53,7 +53,8 @@ def check(
         first = argv[0] if argv else ""
         raise UsageError(
             f"{first!r} is not a command llmfit can check: give one that starts "
-            "`vllm serve REPO …` or `llama-server -m FILE …`/`llama-server -hf REPO:QUANT …`.",
+            "`vllm serve REPO …`, `sglang serve --model-path REPO …` (or `python -m "
+            "sglang.launch_server …`) or `llama-server -m FILE …`/`llama-server -hf REPO:QUANT …`.",
             hint="llmfit check --fleet 2xh100-80g -- vllm serve openai/gpt-oss-20b "
             "--tensor-parallel-size 2",
         )

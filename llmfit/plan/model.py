@@ -213,6 +213,9 @@ class Model:
     # What vLLM's memory model needs besides (llmfit/plan/engines/vllm_memory.py); each has a
     # default so that a Model built without them (GGUF headers, tests) still plans.
     shapes: ModelShapes | None = None
+    # The vision encoder a model that reads pictures carries, as (layers, hidden size); None for
+    # a text-only model. SGLang lowers its static share by the encoder's size.
+    vision_tower: tuple[int, int] | None = None
 
     @property
     def is_moe(self) -> bool:

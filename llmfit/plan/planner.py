@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Job, engines
+from llmfit.plan.engines import Job, engines, planned
 from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
@@ -62,7 +62,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         found: list[Option] = []
         runs = False
         for e in engines():
-            if settings.engines and e.key not in settings.engines:
+            if not planned(e.key, settings.engines):
                 continue
             if not e.runs(art):
                 continue

@@ -96,6 +96,19 @@ class LlamaCppOptions:
 
 
 @dataclass(frozen=True)
+class SglangOptions:
+    """SGLang's own knobs that change memory, as a command line gives them; None: SGLang's default
+    for the card and layout (every value the plan relies on is then passed explicitly)."""
+
+    # --mem-fraction-static: the share of a card's free memory for weights and the KV pool.
+    mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
+    chunked_prefill_size: int | None = None
+    # --max-total-tokens: a cap on the KV pool's tokens.
+    max_total_tokens: int | None = None
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
@@ -113,7 +126,8 @@ class PlanSettings:
     concurrency: float | None = None
     # What "best" means: "cards" (the fewest) or "concurrency" (the most sequences held).
     rank: str = "cards"
-    # The engines to plan for, by key; empty: every engine that can run the artifact.
+    # The engines to plan for, by key; empty: every engine that can run the artifact and is
+    # planned by default (plan/engines: SGLang only when named).
     engines: tuple[str, ...] = ()
     # Every layout considered, not only those no other beats (`--all`).
     every_layout: bool = False
@@ -122,6 +136,7 @@ class PlanSettings:
     local_paths: bool = False
     vllm: VllmOptions = field(default_factory=VllmOptions)
     llamacpp: LlamaCppOptions = field(default_factory=LlamaCppOptions)
+    sglang: SglangOptions = field(default_factory=SglangOptions)
 
 
 PRECISIONS = ("all", "stored", "fp8", "kv-fp8")

@@ -86,15 +86,19 @@ def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def stage_parts(w: WeightLayout, pp: int) -> list[tuple[int, int, int]]:
+def stage_parts(
+    w: WeightLayout, pp: int, partition: tuple[int, ...] | None = None
+) -> list[tuple[int, int, int]]:
     """Each pipeline stage's (non-expert bytes, routed-expert bytes, layers).
 
     The first stage holds the embedding; the last the output layer, and, with tied embeddings
     across several stages, its own copy of the embedding to be the head (vLLM builds
-    embed_tokens on the last rank too when tie_word_embeddings is set, LlamaModel.__init__)."""
+    embed_tokens on the last rank too when tie_word_embeddings is set, LlamaModel.__init__).
+    `partition` gives the layers of each stage where an engine splits them otherwise than vLLM
+    (SGLang gives the extra layers to the last stages); by default, vLLM's `pp_partition`."""
     out = []
     start = 0
-    for s, n in enumerate(pp_partition(w.layers, pp)):
+    for s, n in enumerate(partition or pp_partition(w.layers, pp)):
         layer = sum(w.layer_bytes[start : start + n])
         experts = sum(w.expert_bytes[start : start + n])
         dense = layer - experts

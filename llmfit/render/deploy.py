@@ -108,6 +108,10 @@ def _in_image(argv: Sequence[str], image: Image) -> bool:
 
 
 def _runs_entrypoint(argv: Sequence[str], image: Image) -> bool:
+    if not image.entrypoint:
+        # An image with no ENTRYPOINT (SGLang's) is given its server's whole command, whose
+        # program is the first of `programs`.
+        return bool(argv) and bool(image.programs) and argv[0] == image.programs[0]
     return tuple(argv[: len(image.entrypoint)]) == image.entrypoint
 
 

@@ -616,6 +616,7 @@ def model_from_config(
             isinstance(c.get("auto_map"), dict) and bool(c["auto_map"]) for c in (cfg, text)
         ),
         shapes=_model_shapes(cfg, merged, text_type, layers, head_dim, task, path),
+        vision_tower=_vision_tower(cfg),
     )
 
 
@@ -898,3 +899,19 @@ def _moe_layers(merged: dict[str, Any], layers: int, experts: int) -> set[int]:
             continue
         out.add(i)
     return out
+
+
+def _vision_tower(cfg: dict[str, Any]) -> tuple[int, int] | None:
+    """The vision encoder a config describes, as (layers, hidden size), read as SGLang reads it
+    (adjust_mem_fraction_for_vlm: `num_hidden_layers` and `hidden_size` of `vision_config`, the
+    layers under Qwen2.5-VL's name `depth` too, 24 and 1024 where it gives none); None without a
+    vision_config."""
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+
+    def size(key: str, default: int) -> int:
+        v = vision.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
+    return size("num_hidden_layers", size("depth", 24)), size("hidden_size", 1024)

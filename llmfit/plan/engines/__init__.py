@@ -91,7 +91,9 @@ class Image:
     # v0.33.0"; an engine whose version the plan does not model names its floating tag).
     name: str
     # The leading words of the engine's serve command that the image's ENTRYPOINT already runs
-    # ("vllm", "serve"): a container is given the rest of the command, unchanged.
+    # ("vllm", "serve"): a container is given the rest of the command, unchanged. Empty for an
+    # image with no ENTRYPOINT: its server's command is given whole, and its program is the first
+    # of `programs`.
     entrypoint: tuple[str, ...]
     # The port the server listens on when its command names none, the flag that names one, and
     # the path that answers 200 once the model is loaded (the readiness probe).
@@ -174,7 +176,17 @@ class Engine(Protocol):
 _MODULES = {
     "vllm": "llmfit.plan.engines.vllm",
     "llama.cpp": "llmfit.plan.engines.llamacpp",
+    "sglang": "llmfit.plan.engines.sglang",
 }
+
+# Engines planned only when named (`--engine KEY`, or a command of theirs to check), not by
+# default. SGLang runs the same safetensors checkpoints as vLLM, on the same layouts, and what its
+# cards hold agrees with vLLM's within a few percent (its default static share leaves about what
+# vLLM's utilisation and overhead leave), so planning both by default would print every way twice
+# with near-equal numbers; data-parallel attention with expert parallelism, SGLang's home
+# ground, vLLM offers too. Named, it is planned beside the others, and its own figures are
+# SGLang's (its static share, its pools, its flags).
+_NAMED_ONLY = frozenset({"sglang"})
 
 
 def keys() -> tuple[str, ...]:
@@ -193,6 +205,16 @@ def engine(key: str) -> Engine:
 
 def engines() -> list[Engine]:
     return [engine(k) for k in _MODULES]
+
+
+def planned(key: str, named: Sequence[str]) -> bool:
+    """Whether a plan asked for the engines `named` (empty: none named) plans engine `key`."""
+    return key in named if named else key not in _NAMED_ONLY
+
+
+def default_keys() -> tuple[str, ...]:
+    """The engines planned when none is named."""
+    return tuple(k for k in _MODULES if k not in _NAMED_ONLY)
 
 
 def field_names() -> tuple[str, ...]:
