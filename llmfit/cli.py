@@ -134,7 +134,8 @@ def cli() -> None:
     "engine_keys",
     multiple=True,
     type=click.Choice(registered_engines()),
-    help="Plan for this engine only (repeatable); default: every engine that can run it.",
+    help="Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
+    "run the model (SGLang when named).",
 )
 @click.option(
     "--vllm-version",

@@ -104,3 +104,19 @@ def test_quantised_siblings_in_the_cache_are_named(run):
     # Where the checkpoint as shipped is the best, no sibling is named.
     code, out, _ = run("Qwen/Qwen3-8B", "--fleet", FLEET, "--json")
     assert not [n for n in json.loads(out)["notes"] if "quantised versions" in n]
+
+
+def test_the_note_on_a_context_past_the_trained_one_names_each_planned_engines_switch(run):
+    # Qwen3-8B's config.json: max_position_embeddings 40960.
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "65536",
+                         "--engine", "sglang", "--engine", "vllm", "--json")  # fmt: skip
+    assert code == 0, err
+    assert (
+        "a context of 65,536 is past the 40,960 the model was trained for; the commands set "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 and SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, without "
+        "which the engine refuses it; answers past it may degrade"
+    ) in json.loads(out)["notes"]
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "65536",
+                         "--engine", "sglang", "--commands", "--precision", "stored")  # fmt: skip
+    assert code == 0, err
+    assert out.startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 sglang serve --model-path ")

@@ -9,9 +9,12 @@ makers' own (datasheets and architecture whitepapers, named per row), with these
   the number on the box. `memory_kind` says how it was had: "measured" (a tool printed it; the
   sources are in fixtures/fleet/gpu-memory-totals.md), "smi-reserve" (nvidia-smi's framebuffer
   total less the 454 MiB the H100 reserves, where CUDA's own total was not found), "metal" (the
-  working set Metal allows one process, measured on Macs of that memory size) or "marketed"
-  (0.98 × the decimal GB the card is sold as: the lowest ratio of a measured CUDA total to the
-  marketed size among the cards measured is the L4's, 23.57 of 24 GB).
+  working set Metal allows one process, measured on Macs of that memory size), "hbm-gib" (AMD's
+  Instinct cards are sold at their HBM size in GiB, not GB: the MI300X's "192 GB" is HIP's
+  196,592 MiB, 192 GiB less 16 MiB, and an MI355X "288 GB" had 287.18 GiB free as SGLang
+  loaded; such a class is its GiB less the same 16 MiB) or "marketed" (0.98 × the decimal GB the
+  card is sold as: the lowest ratio of a measured CUDA total to the marketed size among the
+  cards measured is the L4's, 23.57 of 24 GB).
 - Tensor throughput is DENSE: where a maker states only the figure "with sparsity", half of it.
   `bf16_flops` is the 16-bit rate an engine's bf16 matmuls get (GeForce cards: with FP32
   accumulate, half their FP16-accumulate rate); on cards without bf16 it is their fp16 rate (T4,
@@ -50,7 +53,7 @@ class CardSpec:
     vendor: str  # "nvidia" | "amd" | "apple"
     aliases: tuple[str, ...]  # names people type, and nvidia-smi's product names
     memory_bytes: int  # see the module docstring for what each `memory_kind` means
-    memory_kind: str  # "measured" | "smi-reserve" | "metal" | "marketed"
+    memory_kind: str  # "measured" | "smi-reserve" | "metal" | "hbm-gib" | "marketed"
     memory_bandwidth: float  # bytes/s
     bf16_flops: float | None  # dense 16-bit tensor FLOP/s (None: not published)
     fp8_flops: float | None  # dense FP8 FLOP/s (None: the card has none)
@@ -78,6 +81,10 @@ class CardSpec:
 
 def _marketed(gb: float) -> int:
     return int(gb * 1e9 * 0.98)
+
+
+def _hbm_gib(gib: int) -> int:
+    return gib * GIB - 16 * MIB
 
 
 PCIE3, PCIE4, PCIE5 = 16 * G, 32 * G, 64 * G  # x16, one way (makers: 32, 64, 128 GB/s both ways)
@@ -330,15 +337,16 @@ CARDS: tuple[CardSpec, ...] = (
     CardSpec(
         "mi325x-256g", "AMD Instinct MI325X", "amd",
         ("mi325x", "mi325x-256gb", "AMD Instinct MI325X"),
-        _marketed(256), "marketed", 6000 * G, 1307.4 * T, 2614.9 * T, 2614.9 * T,
+        _hbm_gib(256), "hbm-gib", 6000 * G, 1307.4 * T, 2614.9 * T, 2614.9 * T,
         "infinity-fabric", 448 * G, PCIE5, "AMD Instinct MI325X data sheet (2024)",
     ),
     CardSpec(
         "mi355x-288g", "AMD Instinct MI355X", "amd",
         ("mi355x", "mi355x-288gb", "AMD Instinct MI355X"),
-        _marketed(288), "marketed", 8000 * G, 2516.6 * T, 5033.2 * T, 5033.2 * T,
+        _hbm_gib(288), "hbm-gib", 8000 * G, 2516.6 * T, 5033.2 * T, 5033.2 * T,
         "infinity-fabric", 537.6 * G, PCIE5, "AMD Instinct MI355X data sheet (2025)",
-        notes="Infinity Fabric 7 links at 153.6 GB/s both ways",
+        notes="Infinity Fabric 7 links at 153.6 GB/s both ways; SGLang logged 287.18 GiB free "
+        "(calibration/sglang-logs.jsonl, PR #18263)",
     ),
     CardSpec(
         "rx7900xtx-24g", "AMD Radeon RX 7900 XTX", "amd",

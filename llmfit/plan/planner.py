@@ -87,7 +87,12 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         options=tuple(rank(options, settings.rank)),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
-        notes=model.notes + fleet.notes + _context_notes(model, context) + tuple(engine_notes),
+        notes=(
+            model.notes
+            + fleet.notes
+            + _context_notes(model, context, settings.engines)
+            + tuple(engine_notes)
+        ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=vllm.attention_charges(shape, context),
     )
@@ -115,13 +120,25 @@ def _shorter(
     return [replace(o, what_if=SHORTER, changes=1) for o in again.options]
 
 
-def _context_notes(model: Model, context: int) -> tuple[str, ...]:
-    if model.max_context and context > model.max_context:
-        return (
-            f"a context of {context:,} is past the {model.max_context:,} the model was trained "
-            "for: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set",
-        )
-    return ()
+def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[str, ...]:
+    if not (model.max_context and context > model.max_context):
+        return ()
+    # vLLM and SGLang refuse a context past the model's own unless an environment variable says
+    # otherwise; the commands set it, and the note says which and that quality is not promised.
+    switches = {
+        "vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    }
+    named_here = [v for k, v in switches.items() if planned(k, named)]
+    said = (
+        f"; the commands set {' and '.join(named_here)}, without which the engine refuses it"
+        if named_here
+        else ""
+    )
+    return (
+        f"a context of {context:,} is past the {model.max_context:,} the model was trained for"
+        f"{said}; answers past it may degrade",
+    )
 
 
 def _nearest(art: Artifact, rejected: list[Rejection], pools: list[ClassPool]) -> Unplaced:

@@ -97,13 +97,22 @@ def test_every_row_is_sourced_and_sane():
     for c in CARDS:
         assert c.source, c.key
         assert c.memory_bytes > 0 and c.memory_bandwidth > 0, c.key
-        assert c.memory_kind in ("measured", "smi-reserve", "metal", "marketed"), c.key
+        assert c.memory_kind in ("measured", "smi-reserve", "metal", "hbm-gib", "marketed"), c.key
         assert set(c.fields_derived) <= {"bf16_flops", "fp8_flops", "int8_ops"}, c.key
         # FP8 and INT8 run at least at the 16-bit rate wherever a card has them.
         for fast in (c.fp8_flops, c.int8_ops):
             if fast and c.bf16_flops:
                 assert fast >= c.bf16_flops, c.key
         assert (c.link == "none") == (c.link_bandwidth == 0), c.key
+
+
+def test_amd_instinct_cards_are_their_hbm_in_gib():
+    # MI300X measured: HIP's 196,592 MiB. The MI355X row must hold the 287.18 GiB free that
+    # SGLang logged on one at load (calibration/sglang-logs.jsonl, PR #18263).
+    assert BY_KEY["mi300x-192g"].memory_bytes == 192 * 1024**3 - 16 * 1024**2
+    assert BY_KEY["mi355x-288g"].memory_bytes == 309_220_868_096
+    assert BY_KEY["mi355x-288g"].memory_bytes > 287.18 * 1024**3
+    assert BY_KEY["mi325x-256g"].memory_bytes == 274_861_129_728
 
 
 def test_datasheet_figures():
