@@ -36,11 +36,11 @@ def test_fleet_summary_of_a_file(run):
         f"fleet: {EXAMPLE_FLEET} · 11 nodes (10 with GPUs, 1 CPU only) · 78 GPUs: 17 used, "
         "60 free, 1 unhealthy"
     )
-    assert "h100-80g                   79.2      4    32    16    16          0  " in out
+    assert "h100-80g                    79.2      4    32    16    16          0  " in out
     assert "ib1          h100-80g       4            8                 0" in lines
     assert lines[-2:] == [
-        "CPU only: 1 node, 768 GB RAM (600 free)",
-        "host RAM, all nodes: 18,688 GB (18,520 free)",
+        "CPU only: 1 node, 768 GiB RAM (600 free)",
+        "host RAM, all nodes: 18,688 GiB (18,520 free)",
     ]
 
 
@@ -72,8 +72,8 @@ def test_fleet_summary_default_is_this_machine(run, elsewhere):
     assert out.splitlines() == [
         "fleet: this machine · 1 node (0 with GPUs, 1 CPU only) · no GPUs",
         "",
-        "CPU only: 1 node, 64 GB RAM (32 free)",
-        "host RAM, all nodes: 64 GB (32 free)",
+        "CPU only: 1 node, 64 GiB RAM (32 free)",
+        "host RAM, all nodes: 64 GiB (32 free)",
     ]
 
 
@@ -88,8 +88,8 @@ def test_a_bad_inline_fleet_is_a_usage_error(run):
     assert (code, out) == (2, "")
     assert err == (
         "llmfit: --fleet '8xfoo': '8xfoo' names 'foo', whose label does not say its memory; "
-        "write [NODESx]GPUSxCLASS[@FABRIC] (8xh100-80g, 4x8xh100-80g@ib0) or [NODESx]cpu:RAM "
-        "(cpu:512g), joined with commas.\n"
+        "write [NODESx]GPUSxCLASS[+RAM][@FABRIC] (8xh100-80g, 4x8xh100-80g+2t@ib0) or "
+        "[NODESx]cpu:RAM (cpu:512g), joined with commas.\n"
     )
 
 
@@ -144,9 +144,7 @@ def test_import_nvidia_smi_without_header_needs_its_fields(run, tmp_path):
         "--query-gpu", "name,memory.total,driver_version,pci.device_id",
     )  # fmt: skip
     assert code == 0
-    assert out.endswith(
-        'name = "gpus"\ngpu = "rtxa5000-24g"\ngpu_memory_gb = 23.98828125\ngpus = 1\n'
-    )
+    assert out.endswith('name = "gpus"\ngpu = "rtxa5000-24g"\ngpus = 1\n')
 
 
 def test_import_kubectl_to_stdout(run):

@@ -192,6 +192,28 @@ CARDS: tuple[CardSpec, ...] = (
         notes="deviceQuery, L40S",
     ),
     CardSpec(
+        "l40-48g", "NVIDIA L40", "nvidia",
+        ("l40", "l40-48gb", "NVIDIA L40"),
+        int(44.40 * GIB), "measured", 864 * G, 181.05 * T, 362.05 * T, 362.05 * T,
+        "pcie4", PCIE4, PCIE4, "NVIDIA L40 GPU datasheet (2022)",
+        notes="PyTorch's 'total capacity' 44.40 GiB (gpu-memory-totals.md)",
+    ),
+    CardSpec(
+        "gh200-96g", "NVIDIA GH200 Grace Hopper Superchip 96GB", "nvidia",
+        ("gh200", "gh200-96gb", "NVIDIA GH200 480GB"),
+        97_280 * MIB, "measured", 4000 * G, 989.5 * T, 1979 * T, 1979 * T,
+        "nvlink4", 450 * G, 450 * G, "NVIDIA GH200 Grace Hopper Superchip datasheet (2023)",
+        notes="OpenCL's 97280 MB (gpu-memory-totals.md); the card to its Grace CPU: "
+        "NVLink-C2C, 900 GB/s both ways",
+    ),
+    CardSpec(
+        "gh200-144g", "NVIDIA GH200 Grace Hopper Superchip 144GB", "nvidia",
+        ("gh200-144gb", "NVIDIA GH200 144G HBM3e"),
+        _marketed(144), "marketed", 4900 * G, 989.5 * T, 1979 * T, 1979 * T,
+        "nvlink4", 450 * G, 450 * G, "NVIDIA GH200 Grace Hopper Superchip datasheet (2024)",
+        notes="the card to its Grace CPU: NVLink-C2C, 900 GB/s both ways",
+    ),
+    CardSpec(
         "a10-24g", "NVIDIA A10", "nvidia",
         ("a10", "a10-24gb", "NVIDIA A10"),
         int(22.18 * GIB), "measured", 600 * G, 125 * T, None, 250 * T,
@@ -243,6 +265,15 @@ CARDS: tuple[CardSpec, ...] = (
         "pcie5", PCIE5, PCIE5, "NVIDIA RTX PRO 6000 Blackwell datasheet (2025): 4,000 AI TOPS",
         fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
         notes="nvidia-smi 97887 MiB (Max-Q) less 454 MiB; " + BLACKWELL_AI_TOPS + " (no halving)",
+    ),
+    CardSpec(
+        "rtxa5000-24g", "NVIDIA RTX A5000", "nvidia",
+        ("a5000", "rtx-a5000", "rtxa5000", "NVIDIA RTX A5000"),
+        (24_564 - 454) * MIB, "smi-reserve", 768 * G, 111.1 * T, None, 222.2 * T,
+        "pcie4", PCIE4, PCIE4, "NVIDIA RTX A5000 datasheet (2021)",
+        fields_derived=("int8_ops",),
+        notes="nvidia-smi 24564 MiB (fixtures/fleet/nvidia-smi-csv-rtx-a5000-noheader.txt) "
+        "less the H100's reserve; int8 = 2 × fp16, as on the RTX A6000",
     ),
     CardSpec(
         "rtxa6000-48g", "NVIDIA RTX A6000", "nvidia",
@@ -436,10 +467,33 @@ for _c in CARDS:
 _MIG = re.compile(r"^(.*)-mig-(\d+)g\.(\d+)gb$")
 
 
+_SIZED = re.compile(r"^(.*?)[-_ ](\d+)\s*gb?$")  # "a6000-48g", "h100 80GB"
+
+
 def resolve(name: str) -> str | None:
     """The class key a name means: exact, case- and spacing-insensitive ("H100 80GB HBM3",
-    "h100-80gb" and "h100" are all "h100-80g"); None for a name the table does not know."""
-    return _BY_NAME.get(_norm(name))
+    "h100-80gb" and "h100" are all "h100-80g"), or a known name with the size its class has
+    ("a6000-48g" is "rtxa6000-48g", "h100-96g" is nothing); None for a name the table does not
+    know."""
+    if key := _BY_NAME.get(_norm(name)):
+        return key
+    m = _SIZED.match(name.strip().lower())
+    if m and (key := _BY_NAME.get(_norm(m.group(1)))) and key.endswith(f"-{m.group(2)}g"):
+        return key
+    return None
+
+
+def typo_of(name: str) -> str | None:
+    """The known class a name not in the table was surely meant to be: as close as one changed
+    letter ("h10-80g" for "h100-80g") and of the same size. A name further off, or of another
+    size, may be a card the table lacks, and is left to the caller to warn about."""
+    norm = _norm(name)
+    size = _SIZED.match(name.strip().lower())
+    for hit in difflib.get_close_matches(norm, list(_BY_NAME), n=1, cutoff=0.85):
+        key = _BY_NAME[hit]
+        if size and key.endswith(f"-{size.group(2)}g"):
+            return key
+    return None
 
 
 def suggest(name: str, n: int = 3) -> tuple[str, ...]:

@@ -242,7 +242,13 @@ def class_from_product(product: str, total_bytes: int | None = None) -> str:
         # CPU's memory too, while the GPU reports 96 GB (gpu-memory-totals.md).
         size = marketed_gb(total_bytes)
     slug = "".join(kept).strip(".")[:48] or "gpu"
-    return f"{slug}-{size}g" if size else slug
+    if not size:
+        return slug
+    # The card table's own key where it knows the card at this size, so that an imported fleet
+    # names classes as a person would and reads back without a note. (Without a size, "h100"
+    # could be the PCIe card or the SXM one: the label stays as the product said it.)
+    label = f"{slug}-{size}g"
+    return cards.resolve(label) or label
 
 
 def mig_class(card_class: str, profile: str) -> str:

@@ -113,6 +113,14 @@ class Option:
         return self.have - self.per_card.need
 
 
+# The refusal of a partial offload on nodes with no RAM given: the planner says it beside the
+# nearest miss, since RAM is the one thing the user can add in a word.
+NO_RAM = (
+    "no RAM is given for these nodes (ram_gb in a fleet file; inline, +RAM as in "
+    "1xh100-80g+512g), so none is counted on"
+)
+
+
 @dataclass(frozen=True)
 class Rejection:
     """A way that was considered and refused, with the engine's reason or the arithmetic's."""
@@ -132,6 +140,8 @@ class Rejection:
     kind: str = ""
     # The class of cards it was tried on (None: a CPU, or no card in particular).
     gpu_class: str | None = None
+    # The nodes the way spans.
+    nodes: int = 1
 
 
 # The precision past which a bigger file is not a better model worth its memory: eight bits keep

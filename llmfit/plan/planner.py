@@ -10,7 +10,7 @@ from llmfit.plan.engines import Job, engines, planned
 from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
-from llmfit.plan.options import Option, Rejection, rank
+from llmfit.plan.options import NO_RAM, Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, PlanSettings
 
@@ -31,6 +31,8 @@ class Unplaced:
     # The longest context at which something would fit, and where (0 and "" when nothing would).
     fits_at: int = 0
     fits_where: str = ""
+    # Part of it would run with the rest in RAM, if the nodes had RAM given.
+    wants_ram: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,16 +110,28 @@ def _shorter(
     """Where the trained context fits nowhere as the checkpoint is stored, the checkpoint as
     stored at the longest context it holds is an option beside the what-ifs, ranked by the same
     rules: a user offered only a quantised what-if at the full context would not see that the
-    model as shipped runs at, say, 40,000 tokens on the same card."""
-    longest = max(
-        (r.max_context for r in rejected if r.artifact == art.name and not r.what_if),
-        default=0,
-    )
-    if longest <= 0:
-        return []
-    narrower = replace(settings, context=longest, precision="stored")
-    again = plan(model, [art], fleet, narrower)
-    return [replace(o, what_if=SHORTER, changes=1) for o in again.options]
+    model as shipped runs at, say, 40,000 tokens on the same card.
+
+    Each class of card at its own longest, on one node and on several: on a fleet of L40S and
+    H100 nodes the H100's longer context must not hide what the L40S would hold, nor two nodes'
+    longer context what one node holds (the plan spans nodes only where one will not do)."""
+    longest: dict[tuple[str | None, bool], int] = {}
+    for r in rejected:
+        if r.artifact == art.name and not r.what_if and r.max_context > 0:
+            key = (r.gpu_class, r.nodes > 1)
+            longest[key] = max(longest.get(key, 0), r.max_context)
+    out: list[Option] = []
+    # A way on a class no refusal named (one that spans classes) is kept at the longest of all.
+    top = max(longest.values(), default=0)
+    for context in sorted(set(longest.values()), reverse=True):
+        narrower = replace(settings, context=context, precision="stored")
+        again = plan(model, [art], fleet, narrower)
+        out += [
+            replace(o, what_if=SHORTER, changes=1)
+            for o in again.options
+            if longest.get((o.gpu_class, o.nodes > 1), top) == context
+        ]
+    return out
 
 
 def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[str, ...]:
@@ -158,4 +172,5 @@ def _nearest(art: Artifact, rejected: list[Rejection], pools: list[ClassPool]) -
         have=best.have,
         fits_at=shorter.max_context,
         fits_where=shorter.where if shorter.max_context else "",
+        wants_ram=any(r.artifact == art.name and r.reason == NO_RAM for r in rejected),
     )

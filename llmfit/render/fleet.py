@@ -84,7 +84,7 @@ def render_summary(s: FleetSummary) -> str:
             )
             for c in s.classes
         ]
-        header = ("class", "GB a card", "nodes", "GPUs", "used", "free", "unhealthy", "")
+        header = ("class", "GiB a card", "nodes", "GPUs", "used", "free", "unhealthy", "")
         table = _table(header, rows, 1)
         # The bar column is the last; align it left under its own start.
         lines += ["", *table, " " * (len(table[0]) + 2) + f"{USED} used  {FREE} free  "
@@ -106,9 +106,9 @@ def render_summary(s: FleetSummary) -> str:
             lines.append("(nodes with no fabric are islands: a replica cannot span them)")
     lines += [
         "",
-        f"CPU only: {_n(s.cpu_nodes, 'node')}, {_ram(s.cpu_ram_bytes)} GB RAM "
+        f"CPU only: {_n(s.cpu_nodes, 'node')}, {_ram(s.cpu_ram_bytes)} GiB RAM "
         f"({_ram(s.cpu_free_ram_bytes)} free)",
-        f"host RAM, all nodes: {_ram(s.ram_bytes)} GB ({_ram(s.free_ram_bytes)} free)",
+        f"host RAM, all nodes: {_ram(s.ram_bytes)} GiB ({_ram(s.free_ram_bytes)} free)",
     ]
     lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from llmfit.errors import FleetFileError, UsageError
-from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, memory_from_class, node_id
+from llmfit.plan import cards
+from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, is_mig, memory_from_class, node_id
 
 DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
 NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels")
@@ -67,6 +68,7 @@ _LABEL_KEY = re.compile(
 _LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _CLASS = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+_PRODUCT = re.compile(r"[a-z0-9][a-z0-9 _.()-]{0,127}")  # "nvidia h100 80gb hbm3"
 NAME_RULE = f"letters, digits, '.', '-' and '_', at most {MAX_NAME}"
 
 
@@ -85,6 +87,54 @@ def shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+class ClassError(ValueError):
+    """A GPU class that is surely a typo (`typo` is the class meant), or whose label says
+    nothing of its memory (`typo` is None; `near` are the known classes closest to it)."""
+
+    def __init__(self, label: str, typo: str | None, near: tuple[str, ...]) -> None:
+        super().__init__(label)
+        self.label, self.typo, self.near = label, typo, near
+
+    @property
+    def near_text(self) -> str:
+        return f" (known classes near it: {', '.join(self.near)})" if self.near else ""
+
+
+def read_class(label: str, *, memory_given: bool = False) -> tuple[str, str | None]:
+    """The class a fleet's label means, and a note to show with the plan (None: nothing to say).
+
+    Names people type resolve through the card table (`h100`, `h100-80gb`, `H100 80GB HBM3` are
+    `h100-80g`). A name one letter off a known class of the same size (`h10-80g`) is a typo and
+    an error, since planning it as an unknown card would quietly drop the speed and link figures
+    the table has; a stated `gpu_memory_gb` says the user means a card the table lacks, and
+    keeps the name. Any other unknown name is planned from its label's memory, with a warning.
+    Raises ClassError for a typo or a name with no memory in it."""
+    label = label.strip().lower()
+    if is_mig(label):
+        return label, None
+    key = cards.resolve(label)
+    if key is not None:
+        card = cards.BY_KEY[key]
+        if card.vendor == "amd":
+            return key, (
+                f"{key} is an AMD card: it is planned by its memory and speed as the engines "
+                "size CUDA cards, with the same flags, which vLLM, SGLang and llama.cpp take on "
+                "ROCm too; the container images of --format docker|k8s are CUDA's"
+            )
+        return key, None
+    typo = cards.typo_of(label)
+    if typo is not None and not memory_given:
+        raise ClassError(label, typo, ())
+    near = cards.suggest(label)
+    if not memory_given and not memory_from_class(label):
+        raise ClassError(label, None, near)
+    near_text = f" (known classes near it: {', '.join(near)})" if near else ""
+    return label, (
+        f"{label} is not a GPU class llmfit knows: it is planned by its memory alone, without "
+        f"speed figures{near_text}"
+    )
+
+
 class _Reader:
     """Checks a fleet document's tables and builds its nodes; every error names the file, the line
     and the key. Identical device tables (a machine-written fleet of 100,000 nodes has a handful
@@ -97,6 +147,7 @@ class _Reader:
         self._lines: list[str] | None = None
         self._kinds: dict[tuple, PoolKind | None] = {}
         self._shapes: dict[tuple | None, tuple[tuple[PoolKind, ...], str, int, int]] = {}
+        self.notes: dict[str, None] = {}  # in order, each once
 
     @property
     def lines(self) -> list[str]:
@@ -198,13 +249,13 @@ class _Reader:
     def gib(self, table: dict[str, Any], key: str, where: str, most: int) -> int:
         v = table.get(key, 0)
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(where, key, f"is {shown(v)}; it must be a number of GB.")
+            raise self.fail(where, key, f"is {shown(v)}; it must be a number of GiB.")
         if v != v or v in (float("inf"), float("-inf")):
-            raise self.fail(where, key, f"is {v}; it must be a finite number of GB.")
+            raise self.fail(where, key, f"is {v}; it must be a finite number of GiB.")
         if v < 0:
             raise self.fail(where, key, f"is {shown(v)}; it cannot be negative.")
         if v > most:
-            raise self.fail(where, key, f"is {shown(v)}; it must be at most {most:,} GB.")
+            raise self.fail(where, key, f"is {shown(v)}; it must be at most {most:,} GiB.")
         return int(v * GIB)
 
     def text(self, table: dict[str, Any], key: str, where: str, default: str = "") -> str:
@@ -245,6 +296,10 @@ class _Reader:
                     )
             return None
         gpu_class = self.text(table, "gpu", where).strip().lower()
+        # A product name as nvidia-smi prints it ("NVIDIA H100 80GB HBM3") is a class by the
+        # card table's name for it; any other text with spaces is not a class.
+        if not is_gpu_class(gpu_class) and _PRODUCT.fullmatch(gpu_class):
+            gpu_class = cards.resolve(gpu_class) or gpu_class
         if not is_gpu_class(gpu_class):
             raise self.fail(
                 where,
@@ -252,6 +307,22 @@ class _Reader:
                 f"is {shown(table['gpu'])}, not a GPU class (letters, digits, '.', '-' and '_', "
                 "like h100-80g).",
             )
+        try:
+            gpu_class, note = read_class(gpu_class, memory_given="gpu_memory_gb" in table)
+        except ClassError as e:
+            raise self.fail(
+                where,
+                "gpu",
+                f"is {e.label!r}, not a GPU class llmfit knows; did you mean {e.typo}? (to plan "
+                "a card llmfit does not know under this name, give its gpu_memory_gb)."
+                if e.typo
+                else f"is {e.label!r}, whose label does not say its memory (write it like "
+                "h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb"
+                + (f"; known classes near it: {', '.join(e.near)}" if e.near else "")
+                + ").",
+            ) from None
+        if note:
+            self.notes[note] = None
         if "gpu_memory_gb" in table:
             card = self.gib(table, "gpu_memory_gb", where, MAX_CARD_GB)
             if card <= 0:
@@ -271,7 +342,7 @@ class _Reader:
                 raise self.fail(
                     where,
                     "gpu",
-                    f"is {gpu_class!r}, whose label says more than {MAX_CARD_GB:,} GB a card.",
+                    f"is {gpu_class!r}, whose label says more than {MAX_CARD_GB:,} GiB a card.",
                 )
         past = f"a node holds at most {MAX_CARDS:,} cards of a class."
         gpus = self.count(table, "gpus", where, 1, MAX_CARDS, past)
@@ -477,7 +548,7 @@ def _parse_fleet(text: str, path: str) -> Fleet:
         keep(r.node(table, where, r.name(table, where, f"node{i + 1}")), where, False)
     if not nodes:
         raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
-    return Fleet(nodes=tuple(nodes), source=path)
+    return Fleet(nodes=tuple(nodes), source=path, notes=tuple(r.notes))
 
 
 def _tables(r: _Reader, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
@@ -680,16 +751,21 @@ def read_fleet(path: Path) -> Fleet:
 
 
 # Inline fleets, for a quick question without a file:
-#   8xh100-80g            one node with 8 cards
+#   8xh100-80g            one node with 8 cards (any name the card table knows: 8xh100, 8xH100-80GB)
 #   4x8xh100-80g@ib0      four such nodes on fabric ib0
+#   8xh100-80g+512g       one node with 8 cards and 512 GB of RAM (llama.cpp may put layers or
+#                         experts there; a GPU node said inline without it has none to offer)
 #   h100-80g              one node with one card
 #   cpu:512g              a CPU node with 512 GB of RAM (2x cpu:1t: two nodes of 1 TB)
-# several joined with commas.
+# several joined with commas. RAM is in GiB, as a fleet file's ram_gb is.
 INLINE_GRAMMAR = (
-    "[NODESx]GPUSxCLASS[@FABRIC] (8xh100-80g, 4x8xh100-80g@ib0) or [NODESx]cpu:RAM (cpu:512g), "
-    "joined with commas"
+    "[NODESx]GPUSxCLASS[+RAM][@FABRIC] (8xh100-80g, 4x8xh100-80g+2t@ib0) or [NODESx]cpu:RAM "
+    "(cpu:512g), joined with commas"
 )
-_INLINE_GPU = re.compile(r"^(?:(\d+)x)?(?:(\d+)x)?([a-z][a-z0-9.\-]*)(?:@([a-z0-9_.\-]+))?$")
+_INLINE_GPU = re.compile(
+    r"^(?:(\d+)x)?(?:(\d+)x)?([a-z][a-z0-9.\-]*)(?:\+(\d+(?:\.\d+)?)(g|gb|t|tb)?)?"
+    r"(?:@([a-z0-9_.\-]+))?$"
+)
 _INLINE_CPU = re.compile(r"^(?:(\d+)x)?cpu:(\d+(?:\.\d+)?)(g|gb|t|tb)?$")
 
 
@@ -699,6 +775,7 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
     NODESx is a count: `99999999999x8xh100-80g` is one PoolNode standing for them all."""
     nodes: list[PoolNode] = []
     used: dict[str, int] = {}
+    notes: dict[str, None] = {}
 
     def bad(part: str, why: str) -> UsageError:
         return UsageError(f"{what} {text!r}: {part!r} {why}; write {INLINE_GRAMMAR}.")
@@ -711,24 +788,29 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
             return {"id": f"{stem}-{first}"}
         return {"id": stem, "count": count, "first": first}
 
+    def ram(part: str, number: str, unit: str | None) -> int:
+        size = float(number) * (1024 if (unit or "g").startswith("t") else 1)
+        if size <= 0:
+            raise bad(part, "has a RAM size of 0")
+        if size > MAX_RAM_GB:
+            raise bad(part, f"has more than {MAX_RAM_GB:,} GiB of RAM a node")
+        return int(size * GIB)
+
     parts = [p.strip() for p in text.strip().lower().split(",")]
     for part in parts:
         if m := _INLINE_CPU.match(part):
             count = int(m.group(1) or 1)
-            size = float(m.group(2)) * (1024 if (m.group(3) or "g").startswith("t") else 1)
-            if count < 1 or size <= 0:
-                raise bad(part, "has a count or a size of 0")
+            if count < 1:
+                raise bad(part, "has a count of 0")
             if count > MAX_NODES:
                 raise bad(part, f"has more than {MAX_NODES:,} nodes")
-            if size > MAX_RAM_GB:
-                raise bad(part, f"has more than {MAX_RAM_GB:,} GB of RAM a node")
-            ram = int(size * GIB)
-            nodes.append(PoolNode(**named("cpu", count), ram_bytes=ram, free_ram_bytes=ram))
+            size = ram(part, m.group(2), m.group(3))
+            nodes.append(PoolNode(**named("cpu", count), ram_bytes=size, free_ram_bytes=size))
             continue
         m = _INLINE_GPU.match(part)
         if not m:
             raise bad(part, "is not a fleet")
-        first, second, gpu_class, fabric = m.groups()
+        first, second, label, ram_number, ram_unit, fabric = m.groups()
         count, gpus = (int(first), int(second)) if second else (1, int(first or 1))
         if count < 1 or gpus < 1:
             raise bad(part, "has a count of 0")
@@ -736,16 +818,36 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
             raise bad(part, f"has more than {MAX_NODES:,} nodes")
         if gpus > MAX_CARDS:
             raise bad(part, f"has more than {MAX_CARDS:,} cards a node")
-        if len(gpu_class) > MAX_NAME or len(fabric or "") > MAX_NAME:
+        if len(label) > MAX_NAME or len(fabric or "") > MAX_NAME:
             raise bad(part, f"has a name longer than {MAX_NAME} characters")
-        card = memory_from_class(gpu_class)
-        if not card:
-            raise bad(part, f"names {gpu_class!r}, whose label does not say its memory")
+        try:
+            gpu, note = read_class(label)
+        except ClassError as e:
+            if e.typo:
+                meant = part[: m.start(3)] + e.typo + part[m.end(3) :]
+                raise UsageError(
+                    f"{what} {text!r}: {label!r} is not a GPU class llmfit knows; did you mean "
+                    f"{meant}?"
+                ) from None
+            why = f"names {label!r}, whose label does not say its memory{e.near_text}"
+            raise bad(part, why) from None
+        if note:
+            notes[note] = None
+        card = memory_from_class(gpu) or 0
         if card > MAX_CARD_GB * GIB:
-            raise bad(part, f"names a card of more than {MAX_CARD_GB:,} GB")
-        kind = PoolKind(gpu_class, card, gpus, gpus)
-        nodes.append(PoolNode(**named(gpu_class, count), kinds=(kind,), fabric=fabric or ""))
-    return Fleet(nodes=tuple(nodes), source=f"inline: {text.strip()}")
+            raise bad(part, f"names a card of more than {MAX_CARD_GB:,} GiB")
+        size = ram(part, ram_number, ram_unit) if ram_number else 0
+        kind = PoolKind(gpu, card, gpus, gpus)
+        nodes.append(
+            PoolNode(
+                **named(gpu, count),
+                kinds=(kind,),
+                fabric=fabric or "",
+                ram_bytes=size,
+                free_ram_bytes=size,
+            )
+        )
+    return Fleet(nodes=tuple(nodes), source=f"inline: {text.strip()}", notes=tuple(notes))
 
 
 def _looks_like_path(text: str) -> bool:

@@ -54,7 +54,7 @@ def text_of(data: str | bytes, source: str) -> str:
 def ram_flag(ram_gb: float) -> int:
     """--ram-gb in bytes: a finite number of GB, at most what a node can have."""
     if ram_gb != ram_gb or not 0 <= ram_gb <= MAX_RAM_GB:
-        raise UsageError(f"--ram-gb {ram_gb} must be a number of GB from 0 to {MAX_RAM_GB:,}.")
+        raise UsageError(f"--ram-gb {ram_gb} must be a number of GiB from 0 to {MAX_RAM_GB:,}.")
     return int(ram_gb * GIB)
 
 
@@ -75,7 +75,7 @@ def checked(node: PoolNode, where: str) -> PoolNode:
             )
     if not 0 <= node.ram_bytes <= MAX_RAM_GB * GIB:
         raise FleetFileError(
-            f"{where}: {node.ram_bytes / GIB:,.0f} GB of RAM is past the {MAX_RAM_GB:,} GB a "
+            f"{where}: {node.ram_bytes / GIB:,.0f} GiB of RAM is past the {MAX_RAM_GB:,} GiB a "
             "node can have."
         )
     for k in node.kinds:
@@ -89,7 +89,7 @@ def checked(node: PoolNode, where: str) -> PoolNode:
         if not 0 < k.card_bytes <= MAX_CARD_GB * GIB:
             raise FleetFileError(
                 f"{where}: a {k.gpu_class} card of {k.card_bytes / MIB:,.0f} MiB is not a size "
-                f"llmfit can plan (more than 0, at most {MAX_CARD_GB:,} GB)."
+                f"llmfit can plan (more than 0, at most {MAX_CARD_GB:,} GiB)."
             )
     return node
 

@@ -151,7 +151,7 @@ def parse_gpu_csv(text: str, source: str, query: str | None = None) -> tuple[Gpu
         if total is not None and not 0 < total <= MAX_CARD_GB << 30:
             raise FleetFileError(
                 f"{source}:{n}: memory.total {row['memory.total']!r} is not a card's memory "
-                f"(more than 0, at most {MAX_CARD_GB:,} GB)."
+                f"(more than 0, at most {MAX_CARD_GB:,} GiB)."
             )
         if total is None:
             raise FleetFileError(

@@ -349,7 +349,11 @@ def test_nodes_without_ram_get_no_partial_offload(tmp_path):
     p = plan_file(path, [card_node("box", 1, 4 * GIB, ram=0)], 8192)
     assert p.options == ()
     (r,) = [r for r in p.rejected if "with the rest in RAM" in r.where]
-    assert r.reason == "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"
+    assert r.reason == (
+        "no RAM is given for these nodes (ram_gb in a fleet file; inline, +RAM as in "
+        "1xh100-80g+512g), so none is counted on"
+    )
+    assert p.unplaced[0].wants_ram
 
 
 def _layout(n: int, experts: bool, tied: bool):

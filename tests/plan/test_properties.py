@@ -78,21 +78,25 @@ contexts = st.sampled_from([None, 2048, 8192, 100_000])
 
 
 def ways(p) -> set[tuple]:
-    """Each option's class, precision, cards and nodes. The checkpoint as shipped at a shorter
-    context is the checkpoint as shipped: where more room lets it hold the whole context, the
-    shorter-context option gives way to it, and no way is lost."""
-    return {
-        (o.gpu_class, None if o.what_if == SHORTER else o.what_if, o.gpus, o.nodes)
-        for o in p.options
-    }
+    """Each option's class, precision, cards and nodes."""
+    return {(o.gpu_class, o.what_if, o.gpus, o.nodes) for o in p.options}
 
 
 def covered(old, new) -> bool:
     """Every old way has a new one on the same class and precision that is no worse: on one
     node (which the plan prefers to several, however many cards several would save), or no
-    later in the ranking's order of cards, then nodes."""
+    later in the ranking's order of cards, then nodes.
+
+    The checkpoint as shipped at a shorter context is the exception: it is offered at the
+    longest context a class holds, on one node and across nodes, and only while the whole
+    context fits nowhere. More hardware may lengthen that context onto more cards (three nodes
+    at 39,664 tokens become four at 129,008), or let the checkpoint hold the whole context on
+    another class; either way the checkpoint as shipped is still offered."""
+    now = ways(new)
+    shipped = {w for _, w, _, _ in now} & {None, SHORTER}
     return all(
-        any(c == oc and w == ow and (n == 1 or (g, n) <= (og, on)) for c, w, g, n in ways(new))
+        (ow == SHORTER and bool(shipped))
+        or any(c == oc and w == ow and (n == 1 or (g, n) <= (og, on)) for c, w, g, n in now)
         for oc, ow, og, on in ways(old)
     )
 

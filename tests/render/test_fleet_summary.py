@@ -52,17 +52,21 @@ def test_four_node_fleet_as_text():
     text = render_summary(summarize(read_fleet(FOUR)))
     # a100-80g: 6 cards, 4 free, 1 broken → 1 used; bar 20 × (1, 4, 1) / 6 = 3⅓, 13⅓, 3⅓ cells,
     # the one left over to the first. MIG: 4 instances, 2 free → 2 used, 10 + 10 cells.
-    # RAM: 2 × 2048 + 1024 + 512 = 5,632 GB; free 2 × 1800 + 1024 + 512 = 5,136.
+    # RAM: 2 × 2048 + 1024 + 512 = 5,632 GiB; free 2 × 1800 + 1024 + 512 = 5,136.
     assert text.splitlines() == [
         "fleet: " + str(FOUR) + " · 4 nodes (3 with GPUs, 1 CPU only) · 27 GPUs: 3 used, "
         "23 free, 1 unhealthy",
         "",
-        "class                 GB a card  nodes  GPUs  used  free  unhealthy",
-        "a100-80g                   79.3      1     6     1     4          1  ████░░░░░░░░░░░░░×××",
-        "a100-80g-mig-3g.40gb       39.2      1     4     2     2          0  ██████████░░░░░░░░░░",
-        "h100-80g                   79.2      2    16     0    16          0  ░░░░░░░░░░░░░░░░░░░░",
-        "rtxa5000-24g               24.0      1     1     0     1          0  ░░░░░░░░░░░░░░░░░░░░",
-        "                                                                     "
+        "class                 GiB a card  nodes  GPUs  used  free  unhealthy",
+        "a100-80g                    79.3      1     6     1     4          1  "
+        "████░░░░░░░░░░░░░×××",
+        "a100-80g-mig-3g.40gb        39.2      1     4     2     2          0  "
+        "██████████░░░░░░░░░░",
+        "h100-80g                    79.2      2    16     0    16          0  "
+        "░░░░░░░░░░░░░░░░░░░░",
+        "rtxa5000-24g                24.0      1     1     0     1          0  "
+        "░░░░░░░░░░░░░░░░░░░░",
+        "                                                                      "
         "█ used  ░ free  × unhealthy",
         "",
         "fabric       class         nodes  GPUs a node  free whole nodes",
@@ -71,8 +75,8 @@ def test_four_node_fleet_as_text():
         "(no fabric)  rtxa5000-24g      1            1                 1",
         "(nodes with no fabric are islands: a replica cannot span them)",
         "",
-        "CPU only: 1 node, 512 GB RAM (512 free)",
-        "host RAM, all nodes: 5,632 GB (5,136 free)",
+        "CPU only: 1 node, 512 GiB RAM (512 free)",
+        "host RAM, all nodes: 5,632 GiB (5,136 free)",
     ]
 
 
@@ -81,8 +85,8 @@ def test_cpu_only_fleet_has_no_gpu_tables():
     assert text.splitlines() == [
         "fleet: inline: 2xcpu:1t · 2 nodes (0 with GPUs, 2 CPU only) · no GPUs",
         "",
-        "CPU only: 2 nodes, 2,048 GB RAM (2,048 free)",
-        "host RAM, all nodes: 2,048 GB (2,048 free)",
+        "CPU only: 2 nodes, 2,048 GiB RAM (2,048 free)",
+        "host RAM, all nodes: 2,048 GiB (2,048 free)",
     ]
 
 

@@ -85,7 +85,7 @@ def test_each_mistake_is_one_sentence_naming_file_line_and_key(text, message):
         # Wrong types.
         ("[[pool]]\ncount = 1.5\n", "f.toml:2: pool[0].count is 1.5; it must be a whole number."),
         ("[[node]]\nram_gb = 'lots'\n",
-         "f.toml:2: node[0].ram_gb is 'lots'; it must be a number of GB."),
+         "f.toml:2: node[0].ram_gb is 'lots'; it must be a number of GiB."),
         ("[[node]]\nfabric = 1\n", "f.toml:2: node[0].fabric is 1; it must be a string."),
         ("[[node]]\ngpu = 8\n", "f.toml:2: node[0].gpu is 8; it must be a string."),
         ("pool = 1\n", "f.toml:1: pool must be written as [[pool]] tables."),
@@ -117,7 +117,8 @@ def test_each_mistake_is_one_sentence_naming_file_line_and_key(text, message):
          "gpu = \"a100-80g-mig-3g.40gb\"."),
         ("[[node]]\nname = 'x'\n  [[node.devices]]\n  gpu = 'a100-mig'\n",
          "f.toml:4: node[0].devices[0].gpu is 'a100-mig', whose label does not say its memory "
-         "(write it like h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb)."),
+         "(write it like h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb; known classes "
+         "near it: a10g-24g, a100-80g, a100-40g)."),
         # Two nodes of one name: a pool's generated name counts.
         ("[[node]]\nname = 'a'\n[[node]]\nname = 'a'\n",
          "f.toml:4: node[1].name is 'a', a name another node already has; names must be unique."),

@@ -27,27 +27,27 @@ def test_a_pool_of_10_to_the_12_nodes_is_one_entry():
          "f.toml:3: pool[0].count is 1,000,000,000,001; a pool holds at most "
          "1,000,000,000,000 nodes."),
         ("[[node]]\nram_gb = inf\n",
-         "f.toml:2: node[0].ram_gb is inf; it must be a finite number of GB."),
+         "f.toml:2: node[0].ram_gb is inf; it must be a finite number of GiB."),
         ("[[node]]\nram_gb = nan\n",
-         "f.toml:2: node[0].ram_gb is nan; it must be a finite number of GB."),
+         "f.toml:2: node[0].ram_gb is nan; it must be a finite number of GiB."),
         ("[[node]]\nram_gb = -inf\n",
-         "f.toml:2: node[0].ram_gb is -inf; it must be a finite number of GB."),
+         "f.toml:2: node[0].ram_gb is -inf; it must be a finite number of GiB."),
         ("[[node]]\nram_gb = 1e300\n",
-         "f.toml:2: node[0].ram_gb is 1e+300; it must be at most 1,048,576 GB."),
+         "f.toml:2: node[0].ram_gb is 1e+300; it must be at most 1,048,576 GiB."),
         ("[[node]]\nram_gb = 2_000_000\n",
-         "f.toml:2: node[0].ram_gb is 2000000; it must be at most 1,048,576 GB."),
+         "f.toml:2: node[0].ram_gb is 2000000; it must be at most 1,048,576 GiB."),
         ("[[node]]\nram_gb = 100\nfree_ram_gb = nan\n",
-         "f.toml:3: node[0].free_ram_gb is nan; it must be a finite number of GB."),
+         "f.toml:3: node[0].free_ram_gb is nan; it must be a finite number of GiB."),
         ('[[node]]\ngpu = "h100"\ngpu_memory_gb = inf\n',
-         "f.toml:3: node[0].gpu_memory_gb is inf; it must be a finite number of GB."),
+         "f.toml:3: node[0].gpu_memory_gb is inf; it must be a finite number of GiB."),
         ('[[node]]\ngpu = "h100"\ngpu_memory_gb = 1e9\n',
-         "f.toml:3: node[0].gpu_memory_gb is 1000000000.0; it must be at most 65,536 GB."),
+         "f.toml:3: node[0].gpu_memory_gb is 1000000000.0; it must be at most 65,536 GiB."),
         ('[[node]]\ngpu = "h100-80g"\ngpus = 2000\n',
          "f.toml:3: node[0].gpus is 2,000; a node holds at most 1,024 cards of a class."),
         ('[[node]]\ngpu = "h100-80g"\ngpus = 8\nunhealthy_gpus = 1025\n',
          "f.toml:4: node[0].unhealthy_gpus is 1,025; a node holds at most 1,024 cards of a class."),
         ('[[node]]\ngpu = "x-99999g"\n',
-         "f.toml:2: node[0].gpu is 'x-99999g', whose label says more than 65,536 GB a card."),
+         "f.toml:2: node[0].gpu is 'x-99999g', whose label says more than 65,536 GiB a card."),
         ("[[node]]\nram_gb = " + "9" * 5000 + "\n",
          "f.toml is not valid TOML: it holds a number too long to read."),
         ("a = " + "[" * 100_000 + "]" * 100_000 + "\n",
@@ -104,8 +104,8 @@ def test_names_that_only_look_alike_do_not_clash():
     [
         ("1000000000001x8xh100-80g", "has more than 1,000,000,000,000 nodes"),
         ("2000xh100-80g", "has more than 1,024 cards a node"),
-        ("cpu:2000000t", "has more than 1,048,576 GB of RAM a node"),
-        ("8xx-99999g", "names a card of more than 65,536 GB"),
+        ("cpu:2000000t", "has more than 1,048,576 GiB of RAM a node"),
+        ("8xx-99999g", "names a card of more than 65,536 GiB"),
         ("9" * 300 + "x8xh100-80g", "has more than 1,000,000,000,000 nodes"),
         ("a\x00b", "is not a fleet"),
     ],
@@ -156,6 +156,6 @@ def test_the_cli_says_each_in_one_sentence(run, tmp_path):
     bad.write_text("[[node]]\nram_gb = inf\n")
     code, _, err = run("fleet", str(bad))
     assert (code, err) == (3, f"llmfit: {bad}:2: node[0].ram_gb is inf; it must be a finite "
-                              "number of GB.\n")  # fmt: skip
+                              "number of GiB.\n")  # fmt: skip
     code, out, _ = run("fleet", "99999999999x8xh100-80g@ib0", "--json")
     assert code == 0 and '"nodes": 99999999999' in out

@@ -250,12 +250,30 @@ def test_nvidia_smi_import_with_mig_from_its_list():
 
 
 def test_nvidia_smi_import_keeps_an_unknown_cards_memory_exactly():
+    # Quadro RTX 6000: not in the card table; nvidia-smi says 24576 MiB, the 24 GiB its label
+    # says, so the file needs no gpu_memory_gb; reading it back warns that the class is unknown.
+    node = import_nvidia_smi(
+        fixture_text("nvidia-smi-csv-quadro-rtx6000-noheader.txt"), "q.csv", name="ws"
+    )
+    text = fleet_toml((node,), "x")
+    assert text.endswith('gpu = "quadrortx6000-24g"\ngpus = 2\n')
+    fleet = parse_fleet(text, "x.toml")
+    assert fleet.nodes[0].kinds[0].card_bytes == 24_576 * MIB
+    assert fleet.notes == (
+        "quadrortx6000-24g is not a GPU class llmfit knows: it is planned by its memory alone, "
+        "without speed figures (known classes near it: rtxa6000-48g, rtxa5000-24g, rtx6000ada-48g)",
+    )
+
+
+def test_nvidia_smi_import_gives_a_known_card_cudas_total():
+    # RTX A5000, in the card table as nvidia-smi's 24564 MiB less the 454 MiB reserve: the file
+    # names the class alone, and reads back as that total.
     node = import_nvidia_smi(
         fixture_text("nvidia-smi-csv-rtx-a5000-noheader.txt"), "a5000.csv", name="ws"
     )
     text = fleet_toml((node,), "x")
-    assert 'gpu = "rtxa5000-24g"\ngpu_memory_gb = 23.98828125\ngpus = 1\n' in text
-    assert parse_fleet(text, "x.toml").nodes[0].kinds[0].card_bytes == 24_564 * MIB
+    assert text.endswith('gpu = "rtxa5000-24g"\ngpus = 1\n')
+    assert parse_fleet(text, "x.toml").nodes[0].kinds[0].card_bytes == (24_564 - 454) * MIB
 
 
 H100_LABELS = {

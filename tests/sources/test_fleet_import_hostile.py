@@ -150,9 +150,9 @@ AGAIN = "make it with kubectl get nodes -o json."
             "nvidia.com/gpu.product": "Big", "nvidia.com/gpu.count": "1",
             "nvidia.com/gpu.memory": "999999999999"}}}),
          "n.json: node 'a': a big-976562500g card of 999,999,999,999 MiB is not a size llmfit can "
-         "plan (more than 0, at most 65,536 GB)."),
+         "plan (more than 0, at most 65,536 GiB)."),
         (kubectl({"metadata": {"name": "a"}, "status": {"capacity": {"memory": "9999999Ti"}}}),
-         "n.json: node 'a': 10,239,998,976 GB of RAM is past the 1,048,576 GB a node can have."),
+         "n.json: node 'a': 10,239,998,976 GiB of RAM is past the 1,048,576 GiB a node can have."),
     ],
 )  # fmt: skip
 def test_kubectl_files_of_the_wrong_shape_are_one_sentence(text, message):
@@ -166,10 +166,10 @@ def test_kubectl_files_of_the_wrong_shape_are_one_sentence(text, message):
     ("csv", "message"),
     [
         ("name, memory.total [MiB]\nX, 0 MiB\n",
-         "g.csv:2: memory.total '0 MiB' is not a card's memory (more than 0, at most 65,536 GB)."),
+         "g.csv:2: memory.total '0 MiB' is not a card's memory (more than 0, at most 65,536 GiB)."),
         ("name, memory.total [MiB]\nH100, 99999999999999 MiB\n",
          "g.csv:2: memory.total '99999999999999 MiB' is not a card's memory (more than 0, at most "
-         "65,536 GB)."),
+         "65,536 GiB)."),
         ("name,memory.total\n" + "NVIDIA H100 80GB HBM3, 81559\n" * 1025,
          "g.csv: has 1,025 cards; a node holds at most 1,024."),
         (b"name, memory.total\n\xe9, 100\n",
@@ -212,7 +212,7 @@ def test_ram_gb_that_is_not_a_size_is_a_usage_error(run, tmp_path, ram):
     csv.write_text("name, memory.total [MiB]\nNVIDIA L40S, 46068 MiB\n")
     code, out, err = run("fleet", "import", "nvidia-smi", str(csv), "--ram-gb", ram)
     assert (code, out) == (2, "")
-    assert err == f"llmfit: --ram-gb {float(ram)} must be a number of GB from 0 to 1,048,576.\n"
+    assert err == f"llmfit: --ram-gb {float(ram)} must be a number of GiB from 0 to 1,048,576.\n"
 
 
 def test_the_cli_reads_bytes_that_are_not_utf8_as_one_sentence(run, tmp_path):

@@ -66,7 +66,9 @@ def test_upper_case_is_read_as_lower():
         ("8xh100-80g,,cpu:1t", "'' is not a fleet"),
         ("0x8xh100-80g", "'0x8xh100-80g' has a count of 0"),
         ("4x0xh100-80g", "'4x0xh100-80g' has a count of 0"),
-        ("cpu:0g", "'cpu:0g' has a count or a size of 0"),
+        ("cpu:0g", "'cpu:0g' has a RAM size of 0"),
+        ("0xcpu:1t", "'0xcpu:1t' has a count of 0"),
+        ("8xh100-80g+0g", "'8xh100-80g+0g' has a RAM size of 0"),
         ("cpu:lots", "'cpu:lots' is not a fleet"),
         ("8xh100-80g@", "'8xh100-80g@' is not a fleet"),
         ("1x2x3xh100-80g", "'1x2x3xh100-80g' is not a fleet"),
@@ -81,6 +83,6 @@ def test_a_bad_inline_fleet_is_one_sentence_showing_the_grammar(text, why):
 
 def test_the_grammar_as_the_user_reads_it():
     assert INLINE_GRAMMAR == (
-        "[NODESx]GPUSxCLASS[@FABRIC] (8xh100-80g, 4x8xh100-80g@ib0) or [NODESx]cpu:RAM "
+        "[NODESx]GPUSxCLASS[+RAM][@FABRIC] (8xh100-80g, 4x8xh100-80g+2t@ib0) or [NODESx]cpu:RAM "
         "(cpu:512g), joined with commas"
     )

@@ -27,18 +27,19 @@ def test_csv_with_header_and_units():
 
 
 @pytest.mark.parametrize(
-    ("name", "rows", "gpu_class", "mib"),
+    ("name", "rows", "gpu_class", "card"),
     [
-        ("nvidia-smi-csv-quadro-rtx6000-noheader.txt", 2, "quadrortx6000-24g", 24_576),
-        ("nvidia-smi-csv-rtx-a5000-noheader.txt", 1, "rtxa5000-24g", 24_564),
-        ("nvidia-smi-csv-rtx-pro-6000-maxq-noheader.txt", 1, "rtxpro6000blackwellmaxq-96g", 97_887),
+        # Not in the card table: the total nvidia-smi gave.
+        ("nvidia-smi-csv-quadro-rtx6000-noheader.txt", 2, "quadrortx6000-24g", 24_576 * MIB),
+        # In it: its 24564 MiB less the 454 MiB reserve, and the RTX PRO 6000's CUDA total.
+        ("nvidia-smi-csv-rtx-a5000-noheader.txt", 1, "rtxa5000-24g", (24_564 - 454) * MIB),
+        ("nvidia-smi-csv-rtx-pro-6000-maxq-noheader.txt", 1, "rtxpro6000-96g", 102_165_905_408),
     ],
 )
-def test_csv_without_header_takes_its_columns_from_the_pasted_command(name, rows, gpu_class, mib):
+def test_csv_without_header_takes_its_columns_from_the_pasted_command(name, rows, gpu_class, card):
     parsed = parse_gpu_csv(fixture_text(name), name)
     assert len(parsed) == rows
-    # An unknown class keeps the total nvidia-smi gave.
-    assert gpu_kinds(parsed) == (PoolKind(gpu_class, mib * MIB, rows, rows),)
+    assert gpu_kinds(parsed) == (PoolKind(gpu_class, card, rows, rows),)
 
 
 def test_csv_noheader_nounits_with_nineteen_fields():

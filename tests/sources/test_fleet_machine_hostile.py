@@ -15,10 +15,10 @@ from tests.sources.test_fleet_resolve import A100_CSV, box, fake_nvidia_smi  # n
     [
         ("index, name, memory.total [MiB]\n0, NVIDIA H100, 0 MiB\n",
          "nvidia-smi:2: memory.total '0 MiB' is not a card's memory (more than 0, at most "
-         "65,536 GB)."),
+         "65,536 GiB)."),
         ("index, name, memory.total [MiB]\n0, NVIDIA H100, 99999999999999 MiB\n",
          "nvidia-smi:2: memory.total '99999999999999 MiB' is not a card's memory (more than 0, "
-         "at most 65,536 GB)."),
+         "at most 65,536 GiB)."),
         ("index, name, memory.total [MiB]\n" + "0, NVIDIA H100, 81559 MiB\n" * 1025,
          "nvidia-smi: has 1,025 cards; a node holds at most 1,024."),
         ("<html>not what was asked</html>\n",

@@ -22,7 +22,7 @@ from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
 from llmfit.plan.model import Model
-from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.options import NO_RAM, Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool, Host, seats
 from llmfit.plan.settings import PlanSettings
 
@@ -296,7 +296,7 @@ class LlamaCpp:
                         f"{settings.host_share:.0%} of any {cls} node's RAM"
                     )
                 else:
-                    why = "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"
+                    why = NO_RAM
                 rejected.append(
                     Rejection(art.name, self.key, f"{k} × {cls} with the rest in RAM", why)
                 )
@@ -375,7 +375,8 @@ class LlamaCpp:
             rejected.append(
                 Rejection(art.name, self.key, here, "", need=worst.total, have=have,
                           max_context=est.max_context(layout, placement, have, None,
-                                                      model.max_context, extra=art.projector_bytes))
+                                                      model.max_context, extra=art.projector_bytes),
+                          nodes=nodes)
             )  # fmt: skip
             return []
         return [

@@ -279,14 +279,15 @@ class Sglang:
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
             art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
             shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            refused: list[Rejection] = []
-            options = [
-                replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                for pool in job.pools
-                for o in self._on_pool(job, art, shape, pool, refused)
-            ]
-            found.options += options
-            found.rejected += [replace(r, what_if=v.what_if) for r in refused]
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
         return found
 
     def _on_pool(
@@ -379,10 +380,11 @@ class Sglang:
                 f"fewer than the {target:g} asked for",
                 have=s.have,
                 max_context=s.max_context,
+                nodes=t.spot.layout.nodes,
             )
         return Rejection(
             art.name, self.key, here, "", need=s.per_card.need, have=s.have,
-            max_context=s.max_context,
+            max_context=s.max_context, nodes=t.spot.layout.nodes,
         )  # fmt: skip
 
     def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool):

@@ -435,10 +435,11 @@ class Vllm:
                 need=0,
                 have=s.have,
                 max_context=s.max_context,
+                nodes=t.spot.layout.nodes,
             )
         return Rejection(
             art.name, self.key, here, "", need=s.per_card.need, have=s.have,
-            max_context=s.max_context,
+            max_context=s.max_context, nodes=t.spot.layout.nodes,
         )  # fmt: skip
 
     def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant):
