@@ -159,12 +159,16 @@ def render_text(
             console.print(Text(f"… and {len(options) - len(shown)} more (--all)", style="dim"))
         best = options[0]
         console.print()
-        console.print(Text("Best: ", style="bold green") + Text(describe(best)))
-        console.print(Text("  " + breakdown(best)))
-        console.print(Text(f"  max context {best.max_context:,} · {sequences(best)}"))
+        head = f"Best: {describe(best)}"
+        if len(head) <= console.width:
+            console.print(Text("Best: ", style="bold green") + Text(describe(best)))
+        else:
+            print_wrapped(console, head, "bold green")
+        print_wrapped(console, "  " + breakdown(best))
+        print_wrapped(console, f"  max context {best.max_context:,} · {sequences(best)}")
         line = speed_line(best)
         if line:
-            console.print(Text(f"  {line}"))
+            print_wrapped(console, f"  {line}")
         render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:
         print_wrapped(console, f"{u.artifact}: {unplaced_reason(u)}", "red")
