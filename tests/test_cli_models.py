@@ -72,8 +72,21 @@ def test_the_text_listing_is_one_line_a_model(run):
         r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g\s+8\.0\s+116\.6/126\.0\s+40,960\s+3\.54\s+free",
         row,
     ), row
-    # A config-only snapshot does not fit, and the line says why.
-    assert re.search(r"  openai/gpt-oss-120b: openai/gpt-oss-120b holds no model.safetensors", out)
+    # Config-only snapshots are named once, together, with why they are not planned.
+    assert "only the config is cached, so the weights cannot be sized (16): " in out
+    assert "openai/gpt-oss-120b" in out.split("weights cannot be sized", 1)[1]
+
+
+def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    lines = out.splitlines()
+    at = lines.index(" 9 Qwen/Qwen3-235B-A22B")
+    assert lines[at + 1] == (
+        "    fp8 weights, vllm, 2 × h200-141g, 116.6/126.0 GiB, ctx 40,960, 3.54 seqs"
+    )
+    assert max(len(line) for line in lines) <= 80
 
 
 def test_filters_narrow_the_listing(run):

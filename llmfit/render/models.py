@@ -11,49 +11,64 @@ from rich.table import Table
 from rich.text import Text
 
 from llmfit.plan.catalog import ModelResult, Models
+from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
+
+# Below this width the table could not keep model names whole beside their best option.
+COMPACT_BELOW = 100
 
 
 def _name(r: ModelResult) -> str:
     return r.repo_id + (f"@{r.revision[:12]}" if r.revision else "")
 
 
-def models_table(fits: list[ModelResult]) -> Table:
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in (
-        ("#", "right"),
-        ("model", "left"),
-        ("params", "right"),
-        ("artifact", "left"),
-        ("what-if", "left"),
-        ("engine", "left"),
-        ("where", "left"),
-        ("bits", "right"),
-        ("a card: need/have GiB", "right"),
-        ("max ctx", "right"),
-        ("seqs", "right"),
-        ("now", "left"),
-    ):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
-    for i, r in enumerate(fits, 1):
+def models_table(fits: list[ModelResult], width: int = 120) -> Table:
+    """One row a model, its best option; the model's name is never cut, so at a narrow width
+    the columns a reader can do without go first, as in the plan's table."""
+    rows = []
+    for r in fits:
         assert r.advice is not None
         o = r.advice.plan.options[0]
-        t.add_row(
-            str(i),
-            _name(r),
-            _count(r.advice.repo.model.params),
-            quant(o),
-            o.what_if or "",
-            o.engine,
-            label(o),
-            f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
-            f"{gib(o.per_card.need)}/{gib(o.have)}",
-            f"{o.max_context:,}",
-            f"{o.concurrency:.2f}",
-            "free" if o.free_now else "busy",
+        rows.append(
+            {
+                "#": "",
+                "model": _name(r),
+                "params": _count(r.advice.repo.model.params),
+                "artifact": quant(o),
+                "what-if": o.what_if or "",
+                "engine": o.engine,
+                "where": label(o),
+                "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
+                "need/have GiB": f"{gib(o.per_card.need)}/{gib(o.have)}",
+                "max ctx": f"{o.max_context:,}",
+                "seqs": f"{o.concurrency:.2f}",
+                "now": "free" if o.free_now else "busy",
+            }
         )
+    for i, row in enumerate(rows, 1):
+        row["#"] = str(i)
+    names = list(rows[0]) if rows else []
+    # Unknown everywhere says nothing; then, as the table grows past the width, the least needed.
+    if all(row["params"] == "?" for row in rows):
+        names.remove("params")
+    for name in ("bits", "now", "engine", "params", "seqs"):
+        total = sum(max(len(name), *(len(row[name]) for row in rows)) + 1 for name in names)
+        if total <= width:
+            break
+        if name in names and (name != "engine" or len({row["engine"] for row in rows}) == 1):
+            names.remove(name)
+    t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
+    right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs"}
+    for name in names:
+        t.add_column(
+            name,
+            justify="right" if name in right else "left",
+            no_wrap=name not in ("what-if",),
+        )
+    for row in rows:
+        t.add_row(*(row[name] for name in names))
     return t
 
 
@@ -73,22 +88,38 @@ def _miss(r: ModelResult) -> str:
 
 def render_models(models: Models, console: Console) -> None:
     fleet = models.fleet
-    console.print(
-        Text(
-            f"{models.source} · fleet: {fleet.source} · {len(fleet.nodes)} nodes · "
-            f"{fleet.gpus} GPUs",
-            style="dim",
-        ),
-        soft_wrap=True,
+    print_wrapped(
+        console,
+        f"{models.source} · fleet: {fleet.source} · {fleet.node_count:,} "
+        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} GPUs",
+        "dim",
     )
     for note in models.notes:
-        console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
+        print_wrapped(console, f"note: {note}", "yellow")
     fits = [r for r in models.results if r.fits]
     misses = [r for r in models.results if r.advice is not None and not r.fits]
+    # A cached config without its weights' sizes is not a model that does not fit: said once,
+    # by name, rather than a sentence a model that repeats the same reason.
+    sizeless = [r for r in misses if r.advice is not None and not r.advice.repo.artifacts]
+    misses = [r for r in misses if r not in sizeless]
     failed = [r for r in models.results if r.advice is None]
-    if fits:
+    if fits and console.width < COMPACT_BELOW:
+        # Too narrow for a table that keeps every name whole: two lines a model.
         console.print()
-        console.print(models_table(fits))
+        for i, r in enumerate(fits, 1):
+            assert r.advice is not None
+            o = r.advice.plan.options[0]
+            what = o.what_if or quant(o)
+            console.print(Text(f"{i:>2} {_name(r)}", style="bold"), soft_wrap=True)
+            print_wrapped(
+                console,
+                f"    {what}, {o.engine}, {label(o)}, {gib(o.per_card.need)}/{gib(o.have)} GiB, "
+                f"ctx {o.max_context:,}, {o.concurrency:.2f} seqs"
+                + ("" if o.free_now else ", busy"),
+            )
+    elif fits:
+        console.print()
+        console.print(models_table(fits, console.width))
     else:
         console.print(Text("no model fits this fleet", style="red"))
     if misses:
@@ -96,6 +127,13 @@ def render_models(models: Models, console: Console) -> None:
         console.print(Text("does not fit:", style="bold"))
         for r in misses:
             console.print(Text(f"  {_name(r)}: {_miss(r)}"), soft_wrap=True)
+    if sizeless:
+        console.print()
+        print_wrapped(
+            console,
+            f"only the config is cached, so the weights cannot be sized ({len(sizeless)}): "
+            + ", ".join(_name(r) for r in sizeless),
+        )
     if failed:
         console.print()
         console.print(Text("could not be read:", style="bold"))
