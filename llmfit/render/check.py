@@ -10,7 +10,7 @@ from rich.text import Text
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import Request
-from llmfit.render.explain import explain_lines
+from llmfit.render.explain import explain_lines, print_wrapped
 from llmfit.render.sentences import fits_instead, gib, rejection_reason
 
 
@@ -52,8 +52,11 @@ def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list
 
 
 def render_check(argv: tuple[str, ...], request: Request, advice: Advice, console: Console) -> None:
-    for line in check_lines(argv, request, advice):
-        console.print(Text(line), soft_wrap=True)
+    command, *rest = check_lines(argv, request, advice)
+    # The command whole, to copy; the verdict and the card wrapped as --explain wraps them.
+    console.print(Text(command), soft_wrap=True)
+    for line in rest:
+        print_wrapped(console, line)
 
 
 __all__ = ["check_lines", "gib", "render_check"]
