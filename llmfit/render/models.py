@@ -16,17 +16,15 @@ from llmfit.render.json import document
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
 
-# Below this width the table could not keep model names whole beside their best option.
-COMPACT_BELOW = 100
-
 
 def _name(r: ModelResult) -> str:
     return r.repo_id + (f"@{r.revision[:12]}" if r.revision else "")
 
 
-def models_table(fits: list[ModelResult], width: int = 120) -> Table:
+def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
     """One row a model, its best option; the model's name is never cut, so at a narrow width
-    the columns a reader can do without go first, as in the plan's table."""
+    the columns a reader can do without go first, as in the plan's table; None when even then
+    it would not fit the width."""
     rows = []
     for r in fits:
         assert r.advice is not None
@@ -53,12 +51,16 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table:
     # Unknown everywhere says nothing; then, as the table grows past the width, the least needed.
     if all(row["params"] == "?" for row in rows):
         names.remove("params")
+    def wide() -> int:
+        return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
+
     for name in ("bits", "now", "engine", "params", "seqs"):
-        total = sum(max(len(name), *(len(row[name]) for row in rows)) + 1 for name in names)
-        if total <= width:
+        if wide() <= width:
             break
         if name in names and (name != "engine" or len({row["engine"] for row in rows}) == 1):
             names.remove(name)
+    if rows and wide() > width:
+        return None
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs"}
     for name in names:
@@ -103,7 +105,8 @@ def render_models(models: Models, console: Console) -> None:
     sizeless = [r for r in misses if r.advice is not None and not r.advice.repo.artifacts]
     misses = [r for r in misses if r not in sizeless]
     failed = [r for r in models.results if r.advice is None]
-    if fits and console.width < COMPACT_BELOW:
+    table = models_table(fits, console.width) if fits else None
+    if fits and table is None:
         # Too narrow for a table that keeps every name whole: two lines a model.
         console.print()
         for i, r in enumerate(fits, 1):
@@ -117,9 +120,9 @@ def render_models(models: Models, console: Console) -> None:
                 f"ctx {o.max_context:,}, {o.concurrency:.2f} seqs"
                 + ("" if o.free_now else ", busy"),
             )
-    elif fits:
+    elif table is not None:
         console.print()
-        console.print(models_table(fits, console.width))
+        console.print(table)
     else:
         console.print(Text("no model fits this fleet", style="red"))
     if misses:
