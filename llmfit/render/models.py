@@ -51,6 +51,7 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
     # Unknown everywhere says nothing; then, as the table grows past the width, the least needed.
     if all(row["params"] == "?" for row in rows):
         names.remove("params")
+
     def wide() -> int:
         return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
 
