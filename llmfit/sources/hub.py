@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import struct
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -509,6 +510,7 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
     body is streamed and the connection dropped at `stop`, so a server that ignores `Range` and
     starts sending the whole file (gigabytes of weights) costs `stop` bytes, not the file.
     """
+    import httpx2
     from huggingface_hub import constants, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 
@@ -520,43 +522,58 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
     headers = build_hf_headers()
     headers["Range"] = f"bytes={start}-{stop - 1}"
     headers["Accept-Encoding"] = "identity"
-    want = stop - start
+    where = f"{repo_id}/{name}"
+    # http_stream_backoff retries what fails as the answer opens; a body that fails half-way is
+    # tried again here (its retry loop would catch the error at its `yield` and fail itself).
+    for attempt in range(RANGE_RETRIES + 1):
+        failed: Exception | None = None
+        with (
+            session.limit(stop + (1 << 20)),
+            http_stream_backoff(
+                "GET",
+                url,
+                headers=headers,
+                timeout=constants.HF_HUB_ETAG_TIMEOUT,
+                max_retries=RANGE_RETRIES,
+                base_wait_time=0.25,
+                max_wait_time=1,
+            ) as response,
+        ):
+            if response.status_code == 416:
+                return b""  # the file ends before `start`
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            if response.headers.get("content-type", "").lower().startswith("text/html"):
+                raise HubError(
+                    f"the Hub ({shown_endpoint()}) answered a web page for {where}, not the file.",
+                    hint="check HF_ENDPOINT and any proxy",
+                )
+            if response.status_code == 206:
+                _check_range(response.headers.get("content-range"), start, stop, where)
+            try:
+                return _body(response, 0 if response.status_code == 206 else start, stop - start)
+            except (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError) as e:
+                failed = e
+        if attempt == RANGE_RETRIES:
+            raise failed
+        time.sleep(0.25 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _body(response, skip: int, want: int) -> bytes:
+    """`want` bytes of a streamed answer after the first `skip` (a 200 answer sends from byte 0),
+    and not one chunk more."""
     chunks: list[bytes] = []
     got = 0
-    where = f"{repo_id}/{name}"
-    with (
-        session.limit(stop + (1 << 20)),
-        http_stream_backoff(
-            "GET",
-            url,
-            headers=headers,
-            timeout=constants.HF_HUB_ETAG_TIMEOUT,
-            max_retries=RANGE_RETRIES,
-            base_wait_time=0.25,
-            max_wait_time=1,
-        ) as response,
-    ):
-        if response.status_code == 416:
-            return b""  # the file ends before `start`
-        if response.status_code >= 400:
-            response.read()
-            hf_raise_for_status(response)
-        if response.headers.get("content-type", "").lower().startswith("text/html"):
-            raise HubError(
-                f"the Hub ({shown_endpoint()}) answered a web page for {where}, not the file.",
-                hint="check HF_ENDPOINT and any proxy",
-            )
-        if response.status_code == 206:
-            _check_range(response.headers.get("content-range"), start, stop, where)
-        skip = 0 if response.status_code == 206 else start  # 200: the server sent from byte 0
-        for chunk in response.iter_bytes():
-            if skip:
-                cut = min(skip, len(chunk))
-                chunk, skip = chunk[cut:], skip - cut
-            chunks.append(chunk[: want - got])
-            got += len(chunks[-1])
-            if got >= want:
-                break
+    for chunk in response.iter_bytes():
+        if skip:
+            cut = min(skip, len(chunk))
+            chunk, skip = chunk[cut:], skip - cut
+        chunks.append(chunk[: want - got])
+        got += len(chunks[-1])
+        if got >= want:
+            break
     return b"".join(chunks)
 
 
@@ -568,7 +585,7 @@ def _check_range(header: str | None, start: int, stop: int, where: str) -> None:
     the file read as a header would size the weights wrong, or not parse for a reason not theirs."""
     m = _CONTENT_RANGE.fullmatch((header or "").strip())
     if m is None or int(m[1]) != start or int(m[2]) < int(m[1]) or int(m[2]) > stop - 1:
-        got = f"bytes {show(header)}" if header else "no Content-Range"
+        got = show(header) if header else "no Content-Range"
         raise HubError(
             f"the Hub ({shown_endpoint()}) answered {got} for {where} when asked for bytes "
             f"{start}-{stop - 1}.",
@@ -771,8 +788,7 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
         )
     if isinstance(exc, httpx2.TooManyRedirects):
         return HubUnreachable(
-            f"the Hub ({url}) redirected more than {session.MAX_REDIRECTS} times (a loop?) for "
-            f"{repo}.",
+            f"the Hub ({url}) kept redirecting the request for {repo} (a loop?).",
             hint="check HF_ENDPOINT and any proxy",
         )
     if isinstance(exc, httpx2.DecodingError):

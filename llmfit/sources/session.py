@@ -39,7 +39,7 @@ DEADLINE = 60.0
 MAX_ANSWER = 64 << 20
 MAX_REDIRECTS = 5
 
-_limit: ContextVar[int] = ContextVar("llmfit_answer_limit", default=MAX_ANSWER)
+_limit: ContextVar[int | None] = ContextVar("llmfit_answer_limit", default=None)
 # The deadline of the request this thread is making: httpcore reads the socket in the thread that
 # sent the request, so the stream can find it here.
 _now = threading.local()
@@ -193,7 +193,7 @@ def _start(request: httpx2.Request) -> None:
 
 def _bound(response: httpx2.Response) -> None:
     url = str(response.request.url)
-    cap = _limit.get()
+    cap = _limit.get() or MAX_ANSWER
     coding = response.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if response.request.method == "HEAD":
         return
