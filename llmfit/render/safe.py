@@ -35,11 +35,15 @@ LIMIT = 1000
 
 
 def clean(text: str, limit: int = LIMIT) -> str:
-    """`text` as one printable line of at most `limit` characters (an ellipsis marks a cut)."""
+    """`text` as one printable line of at most `limit` characters (an ellipsis marks where its
+    middle was cut)."""
     text = _SEQUENCES.sub("", str(text))
     text = _BREAKS.sub(" ", text)
     text = _INVISIBLE.sub("", text)
     text = _SURROGATES.sub("\ufffd", text)
     if len(text) > limit:
-        text = text[: max(limit - 1, 0)] + "…"
+        # Cut in the middle: a sentence's end says what is wrong ("…: cannot be read (File name
+        # too long).") and must survive a long value inside it.
+        head = (limit - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
     return text

@@ -46,9 +46,11 @@ def test_what_a_terminal_would_act_on_is_taken_out(text, shown):
     assert clean(text) == shown
 
 
-def test_the_length_is_bounded():
-    assert clean("x" * 5000) == "x" * (LIMIT - 1) + "…"
-    assert clean("abcdef", 4) == "abc…"
+def test_the_length_is_bounded_and_the_end_survives():
+    long = "llmfit: " + "x" * 5000 + ": cannot be read (File name too long)."
+    assert clean(long) == long[:499] + "…" + long[-500:]
+    assert len(clean(long)) == LIMIT
+    assert clean("abcdefgh", 5) == "ab…gh"
     assert clean("abcd", 4) == "abcd"
 
 
