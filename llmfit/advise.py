@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,6 @@ def advise(
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
-            hint=f"llmfit {repo_text} --context 8192",
+            hint=f"llmfit {shlex.quote(repo_text)} --context 8192",
         )
     return Advice(repo, fleet, plan(repo.model, repo.artifacts, fleet, settings))

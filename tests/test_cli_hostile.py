@@ -186,3 +186,17 @@ def test_click_messages_are_cleaned_too(run):
     assert err.splitlines()[-1] == (
         "Error: Invalid value for 'CSV_FILE': '/no/such.csv': No such file or directory"
     )
+
+
+def test_every_exit_code_is_documented_in_the_readme():
+    import re
+
+    from llmfit import errors
+    from tests.conftest import ROOT
+
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Exit codes") :].split("\n\n")[1]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert codes <= documented, codes - documented
+    assert errors.EXIT_INTERNAL == 10

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ MAX_DEPTH = 32
 MAX_DIGITS = 40
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 # How a JSON object or array begins in UTF-16 (or UTF-32) without a byte-order mark.
 _WIDE_OPENINGS = (b"{\0", b"\0{", b"[\0", b"\0[")
 
@@ -91,6 +93,13 @@ def parse(raw: bytes, limit: int) -> Any:
         raise JsonProblem(f"is not valid JSON: {str(e)[:80]}") from None
     if _depth(value) > MAX_DEPTH:
         raise JsonProblem(f"nests objects and arrays more than {MAX_DEPTH} deep")
+    if _SURROGATE_ESCAPE.search(text):
+        # UTF-8 cannot hold a lone surrogate, but a \u escape can name one; such a string is not
+        # text, and would fail wherever it is printed or written.
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise JsonProblem("holds a \\u escape of a lone surrogate, which is not text") from None
     return value
 
 

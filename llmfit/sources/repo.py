@@ -167,10 +167,12 @@ def _from_cache(
 ) -> Repo:
     """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
     at = f"@{ref.revision}" if ref.revision else ""
+    # The argument as a printed command takes it: a revision may hold what a shell acts on.
+    arg = shlex.quote(ref.repo_id + at)
     try:
         snap = require_snapshot(ref, cache_dir)
     except RepoNotFound as e:
-        e.hint = f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: {e.hint}"
+        e.hint = f"llmfit {arg}  (online, once: it fetches metadata only), or: {e.hint}"
         raise
     # A GGUF-only repository (unsloth's, bartowski's) has no config.json: its files' headers say
     # what the model is, and _read_dir reads them (from disk, or from llmfit's cache).
@@ -183,9 +185,9 @@ def _from_cache(
         raise RepoNotFound(
             f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
             f"(snapshot {snap.commit[:12]}).",
-            hint=f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: "
+            hint=f"llmfit {arg}  (online, once: it fetches metadata only), or: "
             f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
-            + (f" --revision {ref.revision}" if ref.revision else ""),
+            + (f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""),
         )
 
     def cached_headers(names: tuple[str, ...]) -> list[SafetensorsHeader] | None:
