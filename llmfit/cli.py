@@ -16,7 +16,6 @@ import click
 
 from llmfit import __version__
 from llmfit.errors import (
-    EXIT_BROKEN_PIPE,
     EXIT_FITS,
     EXIT_INTERNAL,
     EXIT_NOTHING_FITS,
@@ -438,11 +437,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
-    except BrokenPipeError:
-        # Python would report the pipe again as it flushes stdout at exit: point it at nothing.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(EXIT_BROKEN_PIPE)
     except Exception as e:
         if debug:
             import traceback

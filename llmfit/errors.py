@@ -21,9 +21,6 @@ EXIT_REVISION_NOT_FOUND = 8
 EXIT_TIMEOUT = 9
 # Not the input's doing: a bug in llmfit. The CLI's last net turns it into one sentence.
 EXIT_INTERNAL = 10
-# stdout closed before llmfit finished writing (`llmfit … | head`): 128 + SIGPIPE, as a shell
-# reports a process that signal ended.
-EXIT_BROKEN_PIPE = 141
 
 
 class LlmfitError(Exception):

@@ -149,6 +149,7 @@ class HubServer:
         self.slow_seconds: float = 5.0
         self.trickle_seconds: float = 0.2
         self.bomb_bytes = 256 << 20
+        self.bomb_encoding = "gzip"  # what the bomb's Content-Encoding says it is
         self.wrong_json: object = ["not", "a", "repository"]
         self.bad_commit: object = "../../../../outside"
         self.ignore_range = False  # answer a Range request with the whole file, as some proxies do
@@ -290,7 +291,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, headers: dict[str, str], body: bytes, length: int) -> None:
         if self._mode == "gzip-bomb" and self.command == "GET" and status < 300:
             body = gzip_bomb(self.hub.bomb_bytes)
-            headers = {**headers, "Content-Encoding": "gzip"}
+            headers = {**headers, "Content-Encoding": self.hub.bomb_encoding}
             length = len(body)
         if self._mode in ("trickle", "truncate"):
             self._send_raw(status, headers, body, length)

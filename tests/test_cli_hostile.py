@@ -200,3 +200,24 @@ def test_every_exit_code_is_documented_in_the_readme():
     documented = {int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)}
     assert codes <= documented, codes - documented
     assert errors.EXIT_INTERNAL == 10
+
+
+def test_a_reader_that_goes_away_is_no_traceback(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import HUB
+
+    env = {**os.environ, "HF_HUB_CACHE": str(HUB), "HF_HUB_OFFLINE": "1"}
+    for how in ("--json", "--all"):  # printed by click, and by rich
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llmfit", "Qwen/Qwen3-8B", "--fleet", FLEET, how],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        proc.stdout.close()  # long before llmfit writes: its first write finds no reader
+        err = proc.stderr.read()
+        # click and rich both end a run whose stdout went away with 1, and say nothing.
+        assert (proc.wait(timeout=60), err) == (1, b"")

@@ -217,6 +217,20 @@ def test_a_gzip_bomb_for_config_json_stops_at_its_cap(run_online, hubserver, tmp
     assert max(written, default=0) <= MAX_CONFIG + (1 << 20)
 
 
+@pytest.mark.parametrize("coding", ["br", "zstd", "compress"])
+def test_an_encoding_not_asked_for_is_refused(run_online, hubserver, coding):
+    hubserver.mode = "gzip-bomb"
+    hubserver.fail_on = "/api/models/"
+    hubserver.bomb_bytes = 1 << 20
+    hubserver.bomb_encoding = coding
+    code, _, err = run_online(QWEN, "--fleet", FLEET)
+    assert code == 4
+    assert err.splitlines()[0] == (
+        f"llmfit: the Hub ({hubserver.url}) sent an answer llmfit cannot read for Qwen/Qwen3-8B: "
+        f"it came in the {coding!r} encoding, not one llmfit asked for."
+    )
+
+
 def test_a_config_listed_as_300_mb_is_not_downloaded(run_online, hubserver):
     repo = hubserver.repos[QWEN]
     spec = repo.files["config.json"]
