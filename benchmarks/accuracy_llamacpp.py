@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmfit.plan.artifact import GgufLayout
-from llmfit.plan.engines.llamacpp import Placement, estimate, host_inputs_bytes
+from llmfit.plan.engines.llamacpp_sizes import Placement, estimate, host_inputs_bytes
 from llmfit.plan.model import AttentionKind, LayerGroup
 
 MIB = 1 << 20

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llmfit.errors import UsageError
+from llmfit.plan.advice import Advice
+from llmfit.plan.artifact import Artifact
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.planner import Plan, PlanSettings, plan
-from llmfit.sources.repo import Repo, load_repo
+from llmfit.plan.planner import PlanSettings, plan
+from llmfit.sources.repo import load_repo
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
 
-
-@dataclass(frozen=True)
-class Advice:
-    repo: Repo
-    fleet: Fleet
-    plan: Plan
+__all__ = ["Advice", "advise"]
 
 
 def advise(
@@ -32,11 +30,63 @@ def advise(
     offline: bool | None = None,
     revision: str | None = None,
     progress: Progress | None = None,
+    keep: Callable[[Artifact], bool] | None = None,
 ) -> Advice:
+    """Read the repository and plan it on the fleet; `keep` narrows the artifacts planned (one
+    file of a GGUF repository), and the repository's model and files are read all the same."""
     repo = load_repo(repo_text, cache_dir, offline=offline, revision=revision, progress=progress)
+    if keep is not None:
+        kept = tuple(a for a in repo.artifacts if keep(a))
+        if not kept:
+            names = ", ".join(a.quant or a.name for a in repo.artifacts) or "none"
+            raise UsageError(f"{repo.id} has no file the command names (it has: {names}).")
+        repo = replace(repo, artifacts=kept)
+    if repo.source == "path" and not settings.local_paths:
+        # A local directory has no Hub tag to fetch it by: its own paths are the only names.
+        settings = replace(settings, local_paths=True)
+    if settings.vllm.draft_repo:
+        settings = _with_draft(settings, cache_dir, offline=offline, progress=progress)
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
             hint=f"llmfit {shlex.quote(repo_text)} --context 8192",
         )
-    return Advice(repo, fleet, plan(repo.model, repo.artifacts, fleet, settings))
+    planned = plan(repo.model, repo.artifacts, fleet, settings)
+    if repo.source != "path" and (not planned.options or planned.options[0].what_if):
+        # Only a what-if fits (or nothing): a quantised checkpoint already in the cache may be
+        # the better next question.
+        from llmfit.sources.cache import hub_cache_dir
+        from llmfit.sources.siblings import quantised_siblings
+
+        siblings = quantised_siblings(repo.id, cache_dir or hub_cache_dir())
+        if siblings:
+            note = (
+                f"quantised versions of {repo.id} are in the local cache: {', '.join(siblings)} "
+                "(plan one with: llmfit NAME)"
+            )
+            planned = replace(planned, notes=(*planned.notes, note))
+    return Advice(repo, fleet, planned)
+
+
+def _with_draft(
+    settings: PlanSettings,
+    cache_dir: Path | None,
+    *,
+    offline: bool | None,
+    progress: Progress | None,
+) -> PlanSettings:
+    """The speculative draft model's weights and cache read from its own repository (metadata
+    only, as the plan's own), so that each card is charged for them."""
+    from llmfit.plan.engines.vllm_memory import Speculative
+    from llmfit.plan.model import Shape
+
+    opts = settings.vllm
+    spec = opts.speculative
+    assert isinstance(spec, Speculative) and opts.draft_repo
+    draft = load_repo(opts.draft_repo, cache_dir, offline=offline, progress=progress)
+    weights = max((a.bytes for a in draft.artifacts if a.format == "safetensors"), default=0)
+    shape = Shape.of(draft.model)
+    layers = sum(g.layers for g in shape.layer_groups)
+    token = shape.kv_bytes_per_token() // max(layers, 1)
+    spec = replace(spec, draft_weight_bytes=weights, draft_layers=layers, draft_token_bytes=token)
+    return replace(settings, vllm=replace(opts, speculative=spec))

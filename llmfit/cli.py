@@ -10,7 +10,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO
 
 import click
 
@@ -22,7 +22,10 @@ from llmfit.errors import (
     LlmfitError,
     UsageError,
 )
-from llmfit.plan.settings import PRECISIONS
+from llmfit.plan.engines import keys as registered_engines
+from llmfit.plan.options import RANKINGS
+from llmfit.plan.settings import PRECISIONS, Pins
+from llmfit.render.commands import FORMATS
 from llmfit.render.safe import clean
 
 
@@ -79,7 +82,8 @@ def cli() -> None:
     """Where a Hugging Face model can run on your GPU fleet, and the command to run it.
 
     llmfit REPO plans REPO (the same as `llmfit plan REPO`; see `llmfit plan --help`);
-    `llmfit fleet` summarises a fleet and imports one from nvidia-smi or kubectl.
+    `llmfit models` lists the models that fit a fleet; `llmfit fleet` summarises a fleet and
+    imports one from nvidia-smi or kubectl.
 
     \b
     On the bundled fixtures (export HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
@@ -134,8 +138,81 @@ def cli() -> None:
     show_default=True,
     help="Offer the checkpoint as stored, the what-ifs of a 16-bit one, or only one what-if.",
 )
+@click.option("--tp", type=click.IntRange(1), help="Only layouts of this tensor-parallel size.")
+@click.option("--pp", type=click.IntRange(1), help="Only layouts of this many pipeline stages.")
+@click.option("--dp", type=click.IntRange(1), help="Only layouts of this many data-parallel ranks.")
+@click.option(
+    "--ep/--no-ep", default=None, help="Only layouts with (or without) expert parallelism."
+)
+@click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
+@click.option(
+    "--concurrency",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    callback=_finite,
+    help="Only layouts holding this many sequences of --context tokens at once.",
+)
+@click.option(
+    "--rank",
+    "rank_by",
+    type=click.Choice(RANKINGS),
+    default="cards",
+    show_default=True,
+    help="What best means: the fewest cards, or the most sequences held at once.",
+)
+@click.option(
+    "--engine",
+    "engine_keys",
+    multiple=True,
+    type=click.Choice(registered_engines()),
+    help="Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
+    "run the model (SGLang when named).",
+)
+@click.option(
+    "--vllm-version",
+    help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+)
+@click.option(
+    "--max-num-seqs", type=click.IntRange(1, 1 << 20), help="vLLM: sequences a step (passed on)."
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(1, 1 << 24),
+    help="vLLM: tokens a step (passed on).",
+)
+@click.option("--enforce-eager", is_flag=True, help="vLLM: no CUDA graphs (passed on).")
+@click.option(
+    "--enable-prefix-caching/--no-enable-prefix-caching",
+    default=None,
+    help="vLLM: prefix caching on or off (hybrid models keep more state with it).",
+)
+@click.option(
+    "--max-loras",
+    type=click.IntRange(1, 1024),
+    help="vLLM: LoRA adapter slots (--enable-lora), each of --max-lora-rank.",
+)
+@click.option(
+    "--max-lora-rank",
+    type=click.IntRange(1, 1024),
+    default=16,
+    show_default=True,
+    help="vLLM: the rank of each LoRA slot.",
+)
+@click.option(
+    "--speculative-config",
+    help="vLLM: speculative decoding, as JSON "
+    '(\'{"method": "mtp", "num_speculative_tokens": 1}\').',
+)
+@click.option(
+    "--limit-mm-per-prompt",
+    help="vLLM: items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
+)
 @click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
-@click.option("--all", "show_all", is_flag=True, help="Show every option, not the top ten.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Show every option and every layout considered, not the best ten.",
+)
 @click.option("--commands", "commands_only", is_flag=True, help="Print only the command lines.")
 @click.option("--explain", is_flag=True, help="Show one option's card part by part, and why.")
 @click.option("--why-not", is_flag=True, help="List the ways that were refused, and why.")
@@ -143,6 +220,19 @@ def cli() -> None:
     "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
+@click.option(
+    "--local-paths",
+    is_flag=True,
+    help="llama-server -m with this machine's file paths, not -hf REPO:QUANT.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="The launch as shell commands, `docker run` lines, or Kubernetes YAML.",
+)
 @click.option(
     "--offline",
     is_flag=True,
@@ -156,6 +246,23 @@ def plan_cmd(
     gpu_memory_utilization: float,
     kv_cache_dtype: str,
     precision: str,
+    tp: int | None,
+    pp: int | None,
+    dp: int | None,
+    ep: bool | None,
+    gpus: int | None,
+    concurrency: float | None,
+    rank_by: str,
+    engine_keys: tuple[str, ...],
+    vllm_version: str | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    enforce_eager: bool,
+    enable_prefix_caching: bool | None,
+    max_loras: int | None,
+    max_lora_rank: int,
+    speculative_config: str | None,
+    limit_mm_per_prompt: str | None,
     json_: bool,
     show_all: bool,
     commands_only: bool,
@@ -163,6 +270,8 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    local_paths: bool,
+    fmt: str,
     offline: bool,
     revision: str | None,
 ) -> None:
@@ -180,21 +289,44 @@ def plan_cmd(
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
     """
     from llmfit.advise import advise
+    from llmfit.plan.engines.vllm_options import vllm_options
     from llmfit.plan.planner import PlanSettings
-    from llmfit.render.progress import make_progress
     from llmfit.sources.fleet import resolve_fleet
     from llmfit.sources.hub import offline as is_offline
     from llmfit.sources.hub import quiet_huggingface_hub
 
     fleet = resolve_fleet(fleet_path)
+    try:
+        vllm = vllm_options(
+            version=vllm_version,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=enable_prefix_caching,
+            max_loras=max_loras or 0,
+            max_lora_rank=max_lora_rank if max_loras else 0,
+            speculative_config=speculative_config,
+            limit_mm_per_prompt=limit_mm_per_prompt,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     settings = PlanSettings(
         context=_context(context),
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,
+        pins=Pins(tp=tp, pp=pp, dp=dp, ep=ep, gpus=gpus),
+        concurrency=concurrency,
+        rank=rank_by,
+        engines=engine_keys,
+        every_layout=show_all,
+        local_paths=local_paths,
+        vllm=vllm,
     )
     progress = None
     if not is_offline(offline):
+        from llmfit.render.progress import make_progress
+
         quiet_huggingface_hub()
         progress = make_progress()
     try:
@@ -214,23 +346,221 @@ def plan_cmd(
         click.echo(render_json(advice, ray=ray))
     else:
         from llmfit.render.console import make_console
-        from llmfit.render.explain import render_explain, render_why_not
         from llmfit.render.table import render_commands, render_text
 
         console = make_console()
-        if commands_only:
+        if commands_only and not options:
+            from llmfit.render.table import nothing_to_run
+
+            for line in nothing_to_run(advice):
+                click.echo(f"llmfit: {line}", err=True)
+        elif commands_only and fmt != "shell":
+            if options:
+                from llmfit.render.deploy import render_deploy
+
+                click.echo(render_deploy(fmt, advice, options[chosen - 1], ray), nl=False)
+        elif commands_only:
             if options:
                 render_commands(advice, console, options[chosen - 1], ray)
         elif explain or why_not:
+            from llmfit.render.explain import render_explain, render_why_not
+
             if explain and options:
                 render_explain(advice, console, chosen)
             if why_not:
                 if explain:
                     console.print()
-                render_why_not(advice, console)
+                render_why_not(advice, console, every=show_all)
         else:
-            render_text(advice, console, show_all=show_all, ray=ray)
+            render_text(advice, console, show_all=show_all, ray=ray, fmt=fmt)
     sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)
+
+
+@cli.command(
+    name="check",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
+@click.option("--json", "json_", is_flag=True, help="Print the version-1 JSON document.")
+@click.option("--offline", is_flag=True, help="Use only what is cached; never touch the network.")
+@click.option(
+    "--vllm-version", help="The vLLM release the command runs on; default: the newest modelled."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="Also print the launch as `docker run` lines or Kubernetes YAML, the verdict as comments.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def check_cmd(
+    fleet_path: str | None,
+    json_: bool,
+    offline: bool,
+    vllm_version: str | None,
+    fmt: str,
+    command: tuple[str, ...],
+) -> None:
+    """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
+
+    Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
+    how many sequences it holds; flags that do not change memory are listed as not modelled.
+    Exit 0 when it fits, 1 when it does not.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      llmfit check --fleet 2xh100-80g -- vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2
+      llmfit check --fleet 8xh200-141g -- vllm serve deepseek-ai/DeepSeek-V3 -dp 8 \\
+          --enable-expert-parallel --max-model-len 32768
+      llmfit check --fleet 1xrtx4090-24g -- \\
+          llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
+      llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
+    """
+    from llmfit.check import check
+    from llmfit.render.progress import make_progress
+    from llmfit.sources.fleet import resolve_fleet
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
+
+    fleet = resolve_fleet(fleet_path)
+    progress = None
+    if not is_offline(offline):
+        quiet_huggingface_hub()
+        progress = make_progress()
+    try:
+        checked = check(
+            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version
+        )
+    finally:
+        if progress is not None:
+            progress.end()
+    if json_:
+        from llmfit.render.json import render_json
+
+        click.echo(render_json(checked.advice, limit=1))
+    else:
+        from llmfit.render.check import render_check
+        from llmfit.render.console import make_console
+
+        if fmt == "shell":
+            render_check(checked.argv, checked.request, checked.advice, make_console())
+        else:
+            # The verdict as comments, then the launch: the whole output goes to `sh` or to
+            # `kubectl apply -f -` as it stands.
+            from llmfit.render.check import check_lines
+            from llmfit.render.deploy import render_deploy
+
+            for line in check_lines(checked.argv, checked.request, checked.advice):
+                click.echo("# " + line.replace("\n", " "))
+            if checked.fits:
+                options = checked.advice.plan.options
+                click.echo(render_deploy(fmt, checked.advice, options[0]), nl=False)
+    sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)
+
+
+def _params(value: str | None) -> int | None:
+    """A parameter count: 70b, 8B, 1.5t, 235000000000."""
+    if value is None:
+        return None
+    text = value.strip().lower().replace("_", "").replace(",", "")
+    scale = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}.get(text[-1:], 1)
+    try:
+        number = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        number = math.nan
+    # float() reads "inf" and "nan", and int() of them raises what no sentence explains.
+    if not math.isfinite(number):
+        raise UsageError(f"--max-params {value!r} is not a parameter count (like 8b or 70B).")
+    n = int(number)
+    if n <= 0:
+        raise UsageError(f"--max-params {value!r} must be positive.")
+    return n
+
+
+@cli.command(name="models")
+@click.option("--fleet", "fleet_path", help="Fleet file or inline fleet (as for planning).")
+@click.option("--search", help="Ask the Hub for repositories matching this (online).")
+@click.option(
+    "--limit", type=click.IntRange(1, 1000), default=20, show_default=True,
+    help="With --search: how many repositories, most downloaded first.",
+)  # fmt: skip
+@click.option("--context", "context", help="Token pool to plan for (32768, 32k, 1m).")
+@click.option(
+    "--concurrency",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    callback=_finite,
+    help="Only layouts holding this many sequences of --context tokens at once.",
+)
+@click.option(
+    "--engine",
+    "engine_keys",
+    multiple=True,
+    type=click.Choice(registered_engines()),
+    help="Plan for this engine only (repeatable).",
+)
+@click.option("--max-params", help="Leave out models with more parameters (8b, 70B, 1.5t).")
+@click.option("--json", "json_", is_flag=True, help="Print a list of version-1 documents.")
+def models_list(
+    fleet_path: str | None,
+    search: str | None,
+    limit: int,
+    context: str | None,
+    concurrency: float | None,
+    engine_keys: tuple[str, ...],
+    max_params: str | None,
+    json_: bool,
+) -> None:
+    """Which models fit the fleet: those in the local cache, or those the Hub's search finds.
+
+    Each model is planned as `llmfit REPO` plans it and shown with its best option in one line,
+    best first; then those that do not fit, and those that could not be read.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      llmfit models --fleet examples/fleet.toml
+      llmfit models --fleet 1xrtx4090-24g --context 32k --max-params 70b
+      llmfit models --fleet examples/fleet.toml --json
+    Online:
+      llmfit models --fleet examples/fleet.toml --search qwen3 --limit 10
+    """
+    from llmfit.models import list_models
+    from llmfit.plan.planner import PlanSettings
+    from llmfit.render.progress import make_progress
+    from llmfit.sources.fleet import resolve_fleet
+    from llmfit.sources.hub import offline as is_offline
+    from llmfit.sources.hub import quiet_huggingface_hub
+
+    fleet = resolve_fleet(fleet_path)
+    settings = PlanSettings(context=_context(context), concurrency=concurrency, engines=engine_keys)
+    progress = None
+    if search is not None:
+        if is_offline():
+            raise UsageError(
+                "--search asks the Hub, but this run is offline (HF_HUB_OFFLINE).",
+                hint="llmfit models  (the models in the local cache)",
+            )
+        quiet_huggingface_hub()
+        progress = make_progress()
+    try:
+        found = list_models(
+            fleet, settings, search=search, limit=limit, max_params=_params(max_params),
+            progress=progress,
+        )  # fmt: skip
+    finally:
+        if progress is not None:
+            progress.end()
+    if json_:
+        from llmfit.render.models import render_models_json
+
+        click.echo(render_models_json(found))
+    else:
+        from llmfit.render.console import make_console
+        from llmfit.render.models import render_models
+
+        render_models(found, make_console())
+    sys.exit(EXIT_FITS if any(r.fits for r in found.results) else EXIT_NOTHING_FITS)
 
 
 class _FleetGroup(_DefaultGroup):
@@ -263,7 +593,7 @@ def fleet_group() -> None:
 @click.option("--json", "json_", is_flag=True, help="Print the summary as a JSON document.")
 def fleet_show(fleet: str | None, json_: bool) -> None:
     """Summarise FLEET (a fleet file or an inline fleet; default as for planning)."""
-    from llmfit.plan.fleet import summarize
+    from llmfit.plan.fleet_summary import summarize
     from llmfit.render.fleet import render_summary, render_summary_json
     from llmfit.sources.fleet import resolve_fleet
 
@@ -293,9 +623,7 @@ def _write(text: str, output: Path | None, count: int) -> None:
     except OSError as e:
         if tmp is not None:
             Path(tmp).unlink(missing_ok=True)
-        raise UsageError(
-            f"-o {output}: cannot write the fleet file there ({e.strerror or e})."
-        ) from None
+        raise UsageError(f"-o {output}: cannot be written ({e.strerror or e}).") from None
     click.echo(f"wrote {count} node{'s' if count != 1 else ''} to {output}", err=True)
 
 
@@ -305,21 +633,19 @@ _output = click.option(
 
 
 @fleet_import.command(name="nvidia-smi")
-@click.argument("csv_file", type=click.File("r", encoding="utf-8"))
+@click.argument("csv_file", type=click.File("rb"))
 @click.option(
-    "-L", "--list", "list_file", type=click.File("r", encoding="utf-8"),
+    "-L", "--list", "list_file", type=click.File("rb"),
     help="Output of nvidia-smi -L from the same node, for its MIG instances.",
 )  # fmt: skip
 @click.option("--query-gpu", help="The fields a CSV without a header row was made with.")
 @click.option("--name", help="The node's name; default: the file's name.")
 @click.option("--fabric", default="", help="The fabric the node is on.")
-@click.option(
-    "--ram-gb", type=click.FloatRange(0), callback=_finite, default=0, help="The node's RAM in GB."
-)
+@click.option("--ram-gb", type=click.FloatRange(0), default=0, help="The node's RAM in GB.")
 @_output
 def fleet_import_nvidia_smi(
-    csv_file: TextIO,
-    list_file: TextIO | None,
+    csv_file: BinaryIO,
+    list_file: BinaryIO | None,
     query_gpu: str | None,
     name: str | None,
     fabric: str,
@@ -334,8 +660,7 @@ def fleet_import_nvidia_smi(
       nvidia-smi -L > gpus.txt
       llmfit fleet import nvidia-smi gpus.csv -L gpus.txt --name gpu-1 --ram-gb 1024
     """
-    from llmfit.plan.fleet import GIB
-    from llmfit.sources.fleet_import import fleet_toml, import_nvidia_smi
+    from llmfit.sources.fleet_import import fleet_toml, import_nvidia_smi, ram_flag
 
     source = csv_file.name
     node_name = name or (Path(source).stem if source != "<stdin>" else "node1")
@@ -346,17 +671,19 @@ def fleet_import_nvidia_smi(
         query=query_gpu,
         listing=list_file.read() if list_file else None,
         fabric=fabric,
-        ram_bytes=int(ram_gb * GIB),
+        ram_bytes=ram_flag(ram_gb),
     )
     header = f"written by llmfit fleet import nvidia-smi from {source}"
     _write(fleet_toml((node,), header), output, 1)
 
 
 @fleet_import.command(name="kubectl")
-@click.argument("json_file", type=click.File("r", encoding="utf-8"))
+@click.argument("json_file", type=click.File("rb"))
 @click.option("--fabric-label", help="The node label that names each node's fabric.")
 @_output
-def fleet_import_kubectl(json_file: TextIO, fabric_label: str | None, output: Path | None) -> None:
+def fleet_import_kubectl(
+    json_file: BinaryIO, fabric_label: str | None, output: Path | None
+) -> None:
     """A fleet file from `kubectl get nodes -o json` (GPU Feature Discovery labels).
 
     \b

@@ -96,7 +96,7 @@ def test_a_bad_inline_fleet_is_a_usage_error(run):
 def test_plan_with_an_inline_fleet(run):
     code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--context", "4096")
     assert code == 0
-    assert "fleet: inline: 8xh100-80g · 1 nodes · 8 GPUs" in out.splitlines()
+    assert "fleet: inline: 8xh100-80g · 1 node · 8 GPUs" in out.splitlines()
     assert "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1" in out
 
 

@@ -27,9 +27,13 @@ def test_each_quant_file_has_its_options(run):
     for o in doc["options"]:
         assert o["engine"] == "llama.cpp"
         by_file.setdefault(o["artifact"], []).append(o["label"])
-    # One card of each class, and the CPU, for every file.
+    # One card of each class, and the CPU, for every file; and, since it fits one card, a server
+    # a card filling each node (the l40s box has three healthy cards, the h100 nodes four free
+    # of eight: a node's healthy cards count, busy or not).
     labels = ["1 × h200-141g", "1 × a100-80g", "1 × h100-80g", "1 × l40s-48g",
-              "1 × a100-80g-mig-3g.40gb", "CPU"]  # fmt: skip
+              "1 × a100-80g-mig-3g.40gb", "CPU", "8 × h200-141g (a server each)",
+              "6 × a100-80g (a server each)", "8 × h100-80g (a server each)",
+              "3 × l40s-48g (a server each)"]  # fmt: skip
     assert {k: sorted(v) for k, v in by_file.items()} == {
         a["name"]: sorted(labels) for a in doc["artifacts"]
     }
@@ -37,19 +41,31 @@ def test_each_quant_file_has_its_options(run):
     assert doc["options"][0]["artifact"] == "Q8_0/Tiny-Llama-Q8_0.gguf"
     cpu = [o["artifact"] for o in doc["options"] if o["cpu"]]
     assert cpu[0] == "Tiny-Llama-Q6_K.gguf"
+    # By its Hub tag, which works on whichever node runs it (llama.cpp fetches both parts).
+    assert doc["options"][0]["commands"][0]["argv"] == [
+        "llama-server", "-hf", "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "--ctx-size", "4096",
+        "--n-gpu-layers", "5", "--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080",
+    ]  # fmt: skip
+
+
+def test_local_paths_name_this_machines_file(run):
+    code, out, err = run(REPO, "--fleet", FLEET, "--context", "4096", "--json", "--local-paths")
+    assert code == 0, err
     (snap,) = SNAP.iterdir()
     first = snap / "Q8_0" / "Tiny-Llama-Q8_0-00001-of-00002.gguf"
-    assert doc["options"][0]["commands"][0]["argv"] == [
-        "llama-server", "-m", str(first), "--ctx-size", "4096", "--n-gpu-layers", "5",
-        "--flash-attn", "on", "--host", "0.0.0.0", "--port", "8080",
+    assert json.loads(out)["options"][0]["commands"][0]["argv"][:3] == [
+        "llama-server", "-m", str(first),
     ]  # fmt: skip
 
 
 def test_text_output_prints_the_best_command(run):
     code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096")
     assert code == 0
-    assert "Best: 1 × h200-141g, Q8_0, 0.5 GB a card (125.5 free)" in out
-    assert any(line.startswith("llama-server -m ") for line in out.splitlines())
+    assert "Best: 1 × h200-141g, Q8_0, 0.5 GiB a card (125.5 free)" in out
+    assert (
+        "llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 --ctx-size 4096 --n-gpu-layers 5 "
+        "--flash-attn on --host 0.0.0.0 --port 8080" in out.splitlines()
+    )
 
 
 def test_a_corrupt_gguf_is_one_sentence_and_exit_3(run, tmp_path):

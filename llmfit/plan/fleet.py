@@ -10,26 +10,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from llmfit.plan import cards
+
 GIB = 1 << 30
 MIB = 1 << 20
 
 # What CUDA reports as a card's total memory (torch.cuda.mem_get_info, vLLM's total_gpu_memory),
-# for the classes people name most. Sources are in fixtures/fleet/gpu-memory-totals.md: deviceQuery
-# totalGlobalMem where published, else the nvidia-smi framebuffer size less its reserve.
-REPORTED_TOTALS: dict[str, int] = {
-    "h100-80g": 85_045_477_376,  # deviceQuery, H100 80GB HBM3; vLLM prints 79.18-79.22 GiB
-    "h100-94g": 99_861_594_112,  # deviceQuery, H100 NVL
-    "h200-141g": (143_771 - 454) * MIB,  # nvidia-smi 143771 MiB less the 454 MiB H100 reserve
-    "a100-80g": 85_100_068_864,  # deviceQuery, A100-SXM4-80GB
-    "a100-40g": 42_298_834_944,  # deviceQuery, A100-SXM4-40GB
-    "l40s-48g": 47_803_596_800,  # deviceQuery, L40S
-    "l4-24g": 23_570_219_008,  # deviceQuery, L4
-    "a10-24g": int(22.18 * GIB),  # PyTorch "total capacity" 22.18 GiB
-    "rtx4090-24g": 25_386_352_640,  # deviceQuery, RTX 4090
-    "rtx3090-24g": 25_327_697_920,  # deviceQuery, RTX 3090
-    "rtx5090-32g": 33_677_180_928,  # deviceQuery, RTX 5090
-    "b200-180g": int(178.35 * GIB),  # CUDA device properties, 178.35 GiB
-}
+# and every other figure about a card, is in the card table (plan/cards.py), with its source;
+# REPORTED_TOTALS is kept here under its old name for the importers.
+REPORTED_TOTALS = cards.REPORTED_TOTALS
 
 _MIG = re.compile(r"-mig-((\d+)g\.(\d+)gb)$")
 
@@ -81,20 +70,41 @@ def is_mig(gpu_class: str) -> bool:
 def memory_from_class(gpu_class: str) -> int | None:
     """Card (or MIG instance) memory in bytes, read from its class label; None if unreadable.
 
-    `h100-80g` → the H100's reported total; an unknown `x-48g` → 48 GiB; a MIG instance
-    `a100-80g-mig-3g.40gb` → 40 GiB, the instance's share and not the card's.
+    `h100-80g` → the H100's reported total; a class in the card table → the memory the table
+    gives it (what the driver reports, or for a class never measured 0.98 of the decimal GB it is
+    sold as; an Apple class: the share Metal lets a process use); an unknown `x-48g` → 48 GiB; a
+    MIG instance `a100-80g-mig-3g.40gb` → what the instance holds, not the card.
     """
     label = gpu_class.strip().lower()
     m = _MIG.search(label)
     if m:
         profile, named = m.group(1), int(m.group(3))
         return MIG_TOTALS.get(profile, int(named * GIB * MIG_UNKNOWN_SHARE))
-    if label in REPORTED_TOTALS:
-        return REPORTED_TOTALS[label]
+    card = cards.BY_KEY.get(label)
+    if card is not None:
+        return card.memory_bytes
     m = _CARD.search(label)
     if m:
         return int(m.group(1)) * GIB
     return None
+
+
+def memory_source(card: object) -> str:
+    """Where a card's memory figure comes from, in words: "as CUDA reports it" for a class whose
+    reported total is known and unchanged, else what the plan had to go on."""
+    gpu_class = getattr(card, "gpu_class", "")
+    total = getattr(card, "total_bytes", 0)
+    if is_mig(gpu_class):
+        return (
+            "as nvidia-smi gives the instance"
+            if memory_from_class(gpu_class) == total
+            else ("as the fleet file gives it")
+        )
+    if REPORTED_TOTALS.get(gpu_class) == total:
+        return "as CUDA reports it"
+    if memory_from_class(gpu_class) == total:
+        return "read from its label"
+    return "as the fleet file gives it"
 
 
 @dataclass(frozen=True)
@@ -115,7 +125,8 @@ class PoolKind:
 
 @dataclass(frozen=True)
 class PoolNode:
-    """One node of the fleet."""
+    """One node of the fleet, or `count` identical nodes (a [[pool]]): a pool of a million nodes
+    is one object, and its nodes' ids are made only when a plan names them."""
 
     id: str
     kinds: tuple[PoolKind, ...] = ()
@@ -123,22 +134,64 @@ class PoolNode:
     fabric: str = ""
     ram_bytes: int = 0
     free_ram_bytes: int = 0
+    # Identical nodes this one stands for (a pool is kept as a count, never one object a node).
+    count: int = 1
+    # 0: one node, named `id`. Else the nodes are named `id-first` … `id-(first + count - 1)`.
+    first: int = 0
+    # Node labels a scheduler selects the node by (GPU Feature Discovery's nvidia.com/gpu.product,
+    # from `llmfit fleet import kubectl`), as (key, value) pairs; a Kubernetes nodeSelector reads
+    # them.
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_cpu(self) -> bool:
         return not self.kinds
 
+    def node_id(self, i: int) -> str:
+        """The id of the i-th (0-based) of the nodes this entry stands for."""
+        return node_id(self.id, self.first, i)
+
+    def node_ids(self, k: int | None = None) -> tuple[str, ...]:
+        """The ids of the first k of its nodes (all of them when k is None)."""
+        return node_ids(self.id, self.first, self.count, k)
+
+
+def node_id(stem: str, first: int, i: int) -> str:
+    """The i-th (0-based) id of nodes named from `stem`; first == 0 is one node named `stem`."""
+    return f"{stem}-{first + i}" if first else stem
+
+
+def node_ids(stem: str, first: int, count: int, k: int | None = None) -> tuple[str, ...]:
+    n = count if k is None else min(k, count)
+    return tuple(node_id(stem, first, i) for i in range(n))
+
 
 @dataclass(frozen=True)
 class Fleet:
+    """The nodes a plan may use, where they were described, and what reading them noticed."""
+
     nodes: tuple[PoolNode, ...]
     # Where it came from, for the user and the JSON: a path, "inline", or "this machine".
     source: str = ""
     notes: tuple[str, ...] = field(default=())
 
     @property
+    def node_count(self) -> int:
+        """Nodes, each of a pool's counted (len(nodes) counts a pool once)."""
+        return sum(n.count for n in self.nodes)
+
+    @property
     def gpus(self) -> int:
-        return sum(k.healthy for n in self.nodes for k in n.kinds)
+        return sum(k.healthy * n.count for n in self.nodes for k in n.kinds)
+
+    def node_ids(self, k: int | None = None) -> tuple[str, ...]:
+        """The ids of the fleet's first k nodes (all when k is None), pools expanded in order."""
+        out: list[str] = []
+        for n in self.nodes:
+            if k is not None and len(out) >= k:
+                break
+            out += n.node_ids(None if k is None else k - len(out))
+        return tuple(out)
 
 
 # Sizes cards are sold as, in GB. A product name that states no size ("NVIDIA L40S") is named by
@@ -154,6 +207,7 @@ _NOISE = {
     "sxm5", "pcie", "nvl", "workstation", "edition", "server", "gddr6", "gddr6x", "gddr7",
 }  # fmt: skip
 _SIZE_WORD = re.compile(r"^(\d+)gb?$")
+_NOT_IN_CLASS = re.compile(r"[^a-z0-9.]")
 
 
 def marketed_gb(total_bytes: int) -> int:
@@ -180,136 +234,17 @@ def class_from_product(product: str, total_bytes: int | None = None) -> str:
         if m:
             size = int(m.group(1))
         elif w not in _NOISE:
-            kept.append(w.replace("(", "").replace(")", ""))
+            # Only what a class label may hold: a product name is anyone's text (a hostile
+            # kubectl label, an odd driver), and the class reaches the terminal and the commands.
+            kept.append(_NOT_IN_CLASS.sub("", w))
     if total_bytes and (size is None or not size * 0.9 <= total_bytes / GIB <= size * 1.02):
         # No size in the name, or one that is not the card's: "NVIDIA GH200 480GB" counts the
         # CPU's memory too, while the GPU reports 96 GB (gpu-memory-totals.md).
         size = marketed_gb(total_bytes)
-    slug = "".join(kept) or "gpu"
+    slug = "".join(kept).strip(".")[:48] or "gpu"
     return f"{slug}-{size}g" if size else slug
 
 
 def mig_class(card_class: str, profile: str) -> str:
     """The class of a MIG instance: the card's class and the profile ("a100-80g-mig-1g.20gb")."""
     return f"{card_class}-mig-{profile.strip().lower()}"
-
-
-# The fleet at a glance (`llmfit fleet`): what each class has, used, free and broken, and what
-# each fabric could give a replica that spans nodes.
-
-
-@dataclass(frozen=True)
-class ClassUsage:
-    """One GPU class across the fleet. used + free + unhealthy == gpus."""
-
-    gpu_class: str
-    card_bytes: int
-    nodes: int
-    gpus: int
-    used: int
-    free: int
-    unhealthy: int
-
-    @property
-    def mig(self) -> bool:
-        return is_mig(self.gpu_class)
-
-
-@dataclass(frozen=True)
-class FabricClass:
-    """Whole cards of one class on one fabric: how many nodes, how many have every card free
-    (what a replica spanning nodes needs), and the most cards a node of them has."""
-
-    fabric: str
-    gpu_class: str
-    nodes: int
-    free_nodes: int
-    gpus_per_node: int
-
-
-@dataclass(frozen=True)
-class FleetSummary:
-    source: str
-    nodes: int
-    gpu_nodes: int
-    cpu_nodes: int
-    classes: tuple[ClassUsage, ...]
-    fabrics: tuple[FabricClass, ...]
-    ram_bytes: int
-    free_ram_bytes: int
-    cpu_ram_bytes: int
-    cpu_free_ram_bytes: int
-    notes: tuple[str, ...] = ()
-
-    @property
-    def gpus(self) -> int:
-        return sum(c.gpus for c in self.classes)
-
-    @property
-    def used(self) -> int:
-        return sum(c.used for c in self.classes)
-
-    @property
-    def free(self) -> int:
-        return sum(c.free for c in self.classes)
-
-    @property
-    def unhealthy(self) -> int:
-        return sum(c.unhealthy for c in self.classes)
-
-
-def summarize(fleet: Fleet) -> FleetSummary:
-    """Count the fleet by class and by fabric, in one pass over its nodes.
-
-    A card is unhealthy, free, or used (the healthy cards that are not free); unhealthy cards are
-    neither used nor free. A node is a free whole node of a class when every card of that class
-    on it is free: none in use and none broken, so a replica as wide as the node can land. MIG
-    classes are left out of the fabric counts: an instance never joins others, on its node or
-    across a fabric.
-    """
-    classes: dict[tuple[str, int], list[int]] = {}
-    fabrics: dict[tuple[str, str], list[int]] = {}
-    gpu_nodes = cpu_nodes = ram = free_ram = cpu_ram = cpu_free = 0
-    for node in fleet.nodes:
-        ram += node.ram_bytes
-        free_ram += node.free_ram_bytes
-        if node.is_cpu:
-            cpu_nodes += 1
-            cpu_ram += node.ram_bytes
-            cpu_free += node.free_ram_bytes
-            continue
-        gpu_nodes += 1
-        for k in node.kinds:
-            free = min(k.free_gpus, k.healthy)
-            c = classes.setdefault((k.gpu_class, k.card_bytes), [0, 0, 0, 0])
-            c[0] += 1
-            c[1] += k.gpus
-            c[2] += free
-            c[3] += k.unhealthy_gpus
-            if is_mig(k.gpu_class):
-                continue
-            f = fabrics.setdefault((node.fabric, k.gpu_class), [0, 0, 0])
-            f[0] += 1
-            f[1] += k.gpus > 0 and k.unhealthy_gpus == 0 and free == k.gpus
-            f[2] = max(f[2], k.gpus)
-    return FleetSummary(
-        source=fleet.source,
-        nodes=len(fleet.nodes),
-        gpu_nodes=gpu_nodes,
-        cpu_nodes=cpu_nodes,
-        classes=tuple(
-            ClassUsage(cls, card, n, gpus, gpus - free - bad, free, bad)
-            for (cls, card), (n, gpus, free, bad) in sorted(classes.items())
-        ),
-        fabrics=tuple(
-            FabricClass(fab, cls, n, free, width)
-            for (fab, cls), (n, free, width) in sorted(
-                fabrics.items(), key=lambda kv: (kv[0][0] == "", kv[0])
-            )
-        ),
-        ram_bytes=ram,
-        free_ram_bytes=free_ram,
-        cpu_ram_bytes=cpu_ram,
-        cpu_free_ram_bytes=cpu_free,
-        notes=fleet.notes,
-    )

@@ -7,7 +7,7 @@ is the one the hardware will agree with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 
@@ -74,6 +74,22 @@ class SplitRule:
     experts: bool = False
 
 
+@dataclass(frozen=True)
+class ParamSplit:
+    """Where a network's parameters are, as config.json describes them: what spreads a
+    checkpoint's bytes over its parts when the tensors' own sizes are not at hand."""
+
+    # The input embedding (vocabulary × hidden).
+    embed: int
+    # The output layer: the final norm, and the head unless tied to the embedding.
+    output: int
+    # Each repeating layer, routed experts included, in layer order.
+    layers: tuple[int, ...]
+    # Of each layer, its routed experts.
+    experts: tuple[int, ...]
+    tied_embeddings: bool
+
+
 # Bytes per element of the dtypes that checkpoints are stored in and KV caches are kept in.
 DTYPE_BYTES: dict[str, float] = {
     "float32": 4,
@@ -93,6 +109,69 @@ DTYPE_SHORT: dict[str, str] = {
     "float8_e5m2": "fp8",
     "fp8": "fp8",
 }
+
+
+@dataclass(frozen=True)
+class MambaShape:
+    """The state a Mamba or linear-attention layer keeps, as vLLM sizes it
+    (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator)."""
+
+    # "mamba2", "mamba1" or "gated_delta_net".
+    kind: str
+    conv_kernel: int
+    # mamba2: heads × head_dim is the inner size; n_groups share B and C.
+    heads: int = 0
+    head_dim: int = 0
+    state_size: int = 0
+    n_groups: int = 1
+    # mamba1: the inner size (expand × hidden).
+    inner: int = 0
+    # gated_delta_net: key and value heads and their sizes.
+    k_heads: int = 0
+    k_head_dim: int = 0
+    v_heads: int = 0
+    v_head_dim: int = 0
+    # The Mamba-2 kernels' chunk size (config chunk_size / mamba_chunk_size).
+    chunk_size: int = 0
+    # --mamba-ssm-cache-dtype as the config states it (Nemotron-H may); None when it does not.
+    ssm_dtype: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """Sizes of the network's parts that decide what vLLM holds beside the KV cache: the
+    weights a rank loads, the activation of its profile run, the adapters and the draft."""
+
+    # The kind of each layer in order ("full", "sliding", "chunked", "mla", "mamba2",
+    # "mamba1", "gated_delta_net", "" for a layer that caches nothing): pipeline stages take
+    # consecutive layers, and vLLM's groups take layers in this order.
+    layer_kinds: tuple[str, ...] = ()
+    tied_embeddings: bool = False
+    intermediate_size: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    # Leading layers with a dense MLP in a MoE (DeepSeek first_k_dense_replace).
+    dense_layers: int = 0
+    # MLA (DeepSeek): the low-rank projections.
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
+    # Multi-token-prediction layers the checkpoint carries beside the model's own
+    # (DeepSeek-V3 num_nextn_predict_layers; Qwen3-Next's mtp.*): vLLM skips them unless
+    # speculative decoding runs them.
+    mtp_layers: int = 0
+    # Rotary embedding: dimensions rotated a head, and how many distinct caches vLLM builds
+    # (Gemma 3: a local and a global one).
+    rotary_dim: int = 0
+    rope_caches: int = 1
+    mamba: MambaShape | None = None
+    # A multimodal checkpoint's vision tower and projector, in parameters (0 for text models),
+    # and what one image costs: the tokens it becomes and the encoder's hidden size.
+    vision_params: int = 0
+    vision_hidden: int = 0
+    mm_tokens_per_item: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,6 +206,16 @@ class Model:
     split_rules: tuple[SplitRule, ...] = ()
     # "generate", or what a model that does not generate is for ("embed", "classify").
     task: str = "generate"
+    # Where its parameters are, part by part; None when the config does not say enough.
+    param_split: ParamSplit | None = None
+    # The config names code of its own (auto_map): engines load it only when trusted to.
+    custom_code: bool = False
+    # What vLLM's memory model needs besides (llmfit/plan/engines/vllm_memory.py); each has a
+    # default so that a Model built without them (GGUF headers, tests) still plans.
+    shapes: ModelShapes | None = None
+    # The vision encoder a model that reads pictures carries, as (layers, hidden size); None for
+    # a text-only model. SGLang lowers its static share by the encoder's size.
+    vision_tower: tuple[int, int] | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -181,6 +270,16 @@ class Shape:
     @property
     def layers(self) -> int:
         return self.num_layers or sum(g.layers for g in self.layer_groups)
+
+    def stage(self, layers: int) -> Shape:
+        """The shape of a pipeline stage holding `layers` of the model's layers: each kind of
+        layer in its proportion, rounded up (exact where all layers are alike), so a stage's
+        cache is never counted short."""
+        total = self.layers
+        if layers >= total or total <= 0:
+            return self
+        groups = tuple(replace(g, layers=-(-g.layers * layers // total)) for g in self.layer_groups)
+        return replace(self, layer_groups=groups, num_layers=layers)
 
     def kv_bytes_per_token(self, tp: int = 1, pp: int = 1) -> int:
         """Bytes one more token of context costs one card of a tp × pp replica.

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.layout import Card, Layout
+from llmfit.plan.speed import Speed
 
 
 @dataclass(frozen=True)
@@ -22,54 +24,89 @@ class PerCard:
 
 @dataclass(frozen=True)
 class Option:
+    """One way to run one artifact: an engine, a layout on cards of one class (or a CPU), what
+    the fullest card holds, and the engine's own launch part (its flags, typed per engine)."""
+
     artifact: Artifact
-    engine: str  # "vllm" or "llama.cpp"
+    engine: str  # the engine's registry key
+    layout: Layout
+    # The card it stands on; None for a CPU option.
+    card: Card | None
+    # The fullest card (for a CPU option, the host's RAM), part by part.
     per_card: PerCard
     # What a card (or, for CPU, the node's RAM) offers the plan: its share, not its total.
     have: int
-    cpu: bool = False
-    gpu_class: str | None = None
+    # The engine's launch part (a VllmLaunch, a LlamaCppLaunch, …): what its command is made of.
+    launch: object = None
     fabric: str | None = None
-    gpus_per_node: int = 0
-    nodes: int = 1
-    tp: int = 1
-    pp: int = 1
-    expert_parallel: bool = False
     # How many nodes could run it at all, and whether one (or enough, together) could right now.
     hosts: int = 0
     free_now: bool = False
     bits_per_weight: float | None = None
-    # The token pool it was checked against, the largest it could hold, and how many sequences of
-    # `context` tokens its KV budget holds at once.
+    # The token pool it was checked against, the largest one sequence could hold, and how many
+    # sequences of `context` tokens its KV budget holds at once, over all its ranks and replicas.
     context: int = 0
     max_context: int = 0
     concurrency: float = 0.0
     # The nodes a multi-node launch would use, head first.
     node_ids: tuple[str, ...] = ()
-    gpu_memory_utilization: float = 0.90
-    # The KV cache dtype to pass to the engine (vLLM's name, "fp8"); None leaves it at auto.
-    kv_cache_dtype: str | None = None
+    # The share of each card the plan counts on (vLLM's --gpu-memory-utilization).
+    share: float = 0.90
     # A what-if: what an engine flag would make of the checkpoint ("fp8 weights"), with the flags
     # that make it so; None for the artifact as stored.
     what_if: str | None = None
     engine_flags: tuple[str, ...] = ()
     # How many things the what-if changes (weights, cache): fewer changes rank first.
     changes: int = 0
-    # The formula's inputs, kept so that an explanation reads them rather than recomputing:
-    # KV bytes one token costs one card, and the batch vLLM profiles its working memory with.
+    # KV bytes one more token of context costs the fullest card, and the tokens of context its
+    # KV pool holds (a rank's, as the engine logs it: vLLM's "GPU KV cache size: N tokens",
+    # llama.cpp's --ctx-size cells).
     kv_per_token: int = 0
-    batched_tokens: int = 0
-    # llama.cpp: --n-gpu-layers (n_layer + 1 is every layer and the output layer), the equal
-    # --tensor-split across the cards (empty on one card), --n-cpu-moe, and what the host's RAM
-    # holds of a part-offloaded model (weights, KV and compute kept there).
-    gpu_layers: int | None = None
-    tensor_split: tuple[int, ...] = ()
-    cpu_moe_layers: int = 0
+    kv_tokens: int = 0
+    # What the host's RAM holds of a part-offloaded model (weights, KV and compute kept there).
     host_bytes: int = 0
+    # How fast it runs (plan/speed.py); None where the card's speed is not known.
+    speed: Speed | None = None
+
+    @property
+    def cpu(self) -> bool:
+        return self.card is None
+
+    @property
+    def gpu_class(self) -> str | None:
+        return self.card.gpu_class if self.card else None
+
+    @property
+    def nodes(self) -> int:
+        return self.layout.nodes
+
+    @property
+    def gpus_per_node(self) -> int:
+        return 0 if self.cpu else self.layout.cards_per_node
 
     @property
     def gpus(self) -> int:
-        return 0 if self.cpu else self.gpus_per_node * max(self.nodes, 1)
+        return 0 if self.cpu else self.layout.cards
+
+    @property
+    def tp(self) -> int:
+        return self.layout.tp
+
+    @property
+    def pp(self) -> int:
+        return self.layout.pp
+
+    @property
+    def dp(self) -> int:
+        return self.layout.dp
+
+    @property
+    def expert_parallel(self) -> bool:
+        return self.layout.ep
+
+    @property
+    def replicas(self) -> int:
+        return self.layout.replicas
 
     @property
     def room(self) -> int:
@@ -91,6 +128,10 @@ class Rejection:
     # too long (0 when even the weights do not fit).
     max_context: int = 0
     what_if: str | None = None
+    # "" for a refusal; "dominated" for a layout that fits but that another shown one beats.
+    kind: str = ""
+    # The class of cards it was tried on (None: a CPU, or no card in particular).
+    gpu_class: str | None = None
 
 
 # The precision past which a bigger file is not a better model worth its memory: eight bits keep
@@ -109,20 +150,33 @@ def quality(o: Option) -> float:
     return bits if bits <= limit else limit - (bits - limit) * 0.25
 
 
-def rank_key(o: Option) -> tuple:
+RANKINGS = ("cards", "concurrency", "speed")
+
+
+def rank_key(o: Option, by: str = "cards") -> tuple:
     """Best first by what the hardware is, not what it is doing.
 
     On a GPU before the CPU; the fewest cards, then nodes; then the better precision, up to eight
-    bits. Whether it could run now only breaks a tie, then the most room left. Busy is not unfit:
-    ranking free first made every file come out on the CPU on a cluster whose one card was in use,
-    turning down the very file the card was there for.
+    bits. Whether it could run now only breaks a tie, then the most sequences held, then the most
+    room left. Busy is not unfit: ranking free first made every file come out on the CPU on a
+    cluster whose one card was in use, turning down the very file the card was there for.
 
     A what-if (the checkpoint quantised on load, a smaller KV cache) ranks first only where it
     saves cards or nodes: on the same hardware the checkpoint as its authors shipped it comes
     first, since the what-if buys nothing there but a changed model.
+
+    `by="concurrency"` puts the most sequences held first, `by="speed"` the fastest decode of
+    one sequence (options whose speed is not known last), then the same order.
     """
-    return (o.cpu, o.gpus, o.nodes, o.changes, -quality(o), not o.free_now, -o.room)
+    key = (
+        o.cpu, o.gpus, o.nodes, o.changes, -quality(o), not o.free_now, -o.concurrency, -o.room
+    )  # fmt: skip
+    if by == "concurrency":
+        return (o.cpu, -o.concurrency, *key[1:])
+    if by == "speed":
+        return (o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
+    return key
 
 
-def rank(options: list[Option]) -> list[Option]:
-    return sorted(options, key=rank_key)
+def rank(options: list[Option], by: str = "cards") -> list[Option]:
+    return sorted(options, key=lambda o: rank_key(o, by))

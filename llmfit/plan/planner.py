@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import vllm
+from llmfit.plan.engines import Job, engines, planned
+from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, PlanSettings
-from llmfit.plan.ways_llamacpp import llamacpp_ways
-from llmfit.plan.ways_vllm import vllm_ways
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -58,24 +57,26 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     options: list[Option] = []
     rejected: list[Rejection] = []
     unplaced: list[Unplaced] = []
+    engine_notes: list[str] = []
     for art in artifacts:
-        if art.format == "safetensors":
-            found = vllm_ways(art, model, shape, pools, context, settings, rejected)
-            if any(n.is_cpu for n in fleet.nodes):
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        "vllm",
-                        "CPU nodes",
-                        "safetensors weights are planned for vLLM on GPUs; a CPU node runs "
-                        "GGUF files with llama.cpp",
-                    )
-                )
-        elif art.layout is not None:
-            found = llamacpp_ways(art, model, fleet, pools, context, settings, rejected)
-        else:
-            found = []
-            rejected.append(Rejection(art.name, "llama.cpp", "any", "its header was not read"))
+        found: list[Option] = []
+        runs = False
+        for e in engines():
+            if not planned(e.key, settings.engines):
+                continue
+            if not e.runs(art):
+                continue
+            runs = True
+            job = Job(art, model, shape, fleet, tuple(pools), context, settings)
+            result = e.plan(job)
+            found += result.options
+            rejected += result.rejected
+            engine_notes += [n for n in result.notes if n not in engine_notes]
+        if not runs:
+            asked = ", ".join(settings.engines) or "any engine"
+            rejected.append(Rejection(art.name, asked, "any", f"{asked} cannot run {art.format}"))
+        if settings.context is None and not any(o.what_if is None for o in found):
+            found += _shorter(model, art, fleet, settings, rejected)
         if found:
             options.extend(found)
         else:
@@ -83,22 +84,61 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     return Plan(
         model=model,
         context=context,
-        options=tuple(rank(options)),
+        options=tuple(rank(options, settings.rank)),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
-        notes=model.notes + fleet.notes + _context_notes(model, context),
+        notes=(
+            model.notes
+            + fleet.notes
+            + _context_notes(model, context, settings.engines)
+            + tuple(engine_notes)
+        ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=vllm.attention_charges(shape, context),
     )
 
 
-def _context_notes(model: Model, context: int) -> tuple[str, ...]:
-    if model.max_context and context > model.max_context:
-        return (
-            f"a context of {context:,} is past the {model.max_context:,} the model was trained "
-            "for: vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set",
-        )
-    return ()
+# The what-if of a checkpoint served as shipped, but at a shorter context than it was trained for.
+SHORTER = "shorter context"
+
+
+def _shorter(
+    model: Model, art: Artifact, fleet: Fleet, settings: PlanSettings, rejected: list[Rejection]
+) -> list[Option]:
+    """Where the trained context fits nowhere as the checkpoint is stored, the checkpoint as
+    stored at the longest context it holds is an option beside the what-ifs, ranked by the same
+    rules: a user offered only a quantised what-if at the full context would not see that the
+    model as shipped runs at, say, 40,000 tokens on the same card."""
+    longest = max(
+        (r.max_context for r in rejected if r.artifact == art.name and not r.what_if),
+        default=0,
+    )
+    if longest <= 0:
+        return []
+    narrower = replace(settings, context=longest, precision="stored")
+    again = plan(model, [art], fleet, narrower)
+    return [replace(o, what_if=SHORTER, changes=1) for o in again.options]
+
+
+def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[str, ...]:
+    if not (model.max_context and context > model.max_context):
+        return ()
+    # vLLM and SGLang refuse a context past the model's own unless an environment variable says
+    # otherwise; the commands set it, and the note says which and that quality is not promised.
+    switches = {
+        "vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
+        "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+    }
+    named_here = [v for k, v in switches.items() if planned(k, named)]
+    said = (
+        f"; the commands set {' and '.join(named_here)}, without which the engine refuses it"
+        if named_here
+        else ""
+    )
+    return (
+        f"a context of {context:,} is past the {model.max_context:,} the model was trained for"
+        f"{said}; answers past it may degrade",
+    )
 
 
 def _nearest(art: Artifact, rejected: list[Rejection], pools: list[ClassPool]) -> Unplaced:

@@ -1,31 +1,50 @@
-"""The fleet's GPU nodes grouped by card class and fabric, as the ways of running are tried."""
+"""The fleet's GPU nodes grouped by card class and fabric, as the layouts are tried."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmfit.plan.fleet import Fleet, is_mig
+from llmfit.plan.fleet import Fleet, PoolNode, is_mig
 
 
-@dataclass
+@dataclass(frozen=True)
 class Host:
-    node_id: str
-    fabric: str
-    gpus: int  # healthy cards of this class (one, for MIG instances)
+    """Identical nodes of one class: one node, or a pool of `count` kept as a count."""
+
+    node: PoolNode
+    gpus: int  # healthy cards of this class on each (one, for MIG instances)
     free: int
-    ram: int = 0
-    free_ram: int = 0
+
+    @property
+    def count(self) -> int:
+        return self.node.count
+
+    @property
+    def fabric(self) -> str:
+        return self.node.fabric
+
+    @property
+    def ram(self) -> int:
+        return self.node.ram_bytes
+
+    @property
+    def free_ram(self) -> int:
+        return self.node.free_ram_bytes
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClassPool:
     gpu_class: str
     card_bytes: int
-    hosts: list[Host]
+    hosts: tuple[Host, ...]
 
     @property
     def max_gpus(self) -> int:
         return max((h.gpus for h in self.hosts), default=0)
+
+    @property
+    def mig(self) -> bool:
+        return is_mig(self.gpu_class)
 
     def fabrics(self) -> dict[str, list[Host]]:
         out: dict[str, list[Host]] = {}
@@ -37,7 +56,7 @@ class ClassPool:
 def class_pools(fleet: Fleet) -> list[ClassPool]:
     """GPU nodes grouped by card class: a node with devices of several classes is in each pool,
     as the node it is for that class (its devices of that class and no others)."""
-    by: dict[tuple[str, int], ClassPool] = {}
+    by: dict[tuple[str, int], list[Host]] = {}
     for node in fleet.nodes:
         for k in node.kinds:
             if k.healthy <= 0 or k.card_bytes <= 0:
@@ -46,9 +65,34 @@ def class_pools(fleet: Fleet) -> list[ClassPool]:
             if is_mig(k.gpu_class):
                 # One instance a replica, however many the node has.
                 gpus, free = 1, min(free, 1)
-            key = (k.gpu_class, k.card_bytes)
-            pool = by.setdefault(key, ClassPool(k.gpu_class, k.card_bytes, []))
-            pool.hosts.append(
-                Host(node.id, node.fabric, gpus, free, node.ram_bytes, node.free_ram_bytes)
-            )
-    return [by[k] for k in sorted(by)]
+            by.setdefault((k.gpu_class, k.card_bytes), []).append(Host(node, gpus, free))
+    return [ClassPool(cls, card, tuple(hosts)) for (cls, card), hosts in sorted(by.items())]
+
+
+@dataclass(frozen=True)
+class Seats:
+    """Where a layout of `nodes` nodes with `per_node` cards each could land among some hosts."""
+
+    # Nodes that have the cards at all, and how many of them have them free now.
+    hosts: int
+    ready: int
+    # The nodes a launch would use, head first: free ones where enough are free.
+    node_ids: tuple[str, ...]
+
+    def free_now(self, nodes: int) -> bool:
+        return self.ready >= nodes
+
+
+def seats(hosts: list[Host] | tuple[Host, ...], per_node: int, nodes: int) -> Seats:
+    """Count, without expanding pools, the nodes with `per_node` cards (and free ones), and name
+    the first `nodes` of them a launch would use."""
+    able = [h for h in hosts if h.gpus >= per_node]
+    ready = [h for h in able if h.free >= per_node]
+    n_ready = sum(h.count for h in ready)
+    source = ready if n_ready >= nodes else able
+    ids: list[str] = []
+    for h in source:
+        if len(ids) >= nodes:
+            break
+        ids.extend(h.node.node_ids(nodes - len(ids)))
+    return Seats(sum(h.count for h in able), n_ready, tuple(ids))

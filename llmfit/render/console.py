@@ -6,10 +6,16 @@ import os
 
 from rich.console import Console
 
+# Piped with no COLUMNS, output is not wrapped: a line as long as it needs (a script or a file
+# reads it whole; a pager can wrap it).
+UNWRAPPED = 1000
+
 
 def make_console(width: int | None = None) -> Console:
-    # rich already honours NO_COLOR and drops colour when stdout is not a terminal; a fixed width
-    # when piped keeps the table from wrapping at rich's default of 80 columns.
+    """A console as wide as the terminal, or piped as wide as COLUMNS says, else unwrapped.
+
+    rich already honours NO_COLOR and drops colour when stdout is not a terminal."""
     if width is None and not os.isatty(1):
-        width = int(os.environ.get("COLUMNS", "120"))
+        columns = os.environ.get("COLUMNS", "")
+        width = int(columns) if columns.isdigit() and 20 <= int(columns) <= UNWRAPPED else UNWRAPPED
     return Console(width=width, highlight=False)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.text import Text
 
-from llmfit.advise import Advice
-from llmfit.plan.engines import llamacpp
+from llmfit.plan.advice import Advice
+from llmfit.plan.engines import engine
+from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
-from llmfit.render.sentences import describe, gb, rejection_reason, sequences
+from llmfit.render.sentences import describe, gib, rejection_reason, sequences, speed_line
 
 BAR = 30
 
@@ -19,22 +22,33 @@ def _bar(part: int, whole: int) -> str:
     return "█" * min(n, BAR) + "·" * max(BAR - n, 0)
 
 
-def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
+def longest(o: Option, trained: int | None) -> str:
+    """ "one sequence of up to 163,840 tokens (the trained context)"."""
+    capped = " (the trained context)" if trained and o.max_context >= trained else ""
+    return f"one sequence of up to {o.max_context:,} tokens{capped}"
+
+
+def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> list[str]:
     m = advice.repo.model
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
     lines = [f"Option {number}: {describe(o)}"]
-    total = round(o.have / o.gpu_memory_utilization) if o.gpu_memory_utilization else o.have
-    if not o.cpu:
+    total = round(o.have / o.share) if o.share else o.have
+    if not o.cpu and o.card is not None:
         lines.append(
-            f"  a card: {o.gpu_class}, {gb(total)} GB as CUDA reports it, of which "
-            f"{o.gpu_memory_utilization:.2f} = {gb(o.have)} GB is counted on"
+            f"  a card: {o.gpu_class}, {gib(total)} GiB {memory_source(o.card)}, of which "
+            f"{o.share:.2f} = {gib(o.have)} GiB is counted on"
         )
-    parts = _vllm_parts(advice, o) if o.engine == "vllm" else _llamacpp_parts(advice, o)
+        if o.layout.cards > 1:
+            lines.append(f"  the fullest card of {o.layout.cards} ({o.layout.short()}):")
+    told = engine(o.engine).explain(o, m)
+    parts = [(p.name, p.bytes, p.why) for p in told.parts]
     parts.append(("free", max(o.room, 0), "left of what is counted on"))
     for name, size, why in parts:
-        lines.append(f"    {name:<9}{gb(size):>7} GB  {_bar(size, o.have)}  {why}")
-    lines.append(f"    {'need':<9}{gb(c.need):>7} GB of {gb(o.have)} {unit}")
+        # A bar where there is room for it beside the words; on a narrow terminal, the words.
+        bar = f"{_bar(size, o.have)}  " if not width or width >= 120 else ""
+        lines.append(f"    {name:<9}{gib(size):>7} GiB  {bar}{why}")
+    lines.append(f"    {'need':<9}{gib(c.need):>7} GiB of {gib(o.have)} {unit}")
     if any(g.kind is AttentionKind.MLA for g in m.layer_groups):
         heads = f"an MLA latent of {m.head_dim} a layer, whole on every card"
     else:
@@ -47,101 +61,119 @@ def explain_lines(advice: Advice, o: Option, number: int) -> list[str]:
         f"  inputs: {m.layers} layers · {m.attention_heads} attention heads · {heads} · "
         f"KV {advice.plan.kv_bytes_per_token:,} B a token for the whole model"
     )
-    lines.append(f"  holds: {o.max_context:,} tokens at most · {sequences(o)}")
-    if o.engine == "vllm":
-        lines.append(
-            "  assumes: vLLM keeps KV in blocks of 16 tokens; profiles "
-            f"{o.batched_tokens:,} batched tokens (its serve default on this card); CUDA graphs "
-            "on; --gpu-memory-utilization is a share of the card's total, so other processes' "
-            "memory must fit in the rest"
-        )
-    if o.engine == "llama.cpp":
-        lines.append(
-            f"  assumes: llama-server with {llamacpp.N_SEQ} slots sharing one pool of "
-            f"--ctx-size cells, f16 KV cache, flash attention on, a {llamacpp.N_UBATCH}-token "
-            "ubatch; every value is passed explicitly so llama.cpp's --fit changes nothing"
-        )
-    if o.what_if:
+    lines.append(f"  holds: {longest(o, m.max_context)} · room for {sequences(o)}")
+    fast = speed_line(o)
+    if fast and o.speed:
+        lines.append(f"  speed: {fast}")
+        lines.append(f"  speed assumes: {'; '.join(o.speed.assumptions)}")
+    lines.append(f"  assumes: {told.assumes}")
+    if o.what_if and o.engine_flags:
         lines.append(
             f"  what-if: the checkpoint is served with {' '.join(o.engine_flags)}, which changes "
             f"it ({o.what_if}); it is not the model as its authors shipped it"
         )
+    elif o.what_if:
+        lines.append(
+            f"  what-if: the checkpoint as shipped, at {o.context:,} tokens, the longest it holds "
+            f"here, not the {m.max_context or 0:,} it was trained for"
+        )
     return lines
 
 
-Part = tuple[str, int, str]
+def _tags(what_ifs: list[str | None]) -> str:
+    """ " [as stored, fp8 KV cache]": the what-ifs a line was said for; none for as stored alone."""
+    if what_ifs == [None]:
+        return ""
+    return " [" + ", ".join("as stored" if t is None else t for t in what_ifs) + "]"
 
 
-def _vllm_parts(advice: Advice, o: Option) -> list[Part]:
-    m, c = advice.repo.model, o.per_card
-    cards = max(o.tp * o.pp, 1)
-    width = f"tensor parallel {o.tp} × pipeline {o.pp}"
-    if o.batched_tokens and m.vocab_size and m.hidden_size:
-        overhead = (
-            f"activation of {o.batched_tokens:,} batched tokens (vocabulary {m.vocab_size:,}, "
-            f"hidden {m.hidden_size:,}), non-torch memory, CUDA graphs"
-        )
-    else:
-        overhead = "2 GiB + a tenth of the card's weights"
-    return [
-        (
-            "weights",
-            c.weights,
-            f"{gb(o.artifact.bytes)} GB of {o.artifact.quant or '?'} / {cards} ({width})",
-        ),
-        ("KV cache", c.kv_cache, f"{o.context:,} tokens × {o.kv_per_token:,} B a token a card"),
-        ("overhead", c.overhead, overhead),
-    ]
+# A miss needing more than this many times what a card offers is hopeless: it is counted, not
+# listed, unless every refusal is asked for (--why-not --all).
+HOPELESS = 2.0
 
 
-def _llamacpp_parts(advice: Advice, o: Option) -> list[Part]:
-    c = o.per_card
-    layout = o.artifact.layout
-    n = layout.layers if layout else advice.repo.model.layers
-    if o.cpu:
-        where = "every layer in RAM"
-    else:
-        cards = len(o.tensor_split) or 1
-        offloaded = (
-            "every layer and the output layer"
-            if o.gpu_layers is not None and o.gpu_layers > n
-            else f"the last {o.gpu_layers} of {n} layers"
-        )
-        where = f"{offloaded}, split by count over {cards} card{'s' if cards > 1 else ''}"
-        if o.cpu_moe_layers:
-            where += f", the experts of the first {o.cpu_moe_layers} layers in RAM"
-        where += "; token_embd stays in RAM"
-    parts: list[Part] = [
-        ("weights", c.weights, f"{gb(o.artifact.bytes)} GB of {o.artifact.quant or '?'}: {where}"),
-        ("KV cache", c.kv_cache, f"{o.context:,} cells (padded to 256) of the layers it holds"),
-        ("overhead", c.overhead, "compute buffer for one ubatch, and the runtime"),
-    ]
-    if o.host_bytes and not o.cpu:
-        parts.append(("in RAM", o.host_bytes, "the host's part: its layers, their KV and compute"))
-    return parts
-
-
-def why_not_lines(advice: Advice) -> list[str]:
+def why_not_lines(advice: Advice, every: bool = False) -> list[str]:
+    """The ways refused, grouped by class of card, nearest misses first; a reason given for
+    several what-ifs is said once, with each of them named."""
     rejected = advice.plan.rejected
     if not rejected:
         return ["No way was refused."]
-    lines = ["Ways refused:"]
-    seen: set[str] = set()
+    # (class, line) → the what-ifs it was said for, in order, and how near a miss it is.
+    groups: dict[str, dict[str, list[str | None]]] = {}
+    nearness: dict[tuple[str, str], float] = {}
+    hopeless: dict[str, list[str]] = {}
+    beaten: dict[str, dict[str, list[str | None]]] = {}
+    several = len({r.artifact for r in rejected}) > 1
+    engines = len({r.engine for r in rejected}) > 1
     for r in rejected:
-        tag = f" [{r.what_if}]" if r.what_if else ""
-        line = f"  {r.artifact}{tag} · {r.engine} · {r.where}: {rejection_reason(r)}"
-        if line not in seen:
-            seen.add(line)
-            lines.append(line)
+        group = r.gpu_class or ("CPU" if r.where.startswith("CPU") else "elsewhere")
+        if engines:
+            group = f"{r.engine} on {group}"
+        if several:
+            group = f"{r.artifact}, {group}"
+        if r.kind == "dominated" and not every:
+            tags = beaten.setdefault(group, {}).setdefault(r.where, [])
+            if r.what_if not in tags:
+                tags.append(r.what_if)
+            continue
+        text = f"{r.where}: {rejection_reason(r)}"
+        ratio = r.need / r.have if r.need and r.have else 0.0
+        if ratio > HOPELESS and not every:
+            hopeless.setdefault(group, [])
+            if r.where not in hopeless[group]:
+                hopeless[group].append(r.where)
+            continue
+        tags = groups.setdefault(group, {}).setdefault(text, [])
+        if r.what_if not in tags:
+            tags.append(r.what_if)
+        nearness[(group, text)] = min(nearness.get((group, text), 9e9), ratio or 9e9)
+    lines = ["Ways refused, by class of card (nearest misses first):"]
+    order = [*groups, *(g for g in [*hopeless, *beaten] if g not in groups)]
+    for group in dict.fromkeys(order):
+        lines.append(f"  {group}:")
+        texts = groups.get(group, {})
+        for text in sorted(texts, key=lambda t: (nearness[(group, t)], list(texts).index(t))):
+            lines.append(f"    {text}{_tags(texts[text])}")
+        if group in beaten:
+            shown = ", ".join(f"{w}{_tags(t)}" for w, t in beaten[group].items())
+            lines.append(
+                "    not shown, a shown layout no worse in cards, nodes, sequences held and "
+                f"speed: {shown} (--why-not --all says which)"
+            )
+        far = hopeless.get(group)
+        if far:
+            lines.append(
+                f"    and {len(far)} more needing over {HOPELESS:g}× a card "
+                f"({', '.join(far)}; --why-not --all lists them)"
+            )
     return lines
 
 
 def render_explain(advice: Advice, console: Console, number: int) -> None:
     o = advice.plan.options[number - 1]
-    for line in explain_lines(advice, o, number):
-        console.print(Text(line), soft_wrap=True)
+    for line in explain_lines(advice, o, number, console.width):
+        print_wrapped(console, line)
 
 
-def render_why_not(advice: Advice, console: Console) -> None:
-    for line in why_not_lines(advice):
-        console.print(Text(line), soft_wrap=True)
+def render_why_not(advice: Advice, console: Console, every: bool = False) -> None:
+    for line in why_not_lines(advice, every):
+        print_wrapped(console, line)
+
+
+def print_wrapped(console: Console, line: str, style: str | None = None) -> None:
+    """A line wrapped at word boundaries to the console's width, its continuation lines indented
+    under its first word (past a part's name and size, for the lines of a card's parts)."""
+    import textwrap
+
+    lead = len(line) - len(line.lstrip(" "))
+    part = re.match(r"^ +\S+(?: \S+)? +[\d.]+ GiB  (?:[█·]+  )?", line)
+    indent = len(part.group(0)) if part and len(part.group(0)) < console.width // 2 else lead + 4
+    for piece in textwrap.wrap(
+        line,
+        width=max(console.width, 40),
+        subsequent_indent=" " * indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+        drop_whitespace=True,
+    ) or [line]:
+        console.print(Text(piece, style=style or ""), soft_wrap=True)

@@ -4,9 +4,10 @@ nodes per fabric, CPU nodes and RAM; and the same as a JSON document (keys in do
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from llmfit.plan.fleet import FleetSummary
+from llmfit.plan.fleet_summary import FleetSummary
 
 GIB = 1 << 30
 BAR = 20
@@ -45,7 +46,7 @@ def bar(used: int, free: int, unhealthy: int, width: int = BAR) -> str:
     return USED * cells[0] + FREE * cells[1] + UNHEALTHY * cells[2]
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: int) -> list[str]:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: int) -> list[str]:
     """Columns two spaces apart: the first `left` aligned left, the rest right."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
 
@@ -67,18 +68,18 @@ def render_summary(s: FleetSummary) -> str:
     )
     lines = [
         f"fleet: {s.source} · {_n(s.nodes, 'node')} "
-        f"({s.gpu_nodes} with GPUs, {s.cpu_nodes} CPU only) · {gpu_part}"
+        f"({s.gpu_nodes:,} with GPUs, {s.cpu_nodes:,} CPU only) · {gpu_part}"
     ]
     if s.classes:
         rows = [
             (
                 c.gpu_class,
                 _gb(c.card_bytes),
-                str(c.nodes),
-                str(c.gpus),
-                str(c.used),
-                str(c.free),
-                str(c.unhealthy),
+                f"{c.nodes:,}",
+                f"{c.gpus:,}",
+                f"{c.used:,}",
+                f"{c.free:,}",
+                f"{c.unhealthy:,}",
                 bar(c.used, c.free, c.unhealthy),
             )
             for c in s.classes
@@ -89,18 +90,18 @@ def render_summary(s: FleetSummary) -> str:
         lines += ["", *table, " " * (len(table[0]) + 2) + f"{USED} used  {FREE} free  "
                   f"{UNHEALTHY} unhealthy"]  # fmt: skip
     if s.fabrics:
-        rows = [
+        fabric_rows = [
             (
                 f.fabric or "(no fabric)",
                 f.gpu_class,
-                str(f.nodes),
-                str(f.gpus_per_node),
-                str(f.free_nodes),
+                f"{f.nodes:,}",
+                f"{f.gpus_per_node:,}",
+                f"{f.free_nodes:,}",
             )
             for f in s.fabrics
         ]
-        header = ("fabric", "class", "nodes", "GPUs a node", "free whole nodes")
-        lines += ["", *_table(header, rows, 2)]
+        fabric_header = ("fabric", "class", "nodes", "GPUs a node", "free whole nodes")
+        lines += ["", *_table(fabric_header, fabric_rows, 2)]
         if any(not f.fabric for f in s.fabrics):
             lines.append("(nodes with no fabric are islands: a replica cannot span them)")
     lines += [

@@ -6,7 +6,8 @@ import json
 import re
 from typing import Any
 
-from llmfit.advise import Advice
+from llmfit.plan.advice import Advice
+from llmfit.plan.engines import engine, field_names
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
 from llmfit.render.sentences import describe, label, rejection_reason, unplaced_reason
@@ -18,9 +19,28 @@ def _bits(b: float | None) -> float | None:
     return round(b, 2) if b else None
 
 
+def _speed(o: Option) -> dict[str, Any] | None:
+    s = o.speed
+    if s is None:
+        return None
+    return {
+        "decode_tokens_per_s": round(s.decode_tokens_per_s, 2),
+        "decode_tokens_per_s_total": round(s.decode_tokens_per_s_total, 2),
+        "prefill_tokens_per_s": (
+            round(s.prefill_tokens_per_s, 1) if s.prefill_tokens_per_s is not None else None
+        ),
+        "ttft_s": round(s.ttft_s, 4) if s.ttft_s is not None else None,
+        "bound": s.bound,
+        "bound_total": s.bound_total,
+        "bound_prefill": s.bound_prefill,
+        "assumptions": list(s.assumptions),
+    }
+
+
 def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
     repo = advice.repo
-    return {
+    lay = o.layout
+    doc = {
         "rank": rank,
         "artifact": o.artifact.name,
         "engine": o.engine,
@@ -29,9 +49,17 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "cpu": o.cpu,
         "gpu_class": o.gpu_class,
         "fabric": o.fabric,
-        "gpus_per_node": o.gpus_per_node if not o.cpu else 0,
+        "gpus_per_node": o.gpus_per_node,
         "nodes": o.nodes,
         "gpus": o.gpus,
+        # The layout (added to version 1): tensor, pipeline and data parallel sizes, expert
+        # parallelism, the independent copies of the model it runs, and the cards each takes.
+        "tp": lay.tp,
+        "pp": lay.pp,
+        "dp": lay.dp,
+        "ep": lay.ep,
+        "replicas": lay.replicas,
+        "cards_per_replica": 0 if o.cpu else lay.cards_per_replica,
         "per_card": {
             "weights": o.per_card.weights,
             "kv_cache": o.per_card.kv_cache,
@@ -45,20 +73,22 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "max_context": o.max_context,
         "concurrency": o.concurrency,
         "what_if": o.what_if,
-        # llama.cpp only (null for vLLM): --n-gpu-layers, --n-cpu-moe, and what a card option
-        # keeps in the host's RAM beside its cards (weights, KV and compute of the host's part).
-        "gpu_layers": o.gpu_layers,
-        "cpu_moe_layers": o.cpu_moe_layers if o.engine == "llama.cpp" else None,
-        "host_bytes": o.host_bytes if o.engine == "llama.cpp" else None,
+        # Added to version 1: how fast it runs (null where the card's speed is not known).
+        "speed": _speed(o),
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
+            | ({"env": dict(c.env)} if c.env else {})
             for c in commands(o, repo.id, repo.revision, ray)
         ],
     }
+    # Each engine's own fields, null on the options of the others.
+    doc |= dict.fromkeys(field_names())
+    doc |= engine(o.engine).values(o)
+    return doc
 
 
-def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
+def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dict[str, Any]:
     repo, plan, fleet = advice.repo, advice.plan, advice.fleet
     m = repo.model
     return {
@@ -98,7 +128,7 @@ def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
             ],
         },
         "context": plan.context,
-        "fleet": {"source": fleet.source, "nodes": len(fleet.nodes), "gpus": fleet.gpus},
+        "fleet": {"source": fleet.source, "nodes": fleet.node_count, "gpus": fleet.gpus},
         "artifacts": [
             {
                 "name": a.name,
@@ -110,7 +140,7 @@ def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
             }
             for a in repo.artifacts
         ],
-        "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options, 1)],
+        "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options[:limit], 1)],
         "unplaced": [
             {"artifact": u.artifact, "reason": unplaced_reason(u), "fits_at": u.fits_at or None}
             for u in plan.unplaced
@@ -122,6 +152,10 @@ def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
                 "engine": r.engine,
                 "where": r.where,
                 "reason": rejection_reason(r),
+                # Added to version 1: the bytes a sentence states (null where it states none).
+                "need": r.need or None,
+                "have": r.have or None,
+                "kind": r.kind or None,
             }
             for r in plan.rejected
         ],
@@ -136,10 +170,10 @@ def document(advice: Advice, ray: bool = False) -> dict[str, Any]:
 _UNSAFE = re.compile("[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 
 
-def render_json(advice: Advice, ray: bool = False) -> str:
+def render_json(advice: Advice, ray: bool = False, limit: int | None = None) -> str:
     # Names, notes and revisions come from repositories and fleet files. Those characters are
     # written as \u escapes: a script still reads every string exactly as it was (cleaning them
     # would change the data), the terminal is sent nothing it acts on, and everything else (×, a
     # name in any script) stays readable, as ensure_ascii=True would not leave it.
-    text = json.dumps(document(advice, ray), indent=2, sort_keys=True, ensure_ascii=False)
+    text = json.dumps(document(advice, ray, limit), indent=2, sort_keys=True, ensure_ascii=False)
     return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)

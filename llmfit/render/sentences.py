@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from llmfit.plan.engines import engine
 from llmfit.plan.options import Option, Rejection
 from llmfit.plan.planner import Unplaced
 
 GIB = 1 << 30
 
 
-def gb(n: int) -> str:
-    """Bytes as people say card sizes: GB of 2^30 bytes (the unit vLLM and nvidia-smi print)."""
+def gib(n: int) -> str:
+    """Bytes in GiB (2^30 bytes, the unit vLLM prints and nvidia-smi's MiB count in), one
+    decimal: every figure llmfit labels GiB is one."""
     return f"{n / GIB:.1f}"
 
 
@@ -21,47 +23,39 @@ def label(o: Option) -> str:
     """Where it runs, in a few words: "8 × h200-141g", "2 nodes × 8 h100-80g on ib0", "CPU"."""
     if o.cpu:
         return "CPU"
-    if o.nodes > 1:
-        return f"{o.nodes} nodes × {o.gpus_per_node} {o.gpu_class} on {o.fabric}"
-    return f"{o.gpus_per_node} × {o.gpu_class}{in_ram(o)}"
-
-
-def in_ram(o: Option) -> str:
-    """What a llama.cpp option keeps in the host's RAM: " + experts of 19 layers in RAM"."""
-    layout = o.artifact.layout
-    if o.cpu_moe_layers:
-        return f" + experts of {o.cpu_moe_layers} layers in RAM"
-    if layout and o.gpu_layers is not None and 0 < o.gpu_layers <= layout.layers:
-        return f" + {layout.layers - o.gpu_layers} of {layout.layers} layers in RAM"
-    return ""
+    return engine(o.engine).where(o)
 
 
 def precision(o: Option) -> str:
     """What it runs at: "bf16", or for a what-if the flags that make it so."""
-    if o.what_if:
+    if o.what_if and o.engine_flags:
         return f"{quant(o)} (what-if: {' '.join(o.engine_flags)})"
+    if o.what_if:
+        return f"{quant(o)} (as shipped, at {o.context:,} tokens: the {o.what_if} it holds)"
     return quant(o)
 
 
 def describe(o: Option) -> str:
-    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GB a card (65.7 free)"."""
+    """The option as someone would say it: "8 × h200-141g, bf16, 61.2 GiB a card (65.7 free)"."""
     need = o.per_card.need
     if o.cpu:
-        return f"CPU, {precision(o)}, {gb(need)} GB of RAM ({gb(o.room)} free)"
-    return f"{label(o)}, {precision(o)}, {gb(need)} GB a card ({gb(o.room)} free)"
+        return f"CPU, {precision(o)}, {gib(need)} GiB of RAM ({gib(o.room)} free)"
+    return f"{label(o)}, {precision(o)}, {gib(need)} GiB a card ({gib(o.room)} free)"
 
 
 def unplaced_reason(u: Unplaced) -> str:
     """Why an artifact has no option: the nearest miss, in the numbers that decide it."""
     if u.need:
-        return f"nothing fits; closest is {u.where}, needing {gb(u.need)} GB of {gb(u.have)} a card"
+        return (
+            f"nothing fits; closest is {u.where}, needing {gib(u.need)} GiB of {gib(u.have)} a card"
+        )
     return u.reason
 
 
 def rejection_reason(r: Rejection) -> str:
     if r.need:
         also = f"; it would hold {r.max_context:,} tokens" if r.max_context else ""
-        return f"needs {gb(r.need)} GB of {gb(r.have)} a card{also}"
+        return f"needs {gib(r.need)} GiB of {gib(r.have)} a card{also}"
     return r.reason
 
 
@@ -73,6 +67,36 @@ def fits_instead(u: Unplaced) -> str | None:
 
 
 def sequences(o: Option) -> str:
-    """ "4.55 sequences of 40,960 tokens at once", singular where it is one."""
+    """ "4.55 sequences of 40,960 tokens at once", singular where it is one; with the ranks or
+    servers that share them where there are several."""
     n = o.concurrency
-    return f"{n:g} sequence{'' if n == 1 else 's'} of {o.context:,} tokens at once"
+    text = f"{n:g} sequence{'' if n == 1 else 's'} of {o.context:,} tokens at once"
+    if o.layout.dp > 1:
+        text += f" over {o.layout.dp} {'servers' if o.layout.replicas > 1 else 'ranks'}"
+    return text
+
+
+def tokens_per_s(o: Option) -> str:
+    """Single-sequence decode, as the table shows it: "48.1", "1,234"; "?" when not known."""
+    if o.speed is None:
+        return "?"
+    v = o.speed.decode_tokens_per_s
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def speed_line(o: Option) -> str | None:
+    """ "decode 48.1 tok/s for one sequence (memory-bound), 1,220 for 26 at once; prefill …"."""
+    s = o.speed
+    if s is None:
+        return None
+    at_once = max(1, int(o.concurrency))
+    line = (
+        f"decode {tokens_per_s(o)} tok/s for one sequence ({s.bound}-bound), "
+        f"{s.decode_tokens_per_s_total:,.0f} for {at_once} at once"
+    )
+    if s.prefill_tokens_per_s and s.ttft_s is not None:
+        line += (
+            f"; prefill {s.prefill_tokens_per_s:,.0f} tok/s, first token in {s.ttft_s:.2f} s "
+            f"for {o.context:,} tokens"
+        )
+    return line

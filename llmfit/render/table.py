@@ -6,17 +6,20 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from llmfit.advise import Advice
+from llmfit.plan.advice import Advice
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
+from llmfit.render.explain import print_wrapped
 from llmfit.render.sentences import (
     describe,
     fits_instead,
-    gb,
+    gib,
     label,
     quant,
     sequences,
+    speed_line,
+    tokens_per_s,
     unplaced_reason,
 )
 
@@ -30,6 +33,10 @@ def _count(n: int | None) -> str:
         if n >= div:
             return f"{n / div:.1f}{unit}"
     return str(n)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def model_line(advice: Advice) -> str:
@@ -62,69 +69,92 @@ def attention_line(advice: Advice) -> str | None:
     return "attention: " + ", ".join(parts)
 
 
-def options_table(options: list[Option]) -> Table:
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    for name, justify in (
-        ("#", "right"),
-        ("artifact", "left"),
-        ("what-if", "left"),
-        ("engine", "left"),
-        ("where", "left"),
-        ("bits", "right"),
-        ("a card: need/have GB", "right"),
-        ("max ctx", "right"),
-        ("hosts", "right"),
-        ("now", "left"),
-    ):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+# Columns by how much a reader loses without them, most first: on a narrow terminal the table
+# drops from the end of this list rather than cut a number (every column but the what-if and
+# where never wraps).
+OPTIONAL = ("hosts", "engine", "bits", "now")
+
+
+def options_table(options: list[Option], width: int = 120) -> Table:
+    engines = {o.engine for o in options}
+    drop: set[str] = set()
+    if width < 120:
+        drop.add("hosts")
+    if width < 100:
+        drop |= {"bits", "now"}
+        if len(engines) == 1:
+            drop.add("engine")
+    need = "need/have GiB" if width < 120 else "a card: need/have GiB"
+    t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
+    columns = (
+        ("#", "right", True),
+        ("artifact", "left", True),
+        ("what-if", "left", False),
+        ("engine", "left", True),
+        ("where", "left", False),
+        ("bits", "right", True),
+        (need, "right", True),
+        ("max ctx", "right", True),
+        ("tok/s", "right", True),
+        ("hosts", "right", True),
+        ("now", "left", True),
+    )
+    keep = [(n, j, nw) for n, j, nw in columns if n not in drop]
+    for name, justify, no_wrap in keep:
+        t.add_column(name, justify=justify, no_wrap=no_wrap)  # type: ignore[arg-type]
     for i, o in enumerate(options, 1):
-        bits = f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?"
-        t.add_row(
-            str(i),
-            quant(o),
-            o.what_if or "",
-            o.engine,
-            label(o),
-            bits,
-            f"{gb(o.per_card.need)}/{gb(o.have)}",
-            f"{o.max_context:,}",
-            str(o.hosts),
-            "free" if o.free_now else "busy",
-        )
+        cells = {
+            "#": str(i),
+            "artifact": quant(o),
+            "what-if": o.what_if or "",
+            "engine": o.engine,
+            "where": label(o),
+            "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
+            need: f"{gib(o.per_card.need)}/{gib(o.have)}",
+            "max ctx": f"{o.max_context:,}",
+            "tok/s": tokens_per_s(o),
+            "hosts": str(o.hosts),
+            "now": "free" if o.free_now else "busy",
+        }
+        t.add_row(*(cells[name] for name, _, _ in keep))
     return t
 
 
 def breakdown(o: Option) -> str:
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
-    host = f"; {gb(o.host_bytes)} GB in the host's RAM" if o.host_bytes else ""
+    host = f"; {gib(o.host_bytes)} GiB in the host's RAM" if o.host_bytes else ""
     return (
-        f"weights {gb(c.weights)} + KV cache {gb(c.kv_cache)} + overhead {gb(c.overhead)} "
-        f"= {gb(c.need)} GB of {gb(o.have)} {unit}{host}"
+        f"weights {gib(c.weights)} + KV cache {gib(c.kv_cache)} + overhead {gib(c.overhead)} "
+        f"= {gib(c.need)} GiB of {gib(o.have)} {unit}{host}"
     )
 
 
 def render_text(
-    advice: Advice, console: Console, show_all: bool = False, ray: bool = False
+    advice: Advice, console: Console, show_all: bool = False, ray: bool = False, fmt: str = "shell"
 ) -> None:
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
-    console.print(Text(f"{repo.id}{at}", style="bold"), Text(model_line(advice)), soft_wrap=True)
+    print_wrapped(console, f"{repo.id}{at} {model_line(advice)}")
     line = attention_line(advice)
     if line:
-        console.print(Text(line), soft_wrap=True)
+        print_wrapped(console, line)
     fleet = advice.fleet
     console.print(
-        Text(f"fleet: {fleet.source} · {len(fleet.nodes)} nodes · {fleet.gpus} GPUs", style="dim"),
+        Text(
+            f"fleet: {fleet.source} · {_plural(fleet.node_count, 'node')} · "
+            f"{_plural(fleet.gpus, 'GPU')}",
+            style="dim",
+        ),
         soft_wrap=True,
     )
     for note in plan.notes + repo.warnings:
-        console.print(Text(f"note: {note}", style="yellow"), soft_wrap=True)
+        print_wrapped(console, f"note: {note}", "yellow")
     options = list(plan.options)
     if options:
         console.print()
         shown = options if show_all else options[:TOP]
-        console.print(options_table(shown))
+        console.print(options_table(shown, console.width))
         if len(shown) < len(options):
             console.print(Text(f"… and {len(options) - len(shown)} more (--all)", style="dim"))
         best = options[0]
@@ -132,16 +162,61 @@ def render_text(
         console.print(Text("Best: ", style="bold green") + Text(describe(best)))
         console.print(Text("  " + breakdown(best)))
         console.print(Text(f"  max context {best.max_context:,} · {sequences(best)}"))
-        render_commands(advice, console, best, ray)
+        line = speed_line(best)
+        if line:
+            console.print(Text(f"  {line}"))
+        render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:
-        console.print(Text(f"{u.artifact}: {unplaced_reason(u)}", style="red"), soft_wrap=True)
+        print_wrapped(console, f"{u.artifact}: {unplaced_reason(u)}", "red")
         instead = fits_instead(u)
         if instead and not options:
-            console.print(Text(f"  {instead}"), soft_wrap=True)
+            print_wrapped(console, f"  {instead}")
+    ways_out = first_run(advice)
+    if ways_out and not options:
+        print_wrapped(console, ways_out, "yellow")
 
 
-def render_commands(advice: Advice, console: Console, o: Option, ray: bool = False) -> None:
-    """The option's command lines, each node's under a comment naming its role and node."""
+# What Fleet.source says of a fleet read from the machine llmfit runs on (sources/machine.py).
+THIS_MACHINE = "this machine"
+
+
+def first_run(advice: Advice) -> str | None:
+    """The two ways out when nothing fits because no fleet was given and this machine has no
+    card: a fleet file, or an inline fleet."""
+    fleet = advice.fleet
+    if fleet.source != THIS_MACHINE or fleet.gpus:
+        return None
+    return (
+        "no --fleet was given, no ./fleet.toml or $LLMFIT_FLEET is there, and this machine "
+        "has no GPU llmfit can see: plan for your fleet with --fleet FILE (docs/fleet.md) or "
+        "an inline fleet like --fleet 8xh100-80g"
+    )
+
+
+def nothing_to_run(advice: Advice) -> list[str]:
+    """Why --commands printed nothing: each artifact's nearest miss, and the ways out."""
+    lines = [f"nothing to run: {u.artifact}: {unplaced_reason(u)}" for u in advice.plan.unplaced]
+    for u in advice.plan.unplaced:
+        instead = fits_instead(u)
+        if instead:
+            lines.append(instead)
+    ways_out = first_run(advice)
+    if ways_out:
+        lines.append(ways_out)
+    return lines or ["nothing to run: no option fits"]
+
+
+def render_commands(
+    advice: Advice, console: Console, o: Option, ray: bool = False, fmt: str = "shell"
+) -> None:
+    """The option's command lines, each node's under a comment naming its role and node; or its
+    launch in containers (`fmt` "docker" or "k8s", render/deploy.py)."""
+    if fmt != "shell":
+        from llmfit.render.deploy import render_deploy
+
+        text = render_deploy(fmt, advice, o, ray)
+        console.print(text.rstrip("\n"), soft_wrap=True, markup=False, highlight=False)
+        return
     repo = advice.repo
     for cmd in commands(o, repo.id, repo.revision, ray):
         if cmd.node:

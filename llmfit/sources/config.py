@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from llmfit.errors import ConfigError
-from llmfit.plan.model import AttentionKind, LayerGroup, Model, SplitRule
+from llmfit.plan.model import (
+    AttentionKind,
+    LayerGroup,
+    MambaShape,
+    Model,
+    ModelShapes,
+    ParamSplit,
+    SplitRule,
+)
 from llmfit.sources.cache import show
 from llmfit.sources.jsonfile import JsonProblem, parse
 
@@ -630,6 +638,7 @@ def model_from_config(
         head_dim = (_int(merged, ("kv_lora_rank",), path) or 0) + rope
         groups = (LayerGroup(AttentionKind.MLA, layers, latent_dim=head_dim),)
         kv_heads = 1
+        kinds: list[tuple[str, ...]] = [("mla",)] * layers
     else:
         kinds = _layer_kinds(merged, text_type, layers, path, notes)
         groups = _groups(kinds, merged, hidden, kv_heads, head_dim, state_elem, path)
@@ -689,4 +698,309 @@ def model_from_config(
         kv_cache_dtype=kv_cache_dtype,
         split_rules=_split_rules(merged, method, q, experts, path),
         task=task,
+        param_split=_param_split(
+            merged, text_type, kinds if task == "generate" else None, heads, kv_heads, experts, path
+        ),
+        custom_code=any(
+            isinstance(c.get("auto_map"), dict) and bool(c["auto_map"]) for c in (cfg, text)
+        ),
+        shapes=_model_shapes(cfg, merged, text_type, layers, head_dim, task, path),
+        vision_tower=_vision_tower(cfg),
     )
+
+
+# What vLLM's memory model reads besides the KV layout (llmfit/plan/engines/vllm_memory.py). These
+# helpers never refuse a config: a field that is missing or not a positive whole number reads as
+# 0, and the memory model then leaves that part out and says so.
+
+
+def _size(cfg: dict[str, Any], *keys: str) -> int:
+    """The first of `keys` that holds a positive whole number, else 0."""
+    for k in keys:
+        v = cfg.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 0
+
+
+def _vision_params(cfg: dict[str, Any], text_hidden: int) -> tuple[int, int]:
+    """Parameters of a multimodal checkpoint's vision tower and projector, and the tower's
+    hidden size, for a ViT-style vision_config (SigLIP: Gemma 3, PaliGemma; close for others).
+
+    A SigLIP encoder is a patch embedding (channels × patch² × hidden, + bias), a position
+    embedding for every patch, and per layer q/k/v/o (4 × (hidden² + hidden)), an MLP
+    (2 × hidden × intermediate + intermediate + hidden) and two layer norms (4 × hidden), then a
+    post layer norm; Gemma 3's projector maps hidden → the text hidden size and norms it. For
+    gemma-3-27b-it this is 423,060,336, the Hub's 27,432,406,640 less the text model's
+    27,009,346,304 (tests/plan/test_vllm_memory.py works it out).
+    """
+    v = cfg.get("vision_config")
+    if not isinstance(v, dict):
+        return 0, 0
+    h = _size(v, "hidden_size", "embed_dim", "width")
+    inter = _size(v, "intermediate_size") or 4 * h
+    depth = _size(v, "num_hidden_layers", "depth", "num_layers")
+    patch = _size(v, "patch_size") or 14
+    image = _size(v, "image_size")
+    channels = _size(v, "num_channels", "in_channels") or 3
+    if not (h and depth):
+        return 0, 0
+    patches = (image // patch) ** 2 if image else 0
+    embed = channels * patch * patch * h + h + patches * h
+    layer = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
+    projector = h * text_hidden + h if text_hidden else 0
+    return embed + depth * layer + 2 * h + projector, h
+
+
+def _mamba_shape(merged: dict[str, Any], kinds: list[tuple[str, ...]]) -> MambaShape | None:
+    """The state shape of the model's Mamba or GDN layers (MambaStateShapeCalculator)."""
+    present = {k for ks in kinds for k in ks}
+    ssm_dtype = merged.get("mamba_ssm_cache_dtype")
+    ssm_dtype = ssm_dtype if isinstance(ssm_dtype, str) else None
+    chunk = _size(merged, "mamba_chunk_size", "chunk_size")
+    if "gated_delta_net" in present:
+        return MambaShape(
+            "gated_delta_net",
+            conv_kernel=_size(merged, "linear_conv_kernel_dim"),
+            k_heads=_size(merged, "linear_num_key_heads"),
+            k_head_dim=_size(merged, "linear_key_head_dim"),
+            v_heads=_size(merged, "linear_num_value_heads"),
+            v_head_dim=_size(merged, "linear_value_head_dim"),
+            chunk_size=chunk,
+            ssm_dtype=ssm_dtype,
+        )
+    if "mamba2" in present:
+        heads = _size(merged, "mamba_num_heads", "mamba_n_heads")
+        head = _size(merged, "mamba_head_dim", "mamba_d_head")
+        return MambaShape(
+            "mamba2",
+            conv_kernel=_size(merged, "conv_kernel", "mamba_d_conv", "conv_kernel_size"),
+            heads=heads,
+            head_dim=head,
+            state_size=_size(merged, "ssm_state_size", "mamba_d_state", "state_size"),
+            n_groups=_size(merged, "n_groups", "mamba_n_groups") or 1,
+            inner=_size(merged, "mamba_d_ssm") or heads * head,
+            chunk_size=chunk,
+            ssm_dtype=ssm_dtype,
+        )
+    if "mamba1" in present:
+        return MambaShape(
+            "mamba1",
+            conv_kernel=_size(merged, "mamba_d_conv"),
+            state_size=_size(merged, "mamba_d_state"),
+            inner=_size(merged, "mamba_expand") * _size(merged, "hidden_size"),
+            chunk_size=chunk,
+            ssm_dtype=ssm_dtype,
+        )
+    return None
+
+
+def _model_shapes(
+    cfg: dict[str, Any],
+    merged: dict[str, Any],
+    text_type: str | None,
+    layers: int,
+    head_dim: int,
+    task: str,
+    path: Path,
+) -> ModelShapes:
+    """What vLLM's memory model needs of the network beyond its KV layout."""
+    hidden = _size(merged, "hidden_size", "n_embd", "d_model")
+    mla = text_type in MLA_TYPES and bool(merged.get("kv_lora_rank"))
+    if task != "generate":
+        kinds: list[tuple[str, ...]] = []
+    elif mla:
+        kinds = [("mla",)] * layers
+    else:
+        kinds = _layer_kinds(merged, text_type, layers, path, [])
+    tied = merged.get("tie_word_embeddings")
+    if not isinstance(tied, bool):
+        tied = cfg.get("tie_word_embeddings")
+    dense = _size(merged, "first_k_dense_replace")
+    mlp_only = merged.get("mlp_only_layers")
+    if not dense and isinstance(mlp_only, list):
+        dense = len(mlp_only)
+    mtp = _size(merged, "num_nextn_predict_layers", "mtp_num_hidden_layers")
+    if not mtp and text_type == "qwen3_next":
+        # Qwen3-Next ships one mtp.* layer its config does not count (vLLM Qwen3NextMTP).
+        mtp = 1
+    partial = merged.get("partial_rotary_factor")
+    rotary = _size(merged, "qk_rope_head_dim") if mla else head_dim
+    if isinstance(partial, (int, float)) and not isinstance(partial, bool) and 0 < partial < 1:
+        rotary = int(head_dim * partial)
+    vision, vision_hidden = _vision_params(cfg, hidden)
+    return ModelShapes(
+        layer_kinds=tuple(ks[0] if ks else "" for ks in kinds),
+        # A config that does not say ties, as transformers' PretrainedConfig does, unless its
+        # family's config class says otherwise (UNTIED_BY_DEFAULT, as _param_split reads it).
+        tied_embeddings=tied if isinstance(tied, bool) else text_type not in UNTIED_BY_DEFAULT,
+        intermediate_size=_size(merged, "intermediate_size_mlp", "intermediate_size"),
+        moe_intermediate_size=_size(merged, "moe_intermediate_size")
+        or (_size(merged, "intermediate_size") if _int(merged, EXPERT_KEYS, path) else 0),
+        shared_expert_intermediate_size=_size(merged, "shared_expert_intermediate_size")
+        or _size(merged, "moe_intermediate_size") * _size(merged, "n_shared_experts"),
+        dense_layers=dense,
+        q_lora_rank=_size(merged, "q_lora_rank") if mla else 0,
+        kv_lora_rank=_size(merged, "kv_lora_rank") if mla else 0,
+        qk_nope_head_dim=_size(merged, "qk_nope_head_dim") if mla else 0,
+        qk_rope_head_dim=_size(merged, "qk_rope_head_dim") if mla else 0,
+        v_head_dim=_size(merged, "v_head_dim") if mla else 0,
+        mtp_layers=mtp,
+        rotary_dim=rotary,
+        # Gemma 3 builds a local (rope_local_base_freq) and a global rotary cache.
+        rope_caches=2 if merged.get("rope_local_base_freq") else 1,
+        mamba=_mamba_shape(merged, kinds),
+        vision_params=vision,
+        vision_hidden=vision_hidden,
+        mm_tokens_per_item=_size(cfg, "mm_tokens_per_image"),
+    )
+
+
+# Families whose config class leaves tie_word_embeddings False when a config omits it; every other
+# family inherits transformers' PretrainedConfig default, True (Gemma's configs omit it and tie).
+UNTIED_BY_DEFAULT = frozenset({"llama4", "llama4_text"})
+
+
+def _param_split(
+    merged: dict[str, Any],
+    text_type: str | None,
+    kinds: list[tuple[str, ...]] | None,
+    heads: int,
+    kv_heads: int,
+    experts: int | None,
+    path: Path,
+) -> ParamSplit | None:
+    """The parameters of each part of the network, from the sizes config.json gives.
+
+    Counts the matrices (norms and biases are too small to move a layer's share): attention by
+    the kind of each layer (q, k, v and o; MLA's low-rank q and kv projections; a linear or Mamba
+    mixer's projections), then the MLP: gated (three matrices) where dense, and for a MoE layer
+    its routed experts, router and shared experts. Which layers are MoE follows each family's key
+    (first_k_dense_replace, mlp_only_layers, decoder_sparse_step, moe_layer_freq,
+    interleave_moe_layer_step). The planner scales these to the checkpoint's real bytes, so what
+    matters is the proportion between the embedding, the head and each layer; None when the
+    config lacks the hidden size, the vocabulary or the layer kinds.
+    """
+    hidden = _int(merged, ("hidden_size", "n_embd", "d_model"), path)
+    vocab = _int(merged, ("vocab_size", "padded_vocab_size"), path)
+    if not hidden or not vocab or not kinds:
+        return None
+
+    def size(*keys: str) -> int:
+        v = _first(merged, keys)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
+
+    head_dim = size("head_dim") or hidden // heads
+    inter = size("intermediate_size")
+    dense_inter = size("intermediate_size_mlp") or inter
+    expert_inter = size("moe_intermediate_size") or inter
+    n_exp = experts or 0
+    shared = size("shared_expert_intermediate_size")
+    if not shared and n_exp:
+        n_shared = size("n_shared_experts", "num_shared_experts")
+        shared = n_shared * expert_inter
+        if not shared and text_type in ("llama4", "llama4_text"):
+            shared = inter  # Llama 4's one shared expert, as wide as a routed one
+    moe_layers = _moe_layers(merged, len(kinds), n_exp)
+
+    def attention(kind: str) -> int:
+        if kind in ("full", "sliding", "chunked"):
+            return 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
+        if kind == "mla":
+            q_lora, kv_lora = size("q_lora_rank"), size("kv_lora_rank")
+            nope, rope = size("qk_nope_head_dim"), size("qk_rope_head_dim")
+            v = size("v_head_dim") or nope
+            q = (
+                hidden * q_lora + q_lora * heads * (nope + rope)
+                if q_lora
+                else hidden * heads * (nope + rope)
+            )
+            return q + hidden * (kv_lora + rope) + kv_lora * heads * (nope + v) + heads * v * hidden
+        if kind == "gated_delta_net":
+            hk, nk = size("linear_key_head_dim"), size("linear_num_key_heads")
+            hv, nv = size("linear_value_head_dim"), size("linear_num_value_heads")
+            return hidden * (2 * hk * nk + 2 * hv * nv + 2 * nv) + nv * hv * hidden
+        if kind in ("mamba2", "mamba1"):
+            inner = (
+                size("mamba_d_ssm")
+                or (
+                    size("mamba_num_heads", "mamba_n_heads")
+                    * size("mamba_head_dim", "mamba_d_head")
+                )
+                or size("mamba_expand") * hidden
+            )
+            state = size("ssm_state_size", "mamba_d_state", "state_size")
+            groups = size("n_groups", "mamba_n_groups") or 1
+            return hidden * (2 * inner + 2 * groups * state) + inner * hidden
+        return 0
+
+    pattern = merged.get("hybrid_override_pattern")
+    layers: list[int] = []
+    routed: list[int] = []
+    for i, ks in enumerate(kinds):
+        mixer = sum(attention(k) for k in ks)
+        if isinstance(pattern, str) and len(pattern) == len(kinds):
+            # Nemotron-H: a layer is one block: Mamba (M), attention (*), a non-gated MLP (-)
+            # or a MoE (E).
+            c = pattern[i]
+            mlp = 2 * hidden * inter if c == "-" else 0
+            exp = n_exp * 2 * hidden * expert_inter if c == "E" else 0
+            layers.append(mixer + mlp + exp + (2 * hidden * shared if c == "E" else 0))
+            routed.append(exp)
+            continue
+        if i in moe_layers:
+            exp = n_exp * 3 * hidden * expert_inter
+            layers.append(mixer + exp + hidden * n_exp + 3 * hidden * shared)
+            routed.append(exp)
+        else:
+            layers.append(mixer + 3 * hidden * dense_inter)
+            routed.append(0)
+    tied = merged.get("tie_word_embeddings")
+    if not isinstance(tied, bool):
+        tied = text_type not in UNTIED_BY_DEFAULT
+    embed = vocab * hidden
+    return ParamSplit(
+        embed=embed,
+        output=hidden + (0 if tied else embed),
+        layers=tuple(layers),
+        experts=tuple(routed),
+        tied_embeddings=tied,
+    )
+
+
+def _moe_layers(merged: dict[str, Any], layers: int, experts: int) -> set[int]:
+    """The layers whose MLP is a mixture of experts, by the family's own key."""
+    if experts <= 1:
+        return set()
+    first_dense = merged.get("first_k_dense_replace")
+    freq = merged.get("moe_layer_freq")
+    step = merged.get("interleave_moe_layer_step") or merged.get("decoder_sparse_step")
+    only_mlp = merged.get("mlp_only_layers")
+    out = set()
+    for i in range(layers):
+        if isinstance(first_dense, int) and i < first_dense:
+            continue
+        if isinstance(freq, int) and freq > 1 and i % freq:
+            continue
+        if isinstance(step, int) and step > 1 and (i + 1) % step:
+            continue
+        if isinstance(only_mlp, list) and i in only_mlp:
+            continue
+        out.add(i)
+    return out
+
+
+def _vision_tower(cfg: dict[str, Any]) -> tuple[int, int] | None:
+    """The vision encoder a config describes, as (layers, hidden size), read as SGLang reads it
+    (adjust_mem_fraction_for_vlm: `num_hidden_layers` and `hidden_size` of `vision_config`, the
+    layers under Qwen2.5-VL's name `depth` too, 24 and 1024 where it gives none); None without a
+    vision_config."""
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, dict):
+        return None
+
+    def size(key: str, default: int) -> int:
+        v = vision.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
+    return size("num_hidden_layers", size("depth", 24)), size("hidden_size", 1024)

@@ -1,6 +1,7 @@
-"""The fleet file (TOML) → Fleet, with one clear sentence for anything it gets wrong.
+"""The fleet file (TOML, or JSON for machine-written fleets) → Fleet, with one clear sentence for
+anything it gets wrong.
 
-[[pool]]                 # identical nodes: h200-1 … h200-4
+[[pool]]                 # identical nodes: h200-1 … h200-4, kept as one entry with a count
 name = "h200"
 count = 4
 gpu = "h200-141g"        # card memory is read from the label unless gpu_memory_gb says
@@ -15,45 +16,111 @@ ram_gb = 1024
 [[node.devices]]
 gpu = "a100-80g-mig-3g.40gb"
 gpus = 2
+
+The JSON form is the same document: {"pool": [{…}], "node": [{…, "devices": [{…}]}]}.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import gc
+import json
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
 from llmfit.errors import FleetFileError, UsageError
-from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, memory_from_class
+from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, memory_from_class, node_id
 
 DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
-NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS)
+NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels")
 POOL_KEYS = ("count", *NODE_KEYS)
 TOP_KEYS = ("pool", "node")
+_DEVICE_SET, _NODE_SET, _POOL_SET = (
+    frozenset(DEVICE_KEYS),
+    frozenset(NODE_KEYS),
+    frozenset(POOL_KEYS),
+)
+
+# Bounds on every number a fleet states (issue 12). Past them a value is a typo or an attack, and
+# each is one sentence rather than a plan that never ends or an overflow. A pool is kept as a count
+# (one PoolNode, whatever its size), so even 10^12 nodes cost nothing to plan; past that no fleet
+# exists. 1,024 cards of a class on a node is far past any machine (an 8-card node cut into MIG
+# instances has 56), and bounds the planner's loops over a node's cards; a petabyte of RAM and
+# 64 TB of card memory are past any node and any card.
+MAX_NODES = 10**12
+MAX_CARDS = 1024
+MAX_RAM_GB = 1 << 20
+MAX_CARD_GB = 1 << 16
+# Names reach the terminal and the commands (a node's name is the host an engine is told to reach),
+# so they are host names, and GPU classes are labels: no control character, newline, space, quote
+# or markup can be in either.
+MAX_NAME = 128
+# Kubernetes label syntax (k8s.io/apimachinery validation): an optional DNS prefix and a name of
+# at most 63 characters; a value of at most 63, possibly empty.
+_LABEL_KEY = re.compile(
+    r"(?:[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
+_LABEL_VALUE = re.compile(r"(?:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_CLASS = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+NAME_RULE = f"letters, digits, '.', '-' and '_', at most {MAX_NAME}"
+
+
+def is_name(text: str) -> bool:
+    """A node, pool or fabric name llmfit accepts: a host name's characters, at most MAX_NAME."""
+    return len(text) <= MAX_NAME and _NAME.fullmatch(text) is not None
+
+
+def is_gpu_class(text: str) -> bool:
+    return len(text) <= MAX_NAME and _CLASS.fullmatch(text) is not None
+
+
+def shown(value: object) -> str:
+    """A value as an error quotes it: its repr (control characters escaped), cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Reader:
-    def __init__(self, path: str, text: str) -> None:
+    """Checks a fleet document's tables and builds its nodes; every error names the file, the line
+    and the key. Identical device tables (a machine-written fleet of 100,000 nodes has a handful
+    of shapes) are checked once."""
+
+    def __init__(self, path: str, text: str, fmt: str) -> None:
         self.path = path
-        self.lines = text.splitlines()
+        self.body = text
+        self.fmt = fmt  # "toml" or "json"
+        self._lines: list[str] | None = None
+        self._kinds: dict[tuple, PoolKind | None] = {}
+        self._shapes: dict[tuple | None, tuple[tuple[PoolKind, ...], str, int, int]] = {}
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.body.splitlines()
+        return self._lines
 
     def fail(self, where: str, key: str | None, message: str) -> FleetFileError:
+        line = (
+            _json_line(self.body, where, key) if self.fmt == "json" else self._toml_line(where, key)
+        )
+        at = f"{self.path}:{line}" if line else self.path
+        what = ".".join(p for p in (where, key) if p)
+        return FleetFileError(f"{at}: {what} {message}")
+
+    def _toml_line(self, where: str, key: str | None) -> int | None:
         if key is None and re.fullmatch(r"\w+", where):
-            line = self._top_line(where)  # a top-level key written as a value ("pool = 1")
-        else:
-            line = self._line_of(where, key)
+            return self._top_line(where)  # a top-level key written as a value ("pool = 1")
+        line = self._line_of(where, key)
         if line is None and key is None and "." in where:
             # An inline table in a list ("devices = [1]"): the line of the list.
             parent, _, last = where.rpartition(".")
             line = self._line_of(parent, re.sub(r"\[\d+\]$", "", last))
-        at = f"{self.path}:{line}" if line else self.path
-        what = ".".join(p for p in (where, key) if p)
-        return FleetFileError(f"{at}: {what} {message}")
+        return line
 
     def _line_of(self, where: str, key: str | None) -> int | None:
         """The line of `key` inside the table `where` ("node[1].devices[0]"), as TOML gives it.
@@ -96,7 +163,17 @@ class _Reader:
                 return i + 1
         return None
 
-    def check_keys(self, table: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    def check_keys(
+        self,
+        table: dict[str, Any],
+        allowed: tuple[str, ...],
+        where: str,
+        known: frozenset = frozenset(),
+    ) -> None:
+        if known and table.keys() <= known:
+            return
+        import difflib  # only for a mistake
+
         for key in table:
             if key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1)
@@ -107,29 +184,59 @@ class _Reader:
                 )
                 raise self.fail(where, key, f"is not a key llmfit knows{also}")
 
-    def count(self, table: dict[str, Any], key: str, where: str, default: int) -> int:
+    def count(self, table: dict[str, Any], key: str, where: str, default: int, most: int,
+              past: str) -> int:  # fmt: skip
         v = table.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.fail(where, key, f"is {v!r}; it must be a whole number.")
+        if type(v) is not int:  # a bool is not a count
+            raise self.fail(where, key, f"is {shown(v)}; it must be a whole number.")
         if v < 0:
-            raise self.fail(where, key, f"is {v}; it cannot be negative.")
+            raise self.fail(where, key, f"is {shown(v)}; it cannot be negative.")
+        if v > most:
+            raise self.fail(where, key, f"is {v:,}; {past}")
         return v
 
-    def gib(self, table: dict[str, Any], key: str, where: str) -> int:
+    def gib(self, table: dict[str, Any], key: str, where: str, most: int) -> int:
         v = table.get(key, 0)
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise self.fail(where, key, f"is {v!r}; it must be a number of GB.")
+            raise self.fail(where, key, f"is {shown(v)}; it must be a number of GB.")
+        if v != v or v in (float("inf"), float("-inf")):
+            raise self.fail(where, key, f"is {v}; it must be a finite number of GB.")
         if v < 0:
-            raise self.fail(where, key, f"is {v}; it cannot be negative.")
+            raise self.fail(where, key, f"is {shown(v)}; it cannot be negative.")
+        if v > most:
+            raise self.fail(where, key, f"is {shown(v)}; it must be at most {most:,} GB.")
         return int(v * GIB)
 
     def text(self, table: dict[str, Any], key: str, where: str, default: str = "") -> str:
         v = table.get(key, default)
         if not isinstance(v, str):
-            raise self.fail(where, key, f"is {v!r}; it must be a string.")
+            raise self.fail(where, key, f"is {shown(v)}; it must be a string.")
+        return v
+
+    def name(self, table: dict[str, Any], where: str, default: str) -> str:
+        v = self.text(table, "name", where, default)
+        if not is_name(v):
+            raise self.fail(where, "name", f"is {shown(v)}, not a host name ({NAME_RULE}).")
+        return v
+
+    def fabric(self, table: dict[str, Any], where: str) -> str:
+        v = self.text(table, "fabric", where)
+        if v and not is_name(v):
+            raise self.fail(where, "fabric", f"is {shown(v)}, not a fabric name ({NAME_RULE}).")
         return v
 
     def kind(self, table: dict[str, Any], where: str) -> PoolKind | None:
+        values = tuple(map(table.get, DEVICE_KEYS, _ABSENT))
+        key = (values, tuple(map(type, values)))  # 1, 1.0 and True are equal, but not alike
+        try:
+            return self._kinds[key]
+        except KeyError:
+            kind = self._kinds[key] = self._kind(table, where)
+            return kind
+        except TypeError:  # a list or a table where a value belongs: _kind says so
+            return self._kind(table, where)
+
+    def _kind(self, table: dict[str, Any], where: str) -> PoolKind | None:
         if "gpu" not in table:
             for key in ("gpus", "free_gpus", "gpu_memory_gb", "unhealthy_gpus"):
                 if key in table:
@@ -138,8 +245,15 @@ class _Reader:
                     )
             return None
         gpu_class = self.text(table, "gpu", where).strip().lower()
+        if not is_gpu_class(gpu_class):
+            raise self.fail(
+                where,
+                "gpu",
+                f"is {shown(table['gpu'])}, not a GPU class (letters, digits, '.', '-' and '_', "
+                "like h100-80g).",
+            )
         if "gpu_memory_gb" in table:
-            card = self.gib(table, "gpu_memory_gb", where)
+            card = self.gib(table, "gpu_memory_gb", where, MAX_CARD_GB)
             if card <= 0:
                 raise self.fail(
                     where, "gpu_memory_gb", f"is {table['gpu_memory_gb']}; it must be more than 0."
@@ -153,9 +267,16 @@ class _Reader:
                     f"is {gpu_class!r}, whose label does not say its memory "
                     "(write it like h100-80g or a100-80g-mig-3g.40gb, or give gpu_memory_gb).",
                 )
-        gpus = self.count(table, "gpus", where, 1)
-        bad = self.count(table, "unhealthy_gpus", where, 0)
-        free = self.count(table, "free_gpus", where, max(gpus - bad, 0))
+            if card > MAX_CARD_GB * GIB:
+                raise self.fail(
+                    where,
+                    "gpu",
+                    f"is {gpu_class!r}, whose label says more than {MAX_CARD_GB:,} GB a card.",
+                )
+        past = f"a node holds at most {MAX_CARDS:,} cards of a class."
+        gpus = self.count(table, "gpus", where, 1, MAX_CARDS, past)
+        bad = self.count(table, "unhealthy_gpus", where, 0, MAX_CARDS, past)
+        free = self.count(table, "free_gpus", where, max(gpus - bad, 0), MAX_CARDS, past)
         if free > gpus:
             raise self.fail(where, "free_gpus", f"is {free}, more than the {gpus} gpus it has.")
         if bad > gpus:
@@ -166,27 +287,67 @@ class _Reader:
             )
         return PoolKind(gpu_class, card, gpus, free, bad)
 
-    def node(self, table: dict[str, Any], where: str, name: str) -> PoolNode:
+    def node(
+        self, table: dict[str, Any], where: str, name: str, count: int = 1, first: int = 0
+    ) -> PoolNode:
+        """The node a table describes. Tables alike but for their name (a machine-written fleet
+        has a handful of shapes in 100,000 nodes) are checked once: the checks see only values."""
+        key = _shape_key(table)
+        try:
+            shape = self._shapes.get(key)
+        except TypeError:  # a list or a table where a value belongs: _shape says so
+            key, shape = None, None
+        if shape is None:
+            shape = self._shape(table, where)
+            if key is not None:
+                self._shapes[key] = shape
+        kinds, fabric, ram, free_ram = shape
+        labels = self.labels(table, where) if "labels" in table else ()
+        return PoolNode(name, kinds, fabric, ram, free_ram, count, first, labels)
+
+    def labels(self, table: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
+        """A node's Kubernetes labels (`llmfit fleet import kubectl` keeps the GPU product's):
+        keys and values as Kubernetes allows them, since they are written into YAML a cluster
+        reads."""
+        v = table.get("labels")
+        if not isinstance(v, dict) or len(v) > 64:
+            raise self.fail(where, "labels", 'must be a table of strings, like { key = "value" }.')
+        for key, value in v.items():
+            if not (isinstance(value, str) and _LABEL_KEY.fullmatch(key)
+                    and _LABEL_VALUE.fullmatch(value)):  # fmt: skip
+                raise self.fail(
+                    where,
+                    "labels",
+                    f"has {shown(key)} = {shown(value)}, not a Kubernetes label (letters, "
+                    "digits, '-', '_', '.', an optional prefix/ on the key, at most 63 each).",
+                )
+        return tuple(sorted(v.items()))
+
+    def _shape(
+        self, table: dict[str, Any], where: str
+    ) -> tuple[tuple[PoolKind, ...], str, int, int]:
         kinds: list[PoolKind] = []
         own = self.kind(table, where)
         if own:
             kinds.append(own)
         devices = table.get("devices", [])
         if not isinstance(devices, list):
-            raise self.fail(where, "devices", "must be a list of [[...devices]] tables.")
+            raise self.fail(where, "devices", f"must be a list of {self._tables('devices')}.")
         for j, dev in enumerate(devices):
             dwhere = f"{where}.devices[{j}]"
             if not isinstance(dev, dict):
-                raise self.fail(dwhere, None, "must be a table.")
-            self.check_keys(dev, DEVICE_KEYS, dwhere)
+                raise self.fail(dwhere, None, f"must be {self._table()}.")
+            self.check_keys(dev, DEVICE_KEYS, dwhere, _DEVICE_SET)
             kind = self.kind(dev, dwhere)
             if kind is None:
                 raise self.fail(
                     dwhere, None, 'has no gpu class; give one like gpu = "a100-80g-mig-3g.40gb".'
                 )
             kinds.append(kind)
-        ram = self.gib(table, "ram_gb", where)
-        free_ram = self.gib(table, "free_ram_gb", where) if "free_ram_gb" in table else ram
+        ram = self.gib(table, "ram_gb", where, MAX_RAM_GB) if "ram_gb" in table else 0
+        free_ram = (
+            self.gib(table, "free_ram_gb", where, MAX_RAM_GB) if "free_ram_gb" in table else ram
+        )
         if free_ram > ram:
             raise self.fail(
                 where,
@@ -194,66 +355,318 @@ class _Reader:
                 f"is {table['free_ram_gb']}, more than the node's ram_gb of "
                 f"{table.get('ram_gb', 0)}.",
             )
-        return PoolNode(
-            id=name,
-            kinds=tuple(kinds),
-            fabric=self.text(table, "fabric", where),
-            ram_bytes=ram,
-            free_ram_bytes=free_ram,
-        )
+        return tuple(kinds), self.fabric(table, where), ram, free_ram
+
+    def _tables(self, key: str) -> str:
+        return f"[[...{key}]] tables" if self.fmt == "toml" else "objects"
+
+    def _table(self) -> str:
+        return "a table" if self.fmt == "toml" else "an object"
+
+
+# What a node's table says but its name and count, in a fixed order; a key absent and a key given
+# as JSON's null are told apart, and so are 1, 1.0 and true (equal in Python, not alike here).
+_SHAPE_KEYS = ("fabric", "ram_gb", "free_ram_gb", *DEVICE_KEYS)
+_MISSING = object()
+_ABSENT = (_MISSING,) * len(_SHAPE_KEYS)
+
+
+def _shape_key(table: dict[str, Any]) -> tuple | None:
+    values = tuple(map(table.get, _SHAPE_KEYS, _ABSENT))
+    devices = table.get("devices", _MISSING)
+    if devices is not _MISSING:
+        if type(devices) is not list:
+            return None
+        alike = []
+        for d in devices:
+            if type(d) is not dict or not d.keys() <= _DEVICE_SET:
+                return None
+            v = tuple(map(d.get, DEVICE_KEYS, _ABSENT))
+            alike.append((v, tuple(map(type, v))))
+        values += (tuple(alike),)
+    return values, tuple(map(type, values))
+
+
+class _Names:
+    """Node names seen so far, pools as ranges (stem, first…last), so that a pool of 10^12 nodes
+    is checked against the others without naming each of its nodes."""
+
+    def __init__(self) -> None:
+        self.exact: set[str] = set()
+        self.numbered: dict[str, list[int]] = {}  # stem → numbers of single nodes named stem-N
+        self.ranges: dict[str, list[tuple[int, int]]] = {}
+
+    def clash(self, node: PoolNode, *, more_pools: bool = True) -> str | None:
+        """The first of the node's ids that another node already has (then nothing is kept);
+        else None, and the node's ids are kept. `more_pools=False` once no pool can follow."""
+        if not node.first:
+            if node.id in self.exact:
+                return node.id
+            self.exact.add(node.id)
+            if self.ranges or more_pools:
+                stem, number = _numbered(node.id)
+                if stem is not None:
+                    if any(a <= number <= b for a, b in self.ranges.get(stem, ())):
+                        return node.id
+                    self.numbered.setdefault(stem, []).append(number)
+            return None
+        lo, hi = node.first, node.first + node.count - 1
+        taken = [max(a, lo) for a, b in self.ranges.get(node.id, ()) if a <= hi and lo <= b]
+        taken += [n for n in self.numbered.get(node.id, ()) if lo <= n <= hi]
+        if taken:
+            return node_id(node.id, min(taken), 0)
+        self.ranges.setdefault(node.id, []).append((lo, hi))
+        return None
+
+
+def _numbered(name: str) -> tuple[str | None, int]:
+    """("h100", 2) for "h100-2", a name a pool could also give; (None, 0) for any other."""
+    stem, dash, digits = name.rpartition("-")
+    if dash and stem and digits.isascii() and digits.isdigit() and digits[0] != "0":
+        return stem, int(digits)
+    return None, 0
 
 
 def parse_fleet(text: str, path: str) -> Fleet:
-    """Parse a fleet file's text; `path` names it in every error."""
+    """Parse a fleet file's text, TOML or JSON (by the name's .json, or a text that opens with
+    `{`); `path` names it in every error."""
+    # A fleet of 100,000 nodes is a million objects made at once, none in a cycle: the cyclic
+    # collector, which runs as objects are made, would walk them again and again (a tenth of the
+    # time). It is paused while they are made, and left as it was.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise FleetFileError(f"{path} is not valid TOML: {e}.") from None
-    r = _Reader(path, text)
+        return _parse_fleet(text, path)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _parse_fleet(text: str, path: str) -> Fleet:
+    fmt = "json" if path.endswith(".json") or _JSON_START.match(text) else "toml"
+    data = _load_json(text, path) if fmt == "json" else _load_toml(text, path)
+    r = _Reader(path, text, fmt)
     r.check_keys(data, TOP_KEYS, "")
+    names = _Names()
     nodes: list[PoolNode] = []
-    for i, pool in enumerate(_tables(r, data, "pool")):
-        where = f"pool[{i}]"
-        r.check_keys(pool, POOL_KEYS, where)
-        name = r.text(pool, "name", where, f"pool{i + 1}")
-        count = r.count(pool, "count", where, 1)
-        for n in range(1, count + 1):
-            nodes.append(r.node(pool, where, f"{name}-{n}"))
-    for i, node in enumerate(_tables(r, data, "node")):
-        where = f"node[{i}]"
-        r.check_keys(node, NODE_KEYS, where)
-        nodes.append(r.node(node, where, r.text(node, "name", where, f"node{i + 1}")))
-    if not nodes:
-        raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
-    seen: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        if n.id in seen:
-            where = _where_named(data, i)
+
+    def keep(node: PoolNode, where: str, more_pools: bool = True) -> None:
+        if not node.count:  # a pool of no nodes names none
+            return
+        clash = names.clash(node, more_pools=more_pools)
+        if clash is not None:
             raise r.fail(
                 where,
                 "name",
-                f"is {n.id!r}, a name another node already has; names must be unique.",
+                f"is {clash!r}, a name another node already has; names must be unique.",
             )
-        seen[n.id] = i
+        nodes.append(node)
+
+    past = f"a pool holds at most {MAX_NODES:,} nodes."
+    for i, pool in enumerate(_tables(r, data, "pool")):
+        where = f"pool[{i}]"
+        r.check_keys(pool, POOL_KEYS, where, _POOL_SET)
+        name = r.name(pool, where, f"pool{i + 1}")
+        count = r.count(pool, "count", where, 1, MAX_NODES, past)
+        # One node is named as a single node is (pool h100 → h100-1); more are a count.
+        node = r.node(pool, where, *((name, count, 1) if count > 1 else (f"{name}-1", count)))
+        keep(node, where)
+    for i, table in enumerate(_tables(r, data, "node")):
+        where = f"node[{i}]"
+        r.check_keys(table, NODE_KEYS, where, _NODE_SET)
+        keep(r.node(table, where, r.name(table, where, f"node{i + 1}")), where, False)
+    if not nodes:
+        raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
     return Fleet(nodes=tuple(nodes), source=path)
-
-
-def _where_named(data: dict[str, Any], index: int) -> str:
-    """The table that gave the `index`-th node: its pool or its [[node]]."""
-    pools = data.get("pool", [])
-    i = 0
-    for p, pool in enumerate(pools):
-        i += pool.get("count", 1)
-        if index < i:
-            return f"pool[{p}]"
-    return f"node[{index - i}]"
 
 
 def _tables(r: _Reader, data: dict[str, Any], key: str) -> list[dict[str, Any]]:
     v = data.get(key, [])
     if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
-        raise r.fail(key, None, f"must be written as [[{key}]] tables.")
+        how = f"written as [[{key}]] tables" if r.fmt == "toml" else "a list of objects"
+        raise r.fail(key, None, f"must be {how}.")
     return v
+
+
+def _load_toml(text: str, path: str) -> dict[str, Any]:
+    data = _fast_toml(text)
+    if data is not None:
+        return data
+    import tomllib  # only for what the fast reader leaves to it: 7 ms to import
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise FleetFileError(f"{path} is not valid TOML: {e}.") from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise FleetFileError(
+            f"{path} is not valid TOML: it holds a number too long to read."
+        ) from None
+    except RecursionError:
+        raise FleetFileError(f"{path} is not valid TOML: it nests arrays too deep.") from None
+
+
+_JSON_START = re.compile(r"\s*\{")
+
+
+def _load_json(text: str, path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FleetFileError(
+            f"{path} is not valid JSON: {e.msg} (at line {e.lineno}, column {e.colno})."
+        ) from None
+    except ValueError:  # an integer past Python's 4,300 digits
+        raise FleetFileError(
+            f"{path} is not valid JSON: it holds a number too long to read."
+        ) from None
+    except RecursionError:
+        raise FleetFileError(f"{path} is not valid JSON: it nests too deep.") from None
+    if not isinstance(data, dict):
+        raise FleetFileError(
+            f'{path} holds a JSON {type(data).__name__}, not an object like {{"node": [...]}}.'
+        )
+    return data
+
+
+# The fleet files people and tools write use a small part of TOML: [[pool]], [[node]] and
+# [[node.devices]] headers, `key = value` lines of plain strings, numbers and booleans, comments.
+# That part is read here, every line by one regular expression, four times as fast as tomllib
+# (100,000 nodes in about half a second); a file with anything else (escapes, arrays, inline
+# tables, dates, a control character or CR, a duplicate key, a key outside a table) goes to
+# tomllib, whose answer and errors are the reference: tests/sources/test_fleet_fast.py holds the
+# two equal on generated files.
+_FAST_LINE = re.compile(
+    r"^[ \t]*(?:\[\[([^\]\n]*)\]\]"
+    r"|([A-Za-z0-9_-]+)[ \t]*=[ \t]*(\"[^\"\\\n]*\"|'[^'\n]*'|[^\s#\"']+))?"
+    r"[ \t]*(?:#.*)?$",
+    re.M,
+)
+# What TOML forbids raw anywhere outside multi-line strings (a tab is allowed); a CR too, so
+# that CRLF files go to tomllib.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_HEADER = re.compile(r"[ \t]*(node|pool)(?:[ \t]*\.[ \t]*(devices))?[ \t]*")
+_SCALAR = re.compile(
+    r"(?:(true|false)"
+    r"|[+-]?(?:0|[1-9](?:_?[0-9])*)((?:\.[0-9](?:_?[0-9])*)?(?:[eE][+-]?[0-9](?:_?[0-9])*)?))"
+)
+
+
+def _fast_toml(text: str) -> dict[str, Any] | None:
+    """What tomllib.loads(text) gives, for a fleet file in the common part of TOML; None for any
+    other file (tomllib then reads it, or says what is wrong with it)."""
+    if _CONTROL.search(text):
+        return None
+    rows = _FAST_LINE.findall(text)
+    if len(rows) != text.count("\n") + 1:  # a line outside the common part
+        return None
+    data: dict[str, list[dict[str, Any]]] = {}
+    last: dict[str, dict[str, Any]] = {}
+    table: dict[str, Any] | None = None
+    scalars: dict[str, Any] = {}  # a fleet repeats a few numbers and headers: each read once
+    headers: dict[str, re.Match[str] | None] = {}
+    try:
+        for header, key, value in rows:
+            if key:
+                if table is None or key in table:
+                    return None
+                c = value[0]
+                if c == '"' or c == "'":
+                    table[key] = value[1:-1]
+                    continue
+                v = scalars.get(value)
+                if v is None:
+                    m = _SCALAR.fullmatch(value)
+                    if m is None:
+                        return None
+                    if m.group(1):
+                        v = value == "true"
+                    else:
+                        v = float(value) if m.group(2) else int(value)
+                    scalars[value] = v
+                table[key] = v
+            elif header:
+                m = headers.get(header) or headers.setdefault(header, _HEADER.fullmatch(header))
+                if m is None:
+                    return None
+                name = m.group(1)
+                if m.group(2) is None:
+                    table = last[name] = {}
+                    data.setdefault(name, []).append(table)
+                    continue
+                parent = last.get(name)
+                if parent is None:
+                    return None
+                devices = parent.setdefault("devices", [])
+                if type(devices) is not list:  # `devices = 1` above: tomllib's error
+                    return None
+                table = {}
+                devices.append(table)
+    except ValueError:  # an integer past Python's 4,300 digits: tomllib's error
+        return None
+    return data
+
+
+def _json_line(text: str, where: str, key: str | None) -> int | None:
+    """The line of `key` in the object at `where` ("node[3].devices[0]") of a JSON text, else of
+    the nearest object on the way. Found only for an error, by walking the text to it (json
+    gives no positions), stepping over every other value with the C decoder."""
+    steps: list[str | int] = []
+    for part in filter(None, where.split(".")):
+        m = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", part)
+        if not m:
+            return None
+        steps.append(m.group(1))
+        if m.group(2) is not None:
+            steps.append(int(m.group(2)))
+    if key:
+        steps.append(key)
+    decoder = json.JSONDecoder()
+    ws = re.compile(r"[ \t\n\r]*")
+
+    def skip(at: int) -> int:
+        """Past the white space at `at` (the pattern matches everywhere, if only nothing)."""
+        m = ws.match(text, at)
+        return m.end() if m else at
+
+    pos = skip(0)
+    found = None
+    try:
+        for step in steps:
+            if isinstance(step, str):
+                if text[pos] != "{":
+                    break
+                found = pos
+                pos = skip(pos + 1)
+                while text[pos] == '"':
+                    at = pos
+                    name, pos = scanstring(text, pos + 1)
+                    pos = skip(skip(pos) + 1)  # past the ':'
+                    if name == step:
+                        found = at
+                        break
+                    pos = skip(decoder.raw_decode(text, pos)[1])
+                    if text[pos] == ",":
+                        pos = skip(pos + 1)
+                else:
+                    break
+            else:
+                if text[pos] != "[":
+                    break
+                found = pos
+                pos = skip(pos + 1)
+                for _ in range(step):
+                    pos = skip(decoder.raw_decode(text, pos)[1])
+                    if text[pos] != ",":
+                        break
+                    pos = skip(pos + 1)
+                else:
+                    found = pos
+                    continue
+                break
+    except (IndexError, ValueError):
+        pass
+    return None if found is None else text.count("\n", 0, found) + 1
 
 
 def read_fleet(path: Path) -> Fleet:
@@ -281,16 +694,22 @@ _INLINE_CPU = re.compile(r"^(?:(\d+)x)?cpu:(\d+(?:\.\d+)?)(g|gb|t|tb)?$")
 
 
 def parse_inline(text: str, what: str = "--fleet") -> Fleet:
-    """An inline fleet ("4x8xh100-80g@ib0,cpu:512g") → Fleet; a bad one is one UsageError."""
+    """An inline fleet ("4x8xh100-80g@ib0,cpu:512g") → Fleet; a bad one is one UsageError.
+
+    NODESx is a count: `99999999999x8xh100-80g` is one PoolNode standing for them all."""
     nodes: list[PoolNode] = []
     used: dict[str, int] = {}
 
     def bad(part: str, why: str) -> UsageError:
         return UsageError(f"{what} {text!r}: {part!r} {why}; write {INLINE_GRAMMAR}.")
 
-    def name(stem: str) -> str:
-        used[stem] = used.get(stem, 0) + 1
-        return f"{stem}-{used[stem]}"
+    def named(stem: str, count: int) -> dict[str, Any]:
+        # Numbered on across the items of one class: 4x…h100-80g, then h100-80g-5.
+        first = used.get(stem, 0) + 1
+        used[stem] = first + count - 1
+        if count == 1:
+            return {"id": f"{stem}-{first}"}
+        return {"id": stem, "count": count, "first": first}
 
     parts = [p.strip() for p in text.strip().lower().split(",")]
     for part in parts:
@@ -299,9 +718,12 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
             size = float(m.group(2)) * (1024 if (m.group(3) or "g").startswith("t") else 1)
             if count < 1 or size <= 0:
                 raise bad(part, "has a count or a size of 0")
+            if count > MAX_NODES:
+                raise bad(part, f"has more than {MAX_NODES:,} nodes")
+            if size > MAX_RAM_GB:
+                raise bad(part, f"has more than {MAX_RAM_GB:,} GB of RAM a node")
             ram = int(size * GIB)
-            nodes.extend(PoolNode(id=name("cpu"), ram_bytes=ram, free_ram_bytes=ram)
-                         for _ in range(count))  # fmt: skip
+            nodes.append(PoolNode(**named("cpu", count), ram_bytes=ram, free_ram_bytes=ram))
             continue
         m = _INLINE_GPU.match(part)
         if not m:
@@ -310,26 +732,49 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
         count, gpus = (int(first), int(second)) if second else (1, int(first or 1))
         if count < 1 or gpus < 1:
             raise bad(part, "has a count of 0")
+        if count > MAX_NODES:
+            raise bad(part, f"has more than {MAX_NODES:,} nodes")
+        if gpus > MAX_CARDS:
+            raise bad(part, f"has more than {MAX_CARDS:,} cards a node")
+        if len(gpu_class) > MAX_NAME or len(fabric or "") > MAX_NAME:
+            raise bad(part, f"has a name longer than {MAX_NAME} characters")
         card = memory_from_class(gpu_class)
         if not card:
             raise bad(part, f"names {gpu_class!r}, whose label does not say its memory")
+        if card > MAX_CARD_GB * GIB:
+            raise bad(part, f"names a card of more than {MAX_CARD_GB:,} GB")
         kind = PoolKind(gpu_class, card, gpus, gpus)
-        nodes.extend(PoolNode(id=name(gpu_class), kinds=(kind,), fabric=fabric or "")
-                     for _ in range(count))  # fmt: skip
+        nodes.append(PoolNode(**named(gpu_class, count), kinds=(kind,), fabric=fabric or ""))
     return Fleet(nodes=tuple(nodes), source=f"inline: {text.strip()}")
 
 
 def _looks_like_path(text: str) -> bool:
-    return "/" in text or os.sep in text or text.endswith(".toml") or text.startswith(("~", "."))
+    return (
+        "/" in text
+        or os.sep in text
+        or text.endswith((".toml", ".json"))
+        or text.startswith(("~", "."))
+    )
 
 
 def load_fleet(arg: str, what: str = "--fleet") -> Fleet:
     """A fleet argument: an existing file is a fleet file; anything path-like that is not there
     is a missing file; everything else is an inline fleet."""
-    path = Path(arg).expanduser()
-    if path.is_file():
+    if not arg.strip():
+        # Not "no fleet": planning this machine instead would answer a question not asked.
+        raise UsageError(
+            f"{what} {arg!r} is empty; give a fleet file or an inline fleet like 8xh100-80g."
+        )
+    try:
+        path = Path(arg).expanduser()
+        is_file, is_dir = path.is_file(), path.is_dir()
+    except (OSError, ValueError, RuntimeError):
+        # A name no file can have (past 255 characters, a NUL byte, ~nobody): not a file, so an
+        # inline fleet, which may well be that long.
+        path, is_file, is_dir = Path(arg), False, False
+    if is_file:
         return read_fleet(path)
-    if path.is_dir():
+    if is_dir:
         raise FleetFileError(f"{path} is a directory, not a fleet file.")
     if _looks_like_path(arg):
         raise FleetFileError(f"{path}: no such fleet file.")
@@ -349,7 +794,7 @@ def resolve_fleet(
 ) -> Fleet:
     """The fleet to plan on: `arg` when given, else ./fleet.toml, else $LLMFIT_FLEET, else this
     machine. Fleet.source says which."""
-    if arg:
+    if arg is not None:
         return load_fleet(arg)
     local = (cwd / LOCAL_FLEET) if cwd else Path(LOCAL_FLEET)
     if local.is_file():

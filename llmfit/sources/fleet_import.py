@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from llmfit.errors import FleetFileError
+from llmfit.errors import FleetFileError, UsageError
 from llmfit.plan.fleet import (
     GIB,
     MIB,
@@ -24,30 +24,107 @@ from llmfit.plan.fleet import (
     memory_from_class,
     mig_class,
 )
+from llmfit.sources.fleet import (
+    _LABEL_KEY,
+    _LABEL_VALUE,
+    MAX_CARD_GB,
+    MAX_CARDS,
+    MAX_RAM_GB,
+    NAME_RULE,
+    is_gpu_class,
+    is_name,
+)
 from llmfit.sources.machine import card_bytes, gpu_kinds, parse_gpu_csv, parse_gpu_list
 
 
+def text_of(data: str | bytes, source: str) -> str:
+    """A saved file's text; bytes that are not UTF-8 (a UTF-16 redirect on Windows, a binary
+    file) are one sentence naming the file."""
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise FleetFileError(
+            f"{source} is not UTF-8 text (byte {e.start:,} is 0x{data[e.start]:02x}); save it "
+            "as UTF-8."
+        ) from None
+
+
+def ram_flag(ram_gb: float) -> int:
+    """--ram-gb in bytes: a finite number of GB, at most what a node can have."""
+    if ram_gb != ram_gb or not 0 <= ram_gb <= MAX_RAM_GB:
+        raise UsageError(f"--ram-gb {ram_gb} must be a number of GB from 0 to {MAX_RAM_GB:,}.")
+    return int(ram_gb * GIB)
+
+
+def checked(node: PoolNode, where: str) -> PoolNode:
+    """The node, if the fleet parser will take it back: else one sentence here, naming `where`,
+    so that an import never writes a fleet file that `llmfit fleet` then refuses."""
+    if not is_name(node.id):
+        raise FleetFileError(f"{where}: {node.id!r} is not a host name llmfit can write "
+                             f"({NAME_RULE}).")  # fmt: skip
+    if node.fabric and not is_name(node.fabric):
+        raise FleetFileError(
+            f"{where}: its fabric {node.fabric!r} is not a fabric name ({NAME_RULE})."
+        )
+    for key, value in node.labels:
+        if not (_LABEL_KEY.fullmatch(key) and _LABEL_VALUE.fullmatch(value)):
+            raise FleetFileError(
+                f"{where}: its label {key!r} = {value!r} is not a Kubernetes label."
+            )
+    if not 0 <= node.ram_bytes <= MAX_RAM_GB * GIB:
+        raise FleetFileError(
+            f"{where}: {node.ram_bytes / GIB:,.0f} GB of RAM is past the {MAX_RAM_GB:,} GB a "
+            "node can have."
+        )
+    for k in node.kinds:
+        if not is_gpu_class(k.gpu_class):
+            raise FleetFileError(f"{where}: {k.gpu_class!r} is not a GPU class llmfit can write.")
+        if not 0 <= k.unhealthy_gpus <= k.gpus <= MAX_CARDS:
+            raise FleetFileError(
+                f"{where}: {k.gpus:,} {k.gpu_class} cards is not a count llmfit can plan (0 to "
+                f"{MAX_CARDS:,} a node)."
+            )
+        if not 0 < k.card_bytes <= MAX_CARD_GB * GIB:
+            raise FleetFileError(
+                f"{where}: a {k.gpu_class} card of {k.card_bytes / MIB:,.0f} MiB is not a size "
+                f"llmfit can plan (more than 0, at most {MAX_CARD_GB:,} GB)."
+            )
+    return node
+
+
 def import_nvidia_smi(
-    csv_text: str,
+    csv_text: str | bytes,
     source: str,
     *,
     name: str,
     query: str | None = None,
-    listing: str | None = None,
+    listing: str | bytes | None = None,
     fabric: str = "",
     ram_bytes: int = 0,
 ) -> PoolNode:
     """One node from saved nvidia-smi CSV output, and `nvidia-smi -L` output for MIG instances."""
-    rows = parse_gpu_csv(csv_text, source, query)
-    kinds = gpu_kinds(rows, parse_gpu_list(listing) if listing else None)
-    return PoolNode(
+    if not is_name(name):
+        raise UsageError(f"The node's name {name!r} is not a host name ({NAME_RULE}); give one "
+                         "with --name.")  # fmt: skip
+    if fabric and not is_name(fabric):
+        raise UsageError(f"--fabric {fabric!r} is not a fabric name ({NAME_RULE}).")
+    rows = parse_gpu_csv(text_of(csv_text, source), source, query)
+    mig = parse_gpu_list(text_of(listing, "the -L file")) if listing else None
+    kinds = gpu_kinds(rows, mig)
+    node = PoolNode(
         id=name, kinds=kinds, fabric=fabric, ram_bytes=ram_bytes, free_ram_bytes=ram_bytes
     )
+    return checked(node, source)
 
 
 _GFD = "nvidia.com/"
+# The node labels a fleet file keeps: the one a Kubernetes nodeSelector picks the GPU class by.
+KEPT_LABELS = ("nvidia.com/gpu.product",)
 _MIG_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)\.(count|memory)$")
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)$")
+_PROFILE = re.compile(r"\d+g\.\d+gb")
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 _SCALE = {
     None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
@@ -84,6 +161,11 @@ def _node_kinds(name: str, labels: dict[str, str], cap: dict, alloc: dict) -> li
     if "-mig-" in product.lower() and strategy == "single":
         # Single strategy: GFD names the instance as the product and gives its memory.
         base, profile = re.split(r"-mig-", product, maxsplit=1, flags=re.I)
+        if not _PROFILE.fullmatch(profile.strip().lower()):
+            raise FleetFileError(
+                f"node {name}: nvidia.com/gpu.product {product!r} names no MIG profile like "
+                "1g.10gb."
+            )
         cls = mig_class(class_from_product(base), profile)
         count = _int(labels.get(_GFD + "gpu.count")) or _int(cap.get(_GFD + "gpu"))
         size = memory or memory_from_class(cls) or 0
@@ -139,61 +221,92 @@ def _node_kinds(name: str, labels: dict[str, str], cap: dict, alloc: dict) -> li
     return kinds
 
 
-def import_kubectl(text: str, source: str, fabric_label: str | None = None) -> tuple[PoolNode, ...]:
+def import_kubectl(
+    text: str | bytes, source: str, fabric_label: str | None = None
+) -> tuple[PoolNode, ...]:
     """Nodes from `kubectl get nodes -o json` (a List of Nodes, or one Node).
 
     Kubernetes does not say which cards are in use, so every healthy card is written as free,
     except on a cordoned node (none free) or one that is not Ready (every card unhealthy); host
     RAM is the node's memory capacity, and free RAM what it lets pods allocate (0 on those two).
+    Any part of the document of the wrong type is one sentence naming the item and the field.
     """
+    again = "make it with kubectl get nodes -o json."
     try:
-        doc = json.loads(text)
+        doc = json.loads(text_of(text, source))
     except json.JSONDecodeError as e:
-        raise FleetFileError(
-            f"{source} is not JSON (line {e.lineno}: {e.msg}); "
-            "make it with kubectl get nodes -o json."
-        ) from None
+        raise FleetFileError(f"{source} is not JSON (line {e.lineno}: {e.msg}); {again}") from None
+    except (ValueError, RecursionError):  # a number past 4,300 digits, or nesting past the stack
+        raise FleetFileError(f"{source} is not JSON llmfit can read (a number too long or "
+                             f"nesting too deep); {again}") from None  # fmt: skip
     items = doc.get("items") if isinstance(doc, dict) else None
     if items is None and isinstance(doc, dict) and doc.get("kind") == "Node":
         items = [doc]
     if not isinstance(items, list) or not items:
-        raise FleetFileError(f"{source} holds no nodes; make it with kubectl get nodes -o json.")
+        raise FleetFileError(f"{source} holds no nodes; {again}")
     nodes: list[PoolNode] = []
+    names: set[str] = set()
     for i, item in enumerate(items):
         if not isinstance(item, dict):
             raise FleetFileError(f"{source}: item {i} is not a node object.")
-        meta = item.get("metadata") or {}
-        status = item.get("status") or {}
-        name = meta.get("name") or f"node{i + 1}"
-        labels = {k: str(v) for k, v in (meta.get("labels") or {}).items()}
-        cap = status.get("capacity") or {}
-        alloc = status.get("allocatable") or {}
+
+        def part(value: Any, what: str, kind: type = dict, i: int = i) -> Any:
+            if value is None:
+                return kind()
+            if not isinstance(value, kind):
+                raise FleetFileError(
+                    f"{source}: item {i}'s {what} is {_json_kind(value)}, not "
+                    f"{_json_kind(kind())}; {again}"
+                )
+            return value
+
+        meta = part(item.get("metadata"), "metadata")
+        status = part(item.get("status"), "status")
+        spec = part(item.get("spec"), "spec")
+        name = part(meta.get("name"), "metadata.name", str) or f"node{i + 1}"
+        labels = {k: str(v) for k, v in part(meta.get("labels"), "metadata.labels").items()}
+        cap = part(status.get("capacity"), "status.capacity")
+        alloc = part(status.get("allocatable"), "status.allocatable")
+        conditions = part(status.get("conditions"), "status.conditions", list)
+        if not all(isinstance(c, dict) for c in conditions):
+            raise FleetFileError(
+                f"{source}: item {i}'s status.conditions holds something other than objects; "
+                f"{again}"
+            )
+        if name in names:
+            raise FleetFileError(f"{source}: node {name!r} appears twice; names must be unique.")
+        names.add(name)
         ram = _bytes(cap.get("memory"))
         free_ram = min(_bytes(alloc.get("memory")) or ram, ram)
         kinds = _node_kinds(name, labels, cap, alloc)
-        ready = [
-            c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"
-        ]
+        ready = [c.get("status") for c in conditions if c.get("type") == "Ready"]
         if ready and ready[0] != "True":
             # A node that is not Ready runs nothing: its cards are neither used nor free.
             kinds = [PoolKind(k.gpu_class, k.card_bytes, k.gpus, 0, k.gpus) for k in kinds]
             free_ram = 0
-        elif (item.get("spec") or {}).get("unschedulable") is True:
+        elif spec.get("unschedulable") is True:
             # Cordoned: its cards work but take no new work now, so none is free.
             kinds = [
                 PoolKind(k.gpu_class, k.card_bytes, k.gpus, 0, k.unhealthy_gpus) for k in kinds
             ]
             free_ram = 0
-        nodes.append(
-            PoolNode(
-                id=name,
-                kinds=tuple(kinds),
-                fabric=labels.get(fabric_label, "") if fabric_label else "",
-                ram_bytes=ram,
-                free_ram_bytes=free_ram,
-            )
+        node = PoolNode(
+            id=name,
+            kinds=tuple(kinds),
+            fabric=labels.get(fabric_label, "") if fabric_label else "",
+            ram_bytes=ram,
+            free_ram_bytes=free_ram,
+            labels=tuple((k, labels[k]) for k in KEPT_LABELS if k in labels),
         )
+        nodes.append(checked(node, f"{source}: node {name!r}" if is_name(name) else source))
     return tuple(nodes)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    kinds: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return kinds.get(type(value), "a number")
 
 
 def _q(text: str) -> str:
@@ -233,6 +346,9 @@ def fleet_toml(nodes: tuple[PoolNode, ...], header: str) -> str:
             lines.append(f"ram_gb = {_gb(node.ram_bytes, exact=False)}")
             if node.free_ram_bytes != node.ram_bytes:
                 lines.append(f"free_ram_gb = {_gb(node.free_ram_bytes, exact=False)}")
+        if node.labels:
+            pairs = ", ".join(f"{_q(k)} = {_q(v)}" for k, v in node.labels)
+            lines.append(f"labels = {{ {pairs} }}")
         if len(node.kinds) == 1:
             lines += _kind_lines(node.kinds[0], "")
         for k in node.kinds if len(node.kinds) > 1 else ():

@@ -1,9 +1,8 @@
 """GGUF files: their headers read into the core's nouns (Model, Artifact and its GgufLayout).
 
 Only the header is read — the metadata and the tensor infos — never tensor data: a header says each
-tensor's type and shape, and those give its bytes exactly (`gguf.GGML_QUANT_SIZES`: elements per
-block, bytes per block). `gguf` is imported inside the functions that need it, because it imports
-numpy, and a plan of safetensors alone must not pay for that.
+tensor's type and shape, and those give its bytes exactly (elements per block, bytes per block:
+`GGML_TYPES`, gguf-py's `GGML_QUANT_SIZES` kept here so that no plan imports gguf and numpy).
 
 Key names are gguf-py's (`gguf/constants.py`, `Keys.*`); what llama.cpp does with them is in
 ../shared/ENGINES.md, sections g and h.
@@ -11,17 +10,62 @@ Key names are gguf-py's (`gguf/constants.py`, `Keys.*`); what llama.cpp does wit
 
 from __future__ import annotations
 
+import marshal
+import mmap
+import os
 import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llmfit.errors import WeightsError
 from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
 from llmfit.sources.growing import NeedMore
+
+# GGML tensor types by id: (name, elements a block, bytes a block), exactly gguf-py's
+# GGMLQuantizationType and GGML_QUANT_SIZES (gguf/constants.py), which a tensor's bytes are worked
+# out from. Kept here because importing gguf imports numpy and yaml, about 340 ms, three times a
+# whole plan; tests/sources/test_gguf_types.py holds the two equal, so a type gguf learns is a
+# failing test here, not a file planned wrong.
+GGML_TYPES: dict[int, tuple[str, int, int]] = {
+    0: ("F32", 1, 4),
+    1: ("F16", 1, 2),
+    2: ("Q4_0", 32, 18),
+    3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
+    7: ("Q5_1", 32, 24),
+    8: ("Q8_0", 32, 34),
+    9: ("Q8_1", 32, 40),
+    10: ("Q2_K", 256, 84),
+    11: ("Q3_K", 256, 110),
+    12: ("Q4_K", 256, 144),
+    13: ("Q5_K", 256, 176),
+    14: ("Q6_K", 256, 210),
+    15: ("Q8_K", 256, 292),
+    16: ("IQ2_XXS", 256, 66),
+    17: ("IQ2_XS", 256, 74),
+    18: ("IQ3_XXS", 256, 98),
+    19: ("IQ1_S", 256, 50),
+    20: ("IQ4_NL", 32, 18),
+    21: ("IQ3_S", 256, 110),
+    22: ("IQ2_S", 256, 82),
+    23: ("IQ4_XS", 256, 136),
+    24: ("I8", 1, 1),
+    25: ("I16", 1, 2),
+    26: ("I32", 1, 4),
+    27: ("I64", 1, 8),
+    28: ("F64", 1, 8),
+    29: ("IQ1_M", 256, 56),
+    30: ("BF16", 1, 2),
+    34: ("TQ1_0", 256, 54),
+    35: ("TQ2_0", 256, 66),
+    39: ("MXFP4", 32, 17),
+    40: ("NVFP4", 64, 36),
+    41: ("Q1_0", 128, 18),
+}
 
 # `general.file_type` → the name llama.cpp prints (llama_model_ftype_name; ENGINES.md h).
 FILE_TYPES: dict[int, str] = {
@@ -80,27 +124,151 @@ class GgufHeader:
 
 
 def read_header(path: Path) -> GgufHeader:
-    """A GGUF file's metadata and tensor infos, read in a growing window from its start (never
-    its tensor data); a file that is not one is one sentence naming it."""
-    from llmfit.sources.growing import read_growing
+    """A GGUF file's metadata and tensor infos, read once and never its tensor data; a file that
+    is not one is one sentence naming it.
 
+    The file is mapped and parsed in one pass, so only the pages its header spans are read (a
+    growing window re-parsed each time it grows read a 3 MB header six times over). A file of the
+    Hugging Face cache is a blob named by its content's hash, which never changes: its parse is
+    kept in llmfit's cache, and a repository of 24 quants is parsed once, not at every plan.
+    """
     try:
         size = path.stat().st_size
-        with open(path, "rb") as f:
-
-            def fetch(start: int, stop: int) -> bytes:
-                f.seek(start)
-                return f.read(stop - start)
-
-            header, _ = read_growing(
-                fetch,
-                lambda buf: parse_gguf(buf, str(path), size=size),
-                size=size,
-                where=str(path),
-            )
+        blob = _blob_of(path)
+        if blob is not None:
+            kept = _load_parsed(blob, size, path)
+            if kept is not None:
+                return kept
+        header = _read_once(path, size)
     except OSError as e:
         raise WeightsError(f"{path} is not a readable GGUF file ({e.strerror or e}).") from None
+    if blob is not None:
+        _store_parsed(blob, size, header)
     return header
+
+
+def _read_once(path: Path, size: int) -> GgufHeader:
+    limit = min(size, MAX_HEADER)
+    with open(path, "rb") as f:
+        try:
+            buf = mmap.mmap(f.fileno(), limit, access=mmap.ACCESS_READ) if limit else b""
+        except (OSError, ValueError):
+            # A file that cannot be mapped (a pipe, some network file systems) is read as the
+            # Hub's files are, in a window that grows as the parser asks.
+            return _read_growing(f, path, size)
+        try:
+            # A map reads as bytes do (slices, indexing), without copying the file.
+            result = parse_gguf(cast(bytes, buf), str(path), size=size)
+        finally:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+    if isinstance(result, NeedMore):
+        # All of the file up to the cap was at hand, and the header goes on past the cap (short
+        # of the file's end, it would have been "truncated").
+        raise WeightsError(
+            f"{path}: the header is larger than {MAX_HEADER >> 20} MB, the most llmfit reads."
+        )
+    return result
+
+
+def _read_growing(f: Any, path: Path, size: int) -> GgufHeader:
+    from llmfit.sources.growing import read_growing
+
+    def fetch(start: int, stop: int) -> bytes:
+        f.seek(start)
+        return f.read(stop - start)
+
+    header, _ = read_growing(
+        fetch, lambda buf: parse_gguf(buf, str(path), size=size), size=size, where=str(path)
+    )
+    return header
+
+
+# The parse of a blob, kept: <llmfit cache>/gguf-parsed/<blob>.v1, marshal's bytes of the header
+# (a few KB, or a few hundred with a tokenizer's arrays), written after the parse succeeded, whole
+# or not at all. A blob's name is its content's SHA-256 (SHA-1 for a file outside LFS), so an
+# entry is never stale; its size is kept too, and an entry that disagrees or does not load is
+# parsed again and replaced.
+_PARSED_VERSION = 1
+_BLOB = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _blob_of(path: Path) -> str | None:
+    """The blob a Hugging Face cache's snapshot file links to; None for any other file."""
+    real = os.path.realpath(path)
+    name = os.path.basename(real)
+    if os.path.basename(os.path.dirname(real)) == "blobs" and _BLOB.fullmatch(name):
+        return name
+    return None
+
+
+def _parsed_path(blob: str) -> Path:
+    from llmfit.sources.metacache import cache_root
+
+    return cache_root() / "gguf-parsed" / f"{blob}.v{_PARSED_VERSION}"
+
+
+def _load_parsed(blob: str, size: int, path: Path) -> GgufHeader | None:
+    try:
+        version, kept_size, header_bytes, data_offset, metadata, tensors = marshal.loads(
+            _parsed_path(blob).read_bytes()
+        )
+        if version != _PARSED_VERSION or kept_size != size:
+            return None
+        return GgufHeader(
+            path,
+            {k: _decoded(v) for k, v in metadata.items()},
+            tuple(GgufTensor(n, t, tuple(shape), ne, nb) for n, t, shape, ne, nb in tensors),
+            header_bytes,
+            data_offset,
+        )
+    except (OSError, ValueError, EOFError, TypeError, AttributeError):
+        return None
+
+
+def _store_parsed(blob: str, size: int, h: GgufHeader) -> None:
+    """Keep a parse for the next run; failing to (a read-only or full disk) costs only that."""
+    target = _parsed_path(blob)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+    try:
+        data = marshal.dumps(
+            (
+                _PARSED_VERSION,
+                size,
+                h.header_bytes,
+                h.data_offset,
+                {k: _encoded(v) for k, v in h.metadata.items()},
+                tuple((t.name, t.type, t.shape, t.n_elements, t.nbytes) for t in h.tensors),
+            )
+        )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except (OSError, ValueError):
+        tmp.unlink(missing_ok=True)
+
+
+# A string array is kept as its length (_Strings), which marshal cannot hold as such: it is
+# written as ("\0S", n), and an array holding one as ("\0A", items…). No array read from a header
+# holds a str, so neither can be mistaken for one.
+_STR_ARRAY, _NESTED = "\0S", "\0A"
+
+
+def _encoded(v: Any) -> Any:
+    if isinstance(v, _Strings):
+        return (_STR_ARRAY, int(v))
+    if type(v) is tuple and any(type(x) is tuple or isinstance(x, _Strings) for x in v):
+        return (_NESTED, *map(_encoded, v))
+    return v
+
+
+def _decoded(v: Any) -> Any:
+    if type(v) is tuple and v:
+        if v[0] == _STR_ARRAY:
+            return _Strings(v[1])
+        if v[0] == _NESTED:
+            return tuple(map(_decoded, v[1:]))
+    return v
 
 
 class _Strings(int):
@@ -339,8 +507,6 @@ def parse_gguf(
 
 
 def _parse(r: _Reader) -> GgufHeader:
-    import gguf
-
     where = r.where
     if len(r.buf) < 4 and r.buf != GGUF_MAGIC[: len(r.buf)]:
         raise WeightsError(f"{where} is not a readable GGUF file (it does not begin with the "
@@ -368,7 +534,7 @@ def _parse(r: _Reader) -> GgufHeader:
     for _ in range(n_kv):
         at = r.pos
         r.kv_left -= 1
-        key = r.string("a metadata key")
+        key = str(r.string("a metadata key"))
         shown = _show(key)
         vtype_at = r.pos
         vtype = r.u32(f"the value type of {shown}")
@@ -408,13 +574,12 @@ def _parse(r: _Reader) -> GgufHeader:
         offset = r.u64(f"the offset of tensor {tn}")
         r.ti_seen += 1
         r.ti_bytes += r.pos - at
-        try:
-            block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(raw_type)]
-        except (ValueError, KeyError):
+        known = GGML_TYPES.get(raw_type)
+        if known is None:
             raise r.fail(type_at, f"tensor {tn} has type {raw_type}, which the gguf library "
-                         "does not know") from None  # fmt: skip
+                         "does not know")  # fmt: skip
+        qname, block, type_size = known
         if dims and dims[0] % block:
-            qname = gguf.GGMLQuantizationType(raw_type).name
             raise r.fail(at, f"tensor {tn}'s rows of {dims[0]} are not a whole number of "
                          f"{qname} blocks of {block}")  # fmt: skip
         if name in names:

@@ -138,12 +138,19 @@ def quiet_huggingface_hub() -> None:
     It changes huggingface_hub's settings for the whole process, so the CLI calls it, not the
     library functions here."""
     check_hf_environment()  # huggingface_hub reads its timeouts with int() as it is imported
-    from huggingface_hub.utils import disable_progress_bars, logging
-
     if os.environ.get("LLMFIT_DEBUG"):
         return
-    disable_progress_bars()
-    logging.set_verbosity_error()
+    # Read by huggingface_hub as it is imported, so that a run that asks it nothing (the cache is
+    # current) does not import it for this (issue 17); if it is imported already, it is told.
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["HF_HUB_VERBOSITY"] = "error"
+    import sys
+
+    if "huggingface_hub.constants" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars, logging
+
+        disable_progress_bars()
+        logging.set_verbosity_error()
 
 
 def endpoint() -> str:
@@ -630,6 +637,7 @@ def gguf_header(
             where=f"{repo_id}/{name}",
         )
     meta.put_header(repo_id, commit, name, "gguf", held)
+    assert not isinstance(result, NeedMore)  # read_growing returns only a finished parse
     return result
 
 

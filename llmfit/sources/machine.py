@@ -27,6 +27,7 @@ from llmfit.plan.fleet import (
     memory_from_class,
     mig_class,
 )
+from llmfit.sources.fleet import MAX_CARD_GB, MAX_CARDS, MAX_NAME, is_name
 
 MEMINFO = Path("/proc/meminfo")
 NVIDIA_SMI = "nvidia-smi"
@@ -39,7 +40,10 @@ BUSY_SHARE = 0.05
 
 
 def hostname() -> str:
-    return socket.gethostname() or "this-machine"
+    """This machine's name as a node's: the kernel takes any bytes, a fleet only a host name's
+    characters (the name reaches the terminal and the commands)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname())[:MAX_NAME].strip(".-")
+    return name if is_name(name) else "this-machine"
 
 
 def host_ram(meminfo: Path | None = None) -> tuple[int, int]:
@@ -51,7 +55,7 @@ def host_ram(meminfo: Path | None = None) -> tuple[int, int]:
     fields = dict(re.findall(r"^(\w+):\s+(\d+)\s*kB", text, re.M))
     if "MemTotal" in fields:
         total = int(fields["MemTotal"]) * 1024
-        free = int(fields.get("MemAvailable", fields.get("MemFree", fields["MemTotal"]))) * 1024
+        free = int(fields.get("MemAvailable") or fields.get("MemFree") or fields["MemTotal"]) * 1024
         return total, min(free, total)
     try:
         page = os.sysconf("SC_PAGE_SIZE")
@@ -116,6 +120,9 @@ def parse_gpu_csv(text: str, source: str, query: str | None = None) -> tuple[Gpu
         rows.append((n, cells))
     if not rows:
         raise FleetFileError(f"{source} holds no nvidia-smi CSV rows.")
+    if len(rows) > MAX_CARDS:
+        raise FleetFileError(f"{source}: has {len(rows):,} cards; a node holds at most "
+                             f"{MAX_CARDS:,}.")  # fmt: skip
     if fields is None:
         raise FleetFileError(
             f"{source}:{rows[0][0]}: has no header row, so its columns are unknown; pass "
@@ -141,6 +148,11 @@ def parse_gpu_csv(text: str, source: str, query: str | None = None) -> tuple[Gpu
             raise FleetFileError(
                 f"{source}:{n}: memory {e.args[0]!r} is not a size in MiB (like 81559 MiB)."
             ) from None
+        if total is not None and not 0 < total <= MAX_CARD_GB << 30:
+            raise FleetFileError(
+                f"{source}:{n}: memory.total {row['memory.total']!r} is not a card's memory "
+                f"(more than 0, at most {MAX_CARD_GB:,} GB)."
+            )
         if total is None:
             raise FleetFileError(
                 f"{source}:{n}: memory.total is {row['memory.total']} (as on unified-memory parts "
@@ -211,7 +223,11 @@ def gpu_kinds(
 
 
 def _run(argv: list[str]) -> str:
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    # Output that is not UTF-8 is read as far as it goes: a name with a stray byte is still a
+    # card, and what cannot be read becomes a note, never a traceback.
+    r = subprocess.run(
+        argv, capture_output=True, text=True, errors="replace", timeout=TIMEOUT_S, check=False
+    )
     if r.returncode != 0:
         first = (r.stderr or r.stdout).strip().splitlines()
         raise OSError(first[0] if first else f"exit status {r.returncode}")

@@ -21,6 +21,7 @@ from llmfit.errors import (
 )
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.model import DTYPE_SHORT, Model
+from llmfit.plan.repo import Repo
 from llmfit.sources.cache import (
     COMMIT,
     RepoRef,
@@ -50,17 +51,6 @@ SINGLE = "model.safetensors"
 # nested a thousand deep costs a bounded look, not the whole disk.
 MAX_WALK_DEPTH = 4
 MAX_WALK_ENTRIES = 10_000
-
-
-@dataclass(frozen=True)
-class Repo:
-    id: str
-    revision: str | None
-    commit: str | None
-    source: str  # "cache", "hub" or "path"
-    model: Model
-    artifacts: tuple[Artifact, ...]
-    warnings: tuple[str, ...] = ()
 
 
 def load_repo(
@@ -442,7 +432,7 @@ def _with_params(model: Model, params: int, expert_params: int) -> Model:
     from dataclasses import replace
 
     active = None
-    if model.is_moe and model.experts_active and expert_params:
+    if model.experts and model.experts > 1 and model.experts_active and expert_params:
         unused = expert_params * (model.experts - model.experts_active) // model.experts
         active = params - unused
     return replace(model, params=params, active_params=active)

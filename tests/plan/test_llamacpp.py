@@ -115,7 +115,8 @@ def cpu_node(id: str, ram: int, free: int | None = None) -> PoolNode:
 def plan_file(path: Path, nodes: list[PoolNode], context: int, precision: str = "stored"):
     found = gguf_artifacts(path.parent)
     model = model_from_gguf(found.first_header)
-    settings = PlanSettings(context=context, precision=precision)
+    # A file on this disk, named by its path as a local directory's files are.
+    settings = PlanSettings(context=context, precision=precision, local_paths=True)
     return plan(model, found.artifacts, Fleet(tuple(nodes)), settings)
 
 
@@ -154,7 +155,7 @@ def test_one_card_holds_every_layer_and_the_output(tmp_path):
     path = llama8b(tmp_path)
     p = plan_file(path, [card_node("box", 1, 24 * GIB)], 8192)
     o = next(o for o in p.options if not o.cpu)
-    assert (o.gpus_per_node, o.gpu_layers, o.tensor_split) == (1, 33, ())
+    assert (o.gpus_per_node, o.launch.gpu_layers, o.launch.tensor_split) == (1, 33, ())
     assert o.per_card.weights == 32 * L8_LAYER + L8_OUTPUT == 4_876_918_784
     assert o.per_card.kv_cache == 32 * L8_KV == 1 * GIB
     assert o.per_card.overhead == L8_COMPUTE + L8_LOGITS + OVERHEAD
@@ -174,7 +175,7 @@ def test_two_cards_split_by_layer_count_with_the_output_on_the_last(tmp_path):
     # A 4 GiB card holds 3.86 GB (90%): one card is too small, two of a node hold it.
     p = plan_file(path, [card_node("box", 2, 4 * GIB)], 8192)
     o = next(o for o in p.options if not o.cpu)
-    assert (o.gpus_per_node, o.gpu_layers, o.tensor_split) == (2, 33, (1, 1))
+    assert (o.gpus_per_node, o.launch.gpu_layers, o.launch.tensor_split) == (2, 33, (1, 1))
     # 33 units (32 layers and the output) over 2 cards: unit il goes to card ⌊il × 2 / 33⌋, so
     # layers 0-16 on the first, 17-31 and the output on the second, which is the fuller.
     assert o.per_card.weights == 15 * L8_LAYER + L8_OUTPUT == 2_515_001_344
@@ -196,7 +197,7 @@ def test_partial_offload_puts_the_most_layers_that_fit_on_the_card(tmp_path):
     o = next(o for o in p.options if not o.cpu)
     # The last N layers on the card, each with its KV; the output layer stays in RAM, so no
     # logits on the card: N × 172,490,752 + 37,748,736 + 512 MiB ≤ 3,865,470,566 → N = 19.
-    assert o.gpu_layers == 19
+    assert o.launch.gpu_layers == 19
     assert o.per_card.weights == 19 * L8_LAYER
     assert o.per_card.kv_cache == 19 * L8_KV
     assert o.per_card.overhead == L8_COMPUTE + OVERHEAD
@@ -229,7 +230,7 @@ def test_moe_experts_of_the_fewest_layers_stay_in_ram(tmp_path):
     # ≤ int(16 GiB × 0.9) = 15,461,882,265 → K = 19.
     full = 48 * Q3_LAYER + Q3_OUTPUT + 48 * Q3_KV + Q3_COMPUTE + Q3_LOGITS + OVERHEAD
     assert full == 21_737_873_408
-    assert (o.gpu_layers, o.cpu_moe_layers) == (49, 19)
+    assert (o.launch.gpu_layers, o.launch.cpu_moe_layers) == (49, 19)
     assert o.per_card.weights == 48 * Q3_LAYER + Q3_OUTPUT - 19 * Q3_EXPERTS
     assert o.per_card.kv_cache == 48 * Q3_KV
     assert o.per_card.need == full - 19 * Q3_EXPERTS == 15_282_839_552
@@ -248,7 +249,12 @@ def test_several_nodes_of_a_fabric_over_rpc(tmp_path):
     nodes = [card_node(f"n{i}", 1, 4 * GIB, fabric="ib0") for i in (1, 2)]
     p = plan_file(path, nodes, 8192)
     o = next(o for o in p.options if o.nodes == 2)
-    assert (o.gpus_per_node, o.gpu_layers, o.tensor_split, o.fabric) == (1, 33, (1, 1), "ib0")
+    assert (o.gpus_per_node, o.launch.gpu_layers, o.launch.tensor_split, o.fabric) == (
+        1,
+        33,
+        (1, 1),
+        "ib0",
+    )
     assert o.per_card.need == 3_855_605_760  # as two cards of one node
     worker, head = commands(o, "org/Llama-GGUF")
     assert (worker.role, worker.node, worker.shell) == (
@@ -260,7 +266,7 @@ def test_several_nodes_of_a_fabric_over_rpc(tmp_path):
         "--rpc n2:50052 --flash-attn on --host 0.0.0.0 --port 8080"
     )
     # One node with the rest in RAM ranks first: fewer cards.
-    assert p.options[0].gpu_layers == 19 and p.options[0].nodes == 1
+    assert p.options[0].launch.gpu_layers == 19 and p.options[0].nodes == 1
 
 
 def test_not_on_disk_uses_the_hub_tag(tmp_path):
@@ -269,7 +275,7 @@ def test_not_on_disk_uses_the_hub_tag(tmp_path):
     path = llama8b(tmp_path)
     p = plan_file(path, [card_node("box", 1, 24 * GIB)], 8192)
     o = p.options[0]
-    o = replace(o, artifact=replace(o.artifact, path=None))
+    o = replace(o, launch=replace(o.launch, model_path=None))
     (cmd,) = commands(o, "org/Llama-GGUF")
     assert cmd.argv[:3] == ("llama-server", "-hf", "org/Llama-GGUF:Q4_K_M")
 
@@ -303,13 +309,13 @@ def test_not_on_disk_uses_the_hub_tag(tmp_path):
     ],
 )
 def test_kv_bytes_a_layer(group, context, expected):
-    from llmfit.plan.engines.llamacpp import layer_kv_bytes
+    from llmfit.plan.engines.llamacpp_sizes import layer_kv_bytes
 
     assert layer_kv_bytes(group, context) == expected
 
 
 def test_more_context_never_needs_less_kv(tmp_path):
-    from llmfit.plan.engines.llamacpp import Placement, estimate
+    from llmfit.plan.engines.llamacpp_sizes import Placement, estimate
 
     found = gguf_artifacts(llama8b(tmp_path).parent)
     layout = found.artifacts[0].layout
@@ -327,7 +333,7 @@ def test_labels_say_what_stays_in_ram(tmp_path):
 
 
 def test_the_projector_is_charged_to_the_first_card_or_the_host(tmp_path):
-    from llmfit.plan.engines.llamacpp import Placement, estimate
+    from llmfit.plan.engines.llamacpp_sizes import Placement, estimate
 
     layout = gguf_artifacts(llama8b(tmp_path).parent).artifacts[0].layout
     bare = estimate(layout, Placement(33, 2), 8192)
@@ -371,7 +377,7 @@ def test_every_byte_is_placed_once_whatever_the_placement():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from llmfit.plan.engines.llamacpp import Placement, estimate, layer_kv_bytes
+    from llmfit.plan.engines.llamacpp_sizes import Placement, estimate, layer_kv_bytes
 
     @given(
         n=st.integers(1, 12),
@@ -401,7 +407,7 @@ def test_every_byte_is_placed_once_whatever_the_placement():
 
 
 def test_more_layers_on_the_cards_never_need_less_of_them():
-    from llmfit.plan.engines.llamacpp import Placement, estimate
+    from llmfit.plan.engines.llamacpp_sizes import Placement, estimate
 
     layout = _layout(10, False, False)
     card = [sum(d.total for d in estimate(layout, Placement(g, 2), 4096).cards) for g in range(12)]

@@ -8,7 +8,7 @@ number it checks; MiB are llama.cpp's, 2^20 bytes, printed to two decimals.
 from __future__ import annotations
 
 from llmfit.plan.artifact import GgufLayout
-from llmfit.plan.engines.llamacpp import Placement, compute_bytes, estimate
+from llmfit.plan.engines.llamacpp_sizes import Placement, compute_bytes, estimate
 from llmfit.plan.fleet import MIB
 from llmfit.plan.model import AttentionKind, LayerGroup
 

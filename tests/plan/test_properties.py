@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import vllm
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode
-from llmfit.plan.model import AttentionKind, LayerGroup, Model, Shape
+from llmfit.plan.model import AttentionKind, LayerGroup, Model
 from llmfit.plan.options import rank, rank_key
-from llmfit.plan.planner import PlanSettings, plan
+from llmfit.plan.planner import SHORTER, PlanSettings, plan
+from llmfit.plan.settings import Pins
 
 CLASSES = {"h100-80g": 85_045_477_376, "l40s-48g": 47_803_596_800, "x-24g": 24 * GIB}
 
@@ -78,7 +78,13 @@ contexts = st.sampled_from([None, 2048, 8192, 100_000])
 
 
 def ways(p) -> set[tuple]:
-    return {(o.gpu_class, o.what_if, o.gpus, o.nodes) for o in p.options}
+    """Each option's class, precision, cards and nodes. The checkpoint as shipped at a shorter
+    context is the checkpoint as shipped: where more room lets it hold the whole context, the
+    shorter-context option gives way to it, and no way is lost."""
+    return {
+        (o.gpu_class, None if o.what_if == SHORTER else o.what_if, o.gpus, o.nodes)
+        for o in p.options
+    }
 
 
 def covered(old, new) -> bool:
@@ -137,13 +143,15 @@ def test_ranking_is_a_total_order_whatever_the_arrival(m, art, fleet, ctx, rnd):
 @given(models(), artifacts, fleets(), contexts)
 def test_max_context_fits_and_one_block_more_does_not(m, art, fleet, ctx):
     p = plan(m, [art], fleet, PlanSettings(context=ctx, precision="stored"))
-    shape = Shape.of(m)
     for o in p.options:
         if o.max_context >= (m.max_context or 0) or o.kv_per_token == 0:
             continue  # capped at the trained context: nothing beyond it is claimed
-        runtime = None
-        if m.vocab_size and m.hidden_size:
-            runtime = vllm.Runtime(o.batched_tokens, m.vocab_size, m.hidden_size)
-        at = vllm.per_card(shape, o.artifact.bytes, o.tp, o.pp, o.max_context, runtime)
-        past = vllm.per_card(shape, o.artifact.bytes, o.tp, o.pp, o.max_context + 16, runtime)
-        assert at.need <= o.have < past.need
+        pins = Pins(tp=o.tp, pp=o.pp, dp=o.dp, ep=o.expert_parallel)
+        assert _same_layout(m, art, fleet, pins, o, o.max_context)
+        assert not _same_layout(m, art, fleet, pins, o, o.max_context + 16)
+
+
+def _same_layout(m, art, fleet, pins, o, context: int) -> list:
+    """The options of `o`'s pinned layout on its class and nodes, planned at another context."""
+    again = plan(m, [art], fleet, PlanSettings(context=context, precision="stored", pins=pins))
+    return [x for x in again.options if (x.gpu_class, x.nodes) == (o.gpu_class, o.nodes)]

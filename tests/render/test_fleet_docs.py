@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from llmfit.plan.fleet import summarize
+from llmfit.plan.fleet_summary import summarize
 from llmfit.render.fleet import render_summary
 from llmfit.sources.fleet import read_fleet
 from tests.conftest import ROOT

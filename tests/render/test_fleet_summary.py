@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from llmfit.plan.fleet import GIB, ClassUsage, FabricClass, summarize
+from llmfit.plan.fleet import GIB
+from llmfit.plan.fleet_summary import ClassUsage, FabricClass, summarize
 from llmfit.render.fleet import bar, document, render_summary, render_summary_json
 from llmfit.sources.fleet import parse_inline, read_fleet
 from tests.conftest import EXAMPLE_FLEET, ROOT

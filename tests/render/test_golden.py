@@ -59,3 +59,38 @@ def test_explain_and_why_not_of_the_mla_model(run):
     )
     assert code == 0, err
     check("mla-explain.txt", out)
+
+
+# At the widths people's terminals have (issue 16): the table, --explain and --why-not of a
+# dense model, a MoE, a plan across nodes and a GGUF repository, at 80 and 120 columns.
+NARROW = {
+    "dense": ["meta-llama/Llama-3.1-8B-Instruct", "--context", "32k", "--fleet",
+              str(EXAMPLE_FLEET)],
+    "moe": ["Qwen/Qwen3-235B-A22B", "--fleet", str(EXAMPLE_FLEET)],
+    "multinode": ["meta-llama/Meta-Llama-3.1-405B", "--fleet", "4x8xh100-80g@ib0", "--context",
+                  "8k"],
+    "gguf": ["llmfit-fixtures/Tiny-Llama-GGUF", "--context", "4096", "--fleet", str(EXAMPLE_FLEET)],
+}  # fmt: skip
+VIEWS = {"table": [], "explain": ["--explain"], "why-not": ["--why-not"]}
+
+
+@pytest.mark.parametrize("width", [80, 120])
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("case", sorted(NARROW))
+def test_output_at_terminal_widths(run, monkeypatch, case, view, width):
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, err = run(*NARROW[case], *VIEWS[view])
+    assert code == 0, err
+    check(f"{case}-{view}-{width}.txt", out)
+    if view == "table":
+        # The table never cuts a number to fit: every row's figures are whole.
+        assert "…" not in "".join(line for line in out.splitlines() if line[:3].strip().isdigit())
+
+
+def test_no_figure_is_labelled_gb():
+    """Every size llmfit prints is in GiB (2^30 bytes): none may say GB (issue 16)."""
+    import re
+
+    for path in sorted(GOLDEN.iterdir()):
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"\d GB\b|\bGB\b", text), path.name

@@ -22,15 +22,20 @@ def test_memory_from_class_labels():
 
 def test_example_fleet():
     fleet = read_fleet(EXAMPLE_FLEET)
-    # 4 h200 + 4 h100 + the MIG node + the L40S box + the CPU node.
-    assert len(fleet.nodes) == 11
+    # 4 h200 + 4 h100 + the MIG node + the L40S box + the CPU node: 11 nodes in 5 entries, each
+    # pool one entry with its count.
+    assert fleet.node_count == 11
+    assert [(n.id, n.count) for n in fleet.nodes] == [
+        ("h200", 4), ("h100", 4), ("a100-mig", 1), ("l40s-box", 1), ("cpu-1", 1),
+    ]  # fmt: skip
+    assert fleet.node_ids()[3:6] == ("h200-4", "h100-1", "h100-2")
     # 32 + 32 + (4 MIG instances + 6 whole) + (4 L40S less 1 unhealthy).
     assert fleet.gpus == 77
-    h100 = fleet.nodes[4]
-    assert (h100.id, h100.fabric, h100.kinds[0].free_gpus) == ("h100-1", "ib1", 4)
-    l40s = fleet.nodes[9].kinds[0]
+    h100 = fleet.nodes[1]
+    assert (h100.node_id(0), h100.fabric, h100.kinds[0].free_gpus) == ("h100-1", "ib1", 4)
+    l40s = fleet.nodes[3].kinds[0]
     assert (l40s.gpus, l40s.unhealthy_gpus, l40s.free_gpus) == (4, 1, 3)
-    assert fleet.nodes[10].is_cpu and fleet.nodes[10].free_ram_bytes == 600 * GIB
+    assert fleet.nodes[4].is_cpu and fleet.nodes[4].free_ram_bytes == 600 * GIB
 
 
 @pytest.mark.parametrize(
@@ -71,7 +76,7 @@ def test_each_mistake_is_one_sentence_naming_file_line_and_key(text, message):
         # Unknown keys: a close name is suggested, else every allowed key is listed.
         ("[[node]]\ngpu = 'h100-80g'\nzzz = 1\n",
          "f.toml:3: node[0].zzz is not a key llmfit knows; allowed: name, fabric, ram_gb, "
-         "free_ram_gb, devices, gpu, gpu_memory_gb, gpus, free_gpus, unhealthy_gpus."),
+         "free_ram_gb, devices, gpu, gpu_memory_gb, gpus, free_gpus, unhealthy_gpus, labels."),
         ("[[node]]\nname = 'x'\n  [[node.devices]]\n  gpu = 'h100-80g'\n  fabric = 'ib0'\n",
          "f.toml:5: node[0].devices[0].fabric is not a key llmfit knows; allowed: gpu, "
          "gpu_memory_gb, gpus, free_gpus, unhealthy_gpus."),
@@ -130,11 +135,12 @@ def test_every_validation_sentence(text, message):
 def test_a_fleet_file_with_every_feature_reads_as_written():
     """The full example of docs/fleet.md: each key lands where it says."""
     fleet = read_fleet(ROOT / "examples" / "fleet-4-nodes.toml")
-    assert [n.id for n in fleet.nodes] == ["h100-1", "h100-2", "mixed-1", "cpu-1"]
-    h1, h2, mixed, cpu = fleet.nodes
-    assert (h1.fabric, h1.ram_bytes, h1.free_ram_bytes) == ("ib0", 2048 * GIB, 1800 * GIB)
-    assert h1.kinds == (PoolKind("h100-80g", 85_045_477_376, 8, 8, 0),)
-    assert h2.kinds == h1.kinds and h2.fabric == "ib0"
+    assert fleet.node_ids() == ("h100-1", "h100-2", "mixed-1", "cpu-1")
+    h100, mixed, cpu = fleet.nodes
+    assert (h100.count, h100.fabric, h100.ram_bytes, h100.free_ram_bytes) == (
+        2, "ib0", 2048 * GIB, 1800 * GIB,
+    )  # fmt: skip
+    assert h100.kinds == (PoolKind("h100-80g", 85_045_477_376, 8, 8, 0),)
     assert mixed.fabric == ""
     assert mixed.kinds == (
         PoolKind("a100-80g-mig-3g.40gb", int(39.25 * GIB), 4, 2, 0),

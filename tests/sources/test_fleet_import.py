@@ -34,11 +34,14 @@ def test_kubectl_nodes_whole_cards_mig_single_and_mixed():
             "ib0",
             2_097_096_404 * 1024,
             2_095_606_484 * 1024,
+            # The label a nodeSelector picks the class by is kept (`--format k8s`).
+            labels=(("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),),
         ),
         # MIG single strategy: GFD names the instance as the product, with its 9,856 MiB.
         PoolNode(
             "scw-k8s-jovial-dubinsky-pool-h100-93a072191d38",
             (PoolKind("h100-mig-1g.10gb", 9_856 * MIB, 7, 7, 0),),
+            labels=(("nvidia.com/gpu.product", "NVIDIA-H100-PCIe-MIG-1g.10gb"),),
         ),
         # MIG mixed with GFD's mislabel: the resource mig-3g.20gb (16) takes the memory of the
         # one 3g label, mig-3g.21gb.memory = 20,096 MiB; no product label names the card.
@@ -52,6 +55,7 @@ def test_kubectl_nodes_whole_cards_mig_single_and_mixed():
                 # Its memory label is cut off in the fixture: 0.83 of the name's 10 GiB.
                 PoolKind("a100-40g-mig-2g.10gb", int(10 * GIB * 0.83), 2, 2, 0),
             ),
+            labels=(("nvidia.com/gpu.product", "A100-PCIE-40GB"),),
         ),
         PoolNode("cpu-1", (), "", 519_659_388 * 1024, 519_659_388 * 1024),
     )
@@ -68,12 +72,14 @@ def test_kubectl_fleet_file_is_written_and_reads_back():
         'fabric = "ib0"\n'
         "ram_gb = 1999.9\n"
         "free_ram_gb = 1998.5\n"
+        'labels = { "nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3" }\n'
         'gpu = "h100-80g"\n'
         "gpus = 8\n"
         "unhealthy_gpus = 1\n"
         "\n"
         "[[node]]\n"
         'name = "scw-k8s-jovial-dubinsky-pool-h100-93a072191d38"\n'
+        'labels = { "nvidia.com/gpu.product" = "NVIDIA-H100-PCIe-MIG-1g.10gb" }\n'
         'gpu = "h100-mig-1g.10gb"\n'
         "gpu_memory_gb = 9.625\n"
         "gpus = 7\n"
@@ -85,6 +91,7 @@ def test_kubectl_fleet_file_is_written_and_reads_back():
         "\n"
         "[[node]]\n"
         'name = "as-4124gs-tnr"\n'
+        'labels = { "nvidia.com/gpu.product" = "A100-PCIE-40GB" }\n'
         "  [[node.devices]]\n"
         '  gpu = "a100-40g-mig-1g.5gb"\n'  # 4,864 MiB: what the 1g.5gb profile holds
         "  gpus = 4\n"
@@ -100,6 +107,7 @@ def test_kubectl_fleet_file_is_written_and_reads_back():
     # Cards read back to the byte; RAM to the tenth of a GB it was written with.
     assert [n.kinds for n in back.nodes] == [n.kinds for n in nodes]
     assert [n.fabric for n in back.nodes] == ["ib0", "", "", "", ""]
+    assert [n.labels for n in back.nodes] == [n.labels for n in nodes]
     assert back.nodes[0].ram_bytes == int(1999.9 * GIB)
 
 

@@ -19,30 +19,34 @@ def test_one_node_of_eight_cards():
 
 def test_four_nodes_on_a_fabric():
     fleet = parse_inline("4x8xh100-80g@ib0")
-    assert [n.id for n in fleet.nodes] == ["h100-80g-1", "h100-80g-2", "h100-80g-3", "h100-80g-4"]
-    assert {n.fabric for n in fleet.nodes} == {"ib0"}
+    # One entry counting four nodes, not four objects.
+    (node,) = fleet.nodes
+    assert (node.count, node.fabric) == (4, "ib0")
+    assert fleet.node_ids() == ("h100-80g-1", "h100-80g-2", "h100-80g-3", "h100-80g-4")
     assert fleet.gpus == 32
 
 
 def test_a_cpu_node_and_sizes():
     (node,) = parse_inline("cpu:512g").nodes
     assert node == PoolNode("cpu-1", (), "", 512 * GIB, 512 * GIB)
-    assert [n.ram_bytes for n in parse_inline("2xcpu:1t,cpu:1.5tb,cpu:64").nodes] == [
-        1024 * GIB, 1024 * GIB, 1536 * GIB, 64 * GIB,
+    fleet = parse_inline("2xcpu:1t,cpu:1.5tb,cpu:64")
+    assert [(n.ram_bytes, n.count) for n in fleet.nodes] == [
+        (1024 * GIB, 2), (1536 * GIB, 1), (64 * GIB, 1),
     ]  # fmt: skip
+    assert fleet.node_ids() == ("cpu-1", "cpu-2", "cpu-3", "cpu-4")
 
 
 def test_several_joined_with_commas_one_card_and_mig():
     fleet = parse_inline("2x8xh200-141g@ib0, h100-80g ,7xa100-80g-mig-1g.10gb,cpu:256g")
+    assert fleet.node_ids()[:2] == ("h200-141g-1", "h200-141g-2")
     assert [(n.id, n.fabric, n.kinds[0].gpus if n.kinds else 0) for n in fleet.nodes] == [
-        ("h200-141g-1", "ib0", 8),
-        ("h200-141g-2", "ib0", 8),
+        ("h200-141g", "ib0", 8),
         ("h100-80g-1", "", 1),
         ("a100-80g-mig-1g.10gb-1", "", 7),
         ("cpu-1", "", 0),
     ]
     # What a 1g.10gb instance holds (mig -lgip: 9.62 GiB), not what its name says.
-    assert fleet.nodes[3].kinds[0].card_bytes == int(9.62 * GIB)
+    assert fleet.nodes[2].kinds[0].card_bytes == int(9.62 * GIB)
 
 
 def test_the_same_class_twice_keeps_names_unique():

@@ -80,7 +80,7 @@ def test_order_fleet_toml_then_env_then_this_machine(box, monkeypatch, tmp_path)
     monkeypatch.setenv("LLMFIT_FLEET", "2x8xh100-80g@ib0")
     fleet = resolve_fleet(None)
     assert fleet.source == "$LLMFIT_FLEET: 2x8xh100-80g@ib0"
-    assert [n.id for n in fleet.nodes] == ["h100-80g-1", "h100-80g-2"]
+    assert fleet.node_ids() == ("h100-80g-1", "h100-80g-2")
 
     assert not log.exists()  # nvidia-smi is not run while a fleet is given
     monkeypatch.delenv("LLMFIT_FLEET")

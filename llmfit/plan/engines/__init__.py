@@ -1,1 +1,239 @@
-"""One estimator per engine, each sizing what one card holds the way that engine does."""
+"""The engines llmfit plans for, behind one protocol, and the registry the planner iterates.
+
+An engine says which artifacts it runs, sizes the layouts it accepts on a fleet's cards (what each
+card holds, what it refuses and why), and spells the launch of an option it planned: its command
+lines, the parts of a card in words, and the flags it reads back from a command a user already
+has (`llmfit check`). A new engine is a module that implements `Engine` and one line in
+`_MODULES`; the planner and the renderers find it here by its key and name none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Protocol
+
+from llmfit.plan.artifact import Artifact
+from llmfit.plan.fleet import Fleet
+from llmfit.plan.launch import Command
+from llmfit.plan.model import Model, Shape
+from llmfit.plan.options import Option, Rejection
+from llmfit.plan.pools import ClassPool
+from llmfit.plan.settings import PlanSettings
+
+
+@dataclass(frozen=True)
+class Job:
+    """One artifact to place, with everything an engine needs to size its layouts."""
+
+    artifact: Artifact
+    model: Model
+    # The shape at the KV dtype asked for (`--kv-cache-dtype`, else the checkpoint's).
+    shape: Shape
+    fleet: Fleet
+    pools: Sequence[ClassPool]
+    context: int
+    settings: PlanSettings
+
+
+@dataclass
+class Found:
+    """What an engine found for a job: the options, and the ways it refused (or did not show)."""
+
+    options: list[Option] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    # What the user should know about the whole plan, in one sentence each.
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a card, in words: its name, its bytes, and how they were worked out."""
+
+    name: str
+    bytes: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Explanation:
+    parts: tuple[Part, ...]
+    # What the engine is assumed to do that the numbers rest on.
+    assumes: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """A command line an engine was given (`llmfit check -- …`), read into what a plan needs: the
+    repository and file it names, the settings and the exact layout it asks for."""
+
+    repo: str
+    settings: PlanSettings
+    # A GGUF quant the command names (`-hf REPO:Q4_K_M`), or a local file (`-m path`).
+    quant: str | None = None
+    path: str | None = None
+    # Flags read but not modelled: they change nothing in the plan.
+    ignored: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Image:
+    """The engine's official container image, and what `--format docker|k8s` needs to run an
+    option's commands in it (render/deploy.py reads only this, and names no engine).
+
+    An engine that has no image for some launch says so through `programs`: a command whose
+    program is neither the entrypoint's nor one of `programs` is refused with a sentence naming
+    it (llama.cpp's rpc-server is in none of llama.cpp's images).
+    """
+
+    # Name and tag, the tag following the engine version the plan models ("vllm/vllm-openai:
+    # v0.33.0"; an engine whose version the plan does not model names its floating tag).
+    name: str
+    # The leading words of the engine's serve command that the image's ENTRYPOINT already runs
+    # ("vllm", "serve"): a container is given the rest of the command, unchanged. Empty for an
+    # image with no ENTRYPOINT: its server's command is given whole, and its program is the first
+    # of `programs`.
+    entrypoint: tuple[str, ...]
+    # The port the server listens on when its command names none, the flag that names one, and
+    # the path that answers 200 once the model is loaded (the readiness probe).
+    port: int
+    health: str
+    port_flag: str = "--port"
+    # Other programs of the engine's commands that the image has on its PATH ("ray").
+    programs: tuple[str, ...] = ()
+    # Whether the engine's processes on a node share memory through /dev/shm (PyTorch's workers),
+    # so that a container needs the host's IPC namespace (`--ipc=host`) or a large /dev/shm.
+    shared_memory: bool = False
+    # Flags that keep a program of `programs` in the foreground, for a container whose only
+    # process it is (("ray", "--block"): `ray start` otherwise returns once its daemons are up).
+    foreground: tuple[tuple[str, str], ...] = ()
+    # A shell test that is true once a multi-node launch's workers have joined the head (`{nodes}`
+    # stands for how many nodes); a pod that runs the head's commands one after the other waits
+    # for it before the last. Empty where the engine waits by itself.
+    joined: str = ""
+    # Where the image's user keeps the Hugging Face cache, which a container mounts.
+    hf_home: str = "/root/.cache/huggingface"
+
+
+class Engine(Protocol):
+    """What the planner and the renderers need of an engine.
+
+    A new engine implements every method here, `image` included: `--format docker|k8s` is asked
+    of every engine's options.
+    """
+
+    # The registry key, as JSON and `--engine` spell it ("vllm", "llama.cpp").
+    key: str
+    # The engine's own name, for sentences ("vLLM").
+    name: str
+    # The program a `check` command line starts with ("vllm", "llama-server").
+    programs: tuple[str, ...]
+
+    def runs(self, artifact: Artifact) -> bool:
+        """Whether it can serve this artifact at all (its format)."""
+        ...
+
+    def plan(self, job: Job) -> Found:
+        """Every layout it accepts on the job's fleet that fits, and what it refused."""
+        ...
+
+    def commands(
+        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+    ) -> list[Command]:
+        """The processes that run the option, role by role."""
+        ...
+
+    def explain(self, option: Option, model: Model) -> Explanation:
+        """The option's fullest card, part by part, and what the numbers assume."""
+        ...
+
+    def image(self, option: Option) -> Image:
+        """The official container image that runs the option's commands (for a CPU option, the
+        engine's CPU image), with what a container of it needs: see `Image`."""
+        ...
+
+    def where(self, option: Option) -> str:
+        """Where it runs, in a few words: "8 × h200-141g", "2 nodes × 8 h100-80g on ib0"."""
+        ...
+
+    # The engine's own fields of an option in the JSON document (every engine's are present on
+    # every option, null where they are not that engine's).
+    fields: tuple[str, ...]
+
+    def values(self, option: Option) -> dict[str, object]:
+        """This engine's fields of one of its options, for the JSON document."""
+        ...
+
+    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+        """A command line of this engine read back into a request (raises ValueError with the
+        sentence that says what is wrong with it)."""
+        ...
+
+
+# Key → module; each module has an `ENGINE` implementing Engine. Order is the order engines
+# are tried and listed in.
+_MODULES = {
+    "vllm": "llmfit.plan.engines.vllm",
+    "llama.cpp": "llmfit.plan.engines.llamacpp",
+    "sglang": "llmfit.plan.engines.sglang",
+}
+
+# Engines planned only when named (`--engine KEY`, or a command of theirs to check), not by
+# default. SGLang runs the same safetensors checkpoints as vLLM, on the same layouts, and what its
+# cards hold agrees with vLLM's within a few percent (its default static share leaves about what
+# vLLM's utilisation and overhead leave), so planning both by default would print every way twice
+# with near-equal numbers; data-parallel attention with expert parallelism, SGLang's home
+# ground, vLLM offers too. Named, it is planned beside the others, and its own figures are
+# SGLang's (its static share, its pools, its flags).
+_NAMED_ONLY = frozenset({"sglang"})
+
+
+def keys() -> tuple[str, ...]:
+    return tuple(_MODULES)
+
+
+def engine(key: str) -> Engine:
+    """The engine registered under `key` (imported on first use)."""
+    try:
+        module = _MODULES[key]
+    except KeyError:
+        raise ValueError(f"unknown engine {key!r}; known: {', '.join(_MODULES)}") from None
+    found: Engine = import_module(module).ENGINE
+    return found
+
+
+def engines() -> list[Engine]:
+    return [engine(k) for k in _MODULES]
+
+
+def planned(key: str, named: Sequence[str]) -> bool:
+    """Whether a plan asked for the engines `named` (empty: none named) plans engine `key`."""
+    return key in named if named else key not in _NAMED_ONLY
+
+
+def default_keys() -> tuple[str, ...]:
+    """The engines planned when none is named."""
+    return tuple(k for k in _MODULES if k not in _NAMED_ONLY)
+
+
+def field_names() -> tuple[str, ...]:
+    """Every engine's own JSON fields, in registry order."""
+    out: list[str] = []
+    for e in engines():
+        out += [f for f in e.fields if f not in out]
+    return tuple(out)
+
+
+def for_argv(argv: Sequence[str]) -> Engine | None:
+    """The engine a command line starts (`vllm serve …`, `llama-server …`, or a module run
+    with `python -m …`), by its program's name; None when no engine claims it."""
+    if not argv:
+        return None
+    name = argv[0].rsplit("/", 1)[-1]
+    if name.startswith("python") and len(argv) > 2 and argv[1] == "-m":
+        name = argv[2]
+    for e in engines():
+        if name in e.programs:
+            return e
+    return None

@@ -1,297 +1,629 @@
-"""llama.cpp: what each device holds when llama-server places a GGUF file's layers.
+"""llama.cpp, the engine: the ways llama-server can run a GGUF file, and the lines that start it.
 
-Per device: weights by layer placement + KV of the layers it holds + compute buffer + runtime
-overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and g) reads it:
-
-- Layers (`llama_model::load_tensors`, src/llama-model.cpp): with `-ngl N`, the last N of the
-  n_layer repeating layers go to the cards, and the output layer (index n_layer) too only when
-  N ≥ n_layer + 1. Across cards they split by COUNT: layer il (counted from the first offloaded,
-  over act = min(N, n_layer + 1) units) goes to the first card whose cumulative split fraction
-  exceeds il / act; with equal `--tensor-split 1,1,…` that is card ⌊il·k / act⌋. `token_embd`
-  always stays on the host; with tied embeddings the output layer's device gets a copy of it.
-- `--n-cpu-moe K` keeps `blk.{0..K-1}.ffn_{up,down,gate}_exps` on the host whatever the layer's
-  device (LLM_FFN_EXPS_REGEX overrides).
-- KV (`llama_kv_cache`, `llama_kv_cache_iswa`, `llama_memory_recurrent`): each layer's cache is on
-  that layer's device. n_ctx is padded to 256. Full layers: n_head_kv × (n_embd_k + n_embd_v) ×
-  cells × 2 B (f16, the default cache type). Sliding-window layers: cells =
-  pad256(min(n_ctx, n_swa × n_seq + n_ubatch)). MLA: K only, (kv_lora_rank + rope) × 2 B.
-  Recurrent layers: a fixed f32 state per sequence slot.
-- Compute buffer (graph reserve for one ubatch, with flash attention, which the command turns
-  on). On a card (`compute_bytes`): 4 B × n_ubatch × (n_embd + n_ff) on every card that holds a
-  layer, plus 4 B × n_ubatch × n_vocab of logits on the card holding the output layer. Checked
-  against the CUDA records (../shared/calibration/engine-logs.jsonl; docs/accuracy.md has the
-  table): GLM-Z1-32B IQ4_XS at ub 512 (vocab 151,552, n_embd 6,144, n_ff 23,040) gives 4 × 512 ×
-  180,736 = 353.00 MiB, and the log says "CUDA0 compute buffer size = 353.00 MiB"; Qwen3-30B-A3B
-  (vocab 151,936, n_embd 2,048, feed_forward_length 6,144) gives 312.75 MiB against the logged
-  304.75 (ik_llama.cpp; +8 MiB, on the safe side). No card was at hand to measure more.
-- The host's compute buffer where the host runs layers (`cpu_compute_bytes`: a CPU-only plan, or
-  the host's part of a partial offload) is llama.cpp's CPU backend's, FITTED to what llama.cpp
-  (llama-cpp-python 0.3.36's vendored build, 2026) printed for the engine suite's 40 runs
-  (tests/engine: llama, qwen3, qwen3moe, gemma3 and deepseek2 at n_embd 256 to 4,096, -c 512 to
-  32,768, -ub 256 and 512, 4 slots, flash attention on). The graph allocator reuses memory, so the
-  buffer is its largest phase: the logits, 4 B × n_ubatch × (n_vocab + 2 × n_embd), or a layer's,
-  4 B × n_ubatch × (3 × n_ff + 4 × n_embd) plus the f16 KQ mask, 2 B × n_ubatch × n_ctx. Error:
-  within the 0.01 MiB printed for every llama-layout run (llama, and each small model's logits
-  phase); within 2.3 % for gemma3, 3.1 % for small deepseek2, −7.1 to +5.8 % for deepseek2 at
-  n_embd 4,096 and +6.4 % for qwen3moe at 32k. It under-counts Qwen3's dense layer (q/k norms
-  over heads of 128) where a layer, not the logits, is the peak: llama.cpp's allocator packs it
-  less tightly than the llama layout the fit follows: the fit is 19-25 % under llama.cpp at n_embd
-  2,048 with 32 heads (the suite marks that case as a known miss), 7-17 % under in exploratory runs
-  at n_embd 4,096, and not monotonically in n_ctx (one such shape needed less at -c 8192 than at
-  512), so no simple term fits it. Real models' large vocabularies usually make the logits the
-  peak (Qwen3-4B: 306.75 MiB of logits against 81 MiB for a layer and its mask at -c 4096), where
-  the fit is exact. The formula it replaces (the card's, with no mask) was 1.6 % over on the small
-  models but 15 % under at n_embd 4,096 and, having no n_ctx term, 60 % under at -c 131072
-  (98.5 MiB against 244.01).
-- Where the cards run every layer, the host still holds the graph's inputs (`host_inputs_bytes`,
-  the `CUDA_Host compute buffer`): an f32 KQ mask of n_ctx × n_ubatch and the ubatch's input
-  embeddings, 4 B × n_ubatch × (n_ctx + n_embd). All four CUDA records agree to 0.01 MiB (GLM-Z1
-  76.01, Qwen3-30B-A3B 68.01, DeepSeek-R1-Distill-Llama-8B 24.01, Phi-3-mini 7.00 MiB).
-- What the engine suite found besides: weights (`model buffer size`, mmap'd) are the header's
-  tensor bytes exactly, and KV is this module's formula exactly, for every architecture it loads
-  (full attention, sliding windows of period 6, MLA's K-only cache) at every size it ran; nothing
-  in those two needed changing. llama.cpp also keeps a host `output buffer` of n_vocab × 4 B a
-  slot (0.49 MiB for the suite's 32,000 tokens and 4 slots), which is not charged.
-- Runtime overhead: the CUDA context, cuBLAS workspace and the pool allocator's slack, which
-  llama.cpp does not log: ENGINES.md g puts it at 0.3–0.5 GiB a card; we charge the top, 512 MiB,
-  on every card, because every card pays its own.
-
-Not modelled, for want of measurements: pipeline parallelism's extra compute copies (n_copies =
-4 with every layer on several cards; ENGINES.md g gives no sizes, and since PR #16748, Oct 2025,
-llama.cpp retries without pipeline parallelism when they do not fit), and the larger compute
-buffer partial offload can need when it copies host weights up to the card for big batches.
+On a CPU; every layer on 1…N cards of a node (split by layer count, which llama.cpp pipelines);
+when a node's cards cannot hold it all, a MoE's experts (`--n-cpu-moe`, the fewest layers' worth)
+or else the first layers (`-ngl`, the most that fit) kept in the node's RAM; every layer on the
+cards of several nodes of one fabric over RPC; and, where the model fits fewer cards than a node
+has, independent servers filling the node, each with its own cards and port. What each device
+holds is llamacpp_sizes'.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from llmfit.plan.artifact import GgufLayout
-from llmfit.plan.fleet import MIB
-from llmfit.plan.model import AttentionKind, LayerGroup
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
+from llmfit.plan.artifact import Artifact, GgufLayout
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import llamacpp_sizes as sizes
+from llmfit.plan.fleet import GIB
+from llmfit.plan.launch import Command
+from llmfit.plan.layout import Card, Layout
+from llmfit.plan.model import Model
+from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.pools import ClassPool, Host, seats
+from llmfit.plan.settings import PlanSettings
 
-# llama-server's defaults that the plan relies on and the command does not change.
-KV_ELEMENT_BYTES = 2  # --cache-type-k/-v f16
-N_UBATCH = 512  # --ubatch-size
-# --parallel auto = 4 slots sharing one unified pool of --ctx-size cells (PR #16736): the pool is
-# the same size as one slot's would be, but SWA windows and recurrent states are kept per slot.
-N_SEQ = 4
-CTX_PAD = 256  # llama_context: n_ctx = GGML_PAD(n_ctx, 256)
-RUNTIME_OVERHEAD = 512 * MIB
-
-
-def pad(n: int, to: int = CTX_PAD) -> int:
-    return -(-n // to) * to
+RPC_PORT = 50052  # rpc-server's default port (tools/rpc/README.md)
+PORT = 8080  # llama-server's default; each further server on a node takes the next one
+# llama.cpp's server images (docs/docker.md, .devops/cuda.Dockerfile and cpu.Dockerfile, target
+# `server`): ENTRYPOINT /app/llama-server, a HEALTHCHECK on :8080/health. They hold llama-server
+# only, built without GGML_RPC, so the RPC launch across nodes has no image. llmfit does not model
+# llama.cpp releases, so the floating tags are named.
+IMAGE_CUDA = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+IMAGE_CPU = "ghcr.io/ggml-org/llama.cpp:server"
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where llama.cpp is told to put things: `-ngl`, the cards sharing them, `--n-cpu-moe`."""
+class LlamaCppLaunch:
+    """What a llama-server line of an option is made of, beside its layout."""
 
+    ctx_size: int
+    # --n-gpu-layers (n_layer + 1 is every layer and the output layer), 0 on a CPU.
     gpu_layers: int
-    cards: int
-    cpu_moe: int = 0
+    # The equal --tensor-split across a server's cards (empty on one card).
+    tensor_split: tuple[int, ...] = ()
+    cpu_moe_layers: int = 0
     # --cache-type-k/-v: "f16" (the default) or "q8_0".
-    kv_type: str = "f16"
+    cache_type: str = "f16"
+    # The file on this machine to pass as -m, where a local path was asked for (--local-paths,
+    # or a repository that is a local directory); None: -hf REPO:QUANT, which works on any node.
+    model_path: str | None = None
 
 
-@dataclass(frozen=True)
-class DeviceUsage:
-    """One device's share: the layers it holds (n_layer = the output layer) and their bytes."""
-
-    layers: tuple[int, ...]
-    weights: int
-    kv_cache: int
-    compute: int
-    overhead: int
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.kv_cache + self.compute + self.overhead
-
-
-@dataclass(frozen=True)
-class Estimate:
-    cards: tuple[DeviceUsage, ...]
-    host: DeviceUsage
-
-    def worst_card(self) -> DeviceUsage | None:
-        return max(self.cards, key=lambda d: d.total, default=None)
+def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    """The f16 cache llama-server keeps by default and, as a what-if, its 8-bit cache: q8_0 keys
+    and values (a quantised V cache needs flash attention, which the command turns on)."""
+    q8 = ("q8_0", "q8_0 KV cache", ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0"))
+    stored = ("f16", None, ())
+    if settings.llamacpp.cache_type == "q8_0":
+        return [q8]
+    if settings.precision == "stored":
+        return [stored]
+    if settings.precision == "kv-fp8":
+        return [q8]
+    return [stored, q8] if settings.precision == "all" else [stored]
 
 
-def layer_device(il: int, n_layer: int, gpu_layers: int, cards: int) -> int | None:
-    """The card (0-based) layer il goes to, or None for the host; il = n_layer is the output."""
-    start = max(n_layer - gpu_layers, 0)
-    act = min(gpu_layers, n_layer + 1)
-    if cards <= 0 or il < start or il - start >= act:
-        return None
-    return (il - start) * cards // act
+def in_ram(o: Option) -> str:
+    """What an option keeps in the host's RAM: " + experts of 19 layers in RAM"."""
+    launch = o.launch
+    if not isinstance(launch, LlamaCppLaunch):
+        return ""
+    layout = o.artifact.layout
+    if launch.cpu_moe_layers:
+        return f" + experts of {launch.cpu_moe_layers} layers in RAM"
+    if layout and 0 < launch.gpu_layers <= layout.layers:
+        return f" + {layout.layers - launch.gpu_layers} of {layout.layers} layers in RAM"
+    return ""
 
 
-def expand(kv_layout: tuple[LayerGroup, ...]) -> list[LayerGroup]:
-    """One LayerGroup per layer, in order."""
-    return [g for g in kv_layout for _ in range(g.layers)]
+def where(o: Option) -> str:
+    if o.cpu:
+        return "CPU"
+    lay = o.layout
+    if lay.nodes > 1:
+        return f"{lay.nodes} nodes × {lay.cards_per_node} {o.gpu_class} on {o.fabric}"
+    if lay.replicas > 1:
+        each = "a server each" if lay.pp == 1 else f"{lay.replicas} servers of {lay.pp}"
+        return f"{lay.cards} × {o.gpu_class} ({each})"
+    return f"{lay.cards} × {o.gpu_class}{in_ram(o)}"
 
 
-def row_bytes(elements: int, kv_type: str = "f16") -> int:
-    """One cell's row of K (or V) in the cache type: f16 2 B an element; q8_0 blocks of 32
-    elements in 34 B (ggml_row_size; ENGINES.md g)."""
-    if kv_type == "q8_0":
-        return -(-elements // 32) * 34
-    return elements * KV_ELEMENT_BYTES
+class LlamaCpp:
+    key = "llama.cpp"
+    name = "llama.cpp"
+    programs = ("llama-server",)
 
+    def runs(self, artifact: Artifact) -> bool:
+        return artifact.format == "gguf"
 
-def layer_kv_bytes(
-    g: LayerGroup,
-    context: int,
-    kv_type: str = "f16",
-    *,
-    n_seq: int = N_SEQ,
-    n_ubatch: int = N_UBATCH,
-) -> int:
-    """One layer's cache at a --ctx-size of `context` tokens, `n_seq` slots in one unified pool."""
-    cells = pad(context)
-    if g.kind in (AttentionKind.FULL, AttentionKind.SLIDING):
-        if g.kind is AttentionKind.SLIDING:
-            cells = pad(min(cells, g.window * n_seq + n_ubatch))
-        k = row_bytes(g.kv_heads * g.head_dim, kv_type)
-        v = row_bytes(g.kv_heads * g.value_dim, kv_type)
-        return (k + v) * cells
-    if g.kind is AttentionKind.MLA:
-        return row_bytes(g.latent_dim, kv_type) * cells
-    # Recurrent state is kept in f32 whatever the cache type.
-    return g.state_bytes * n_seq
-
-
-def compute_bytes(layout: GgufLayout, holds_output: bool, *, n_ubatch: int = N_UBATCH) -> int:
-    """A card's compute buffer (calibrated on the CUDA records; see the module's docstring)."""
-    per_layer = 4 * n_ubatch * (layout.embedding + layout.feed_forward)
-    return per_layer + (4 * n_ubatch * layout.vocab if holds_output else 0)
-
-
-def cpu_compute_bytes(
-    layout: GgufLayout, holds_output: bool, context: int, *, n_ubatch: int = N_UBATCH
-) -> int:
-    """The host's compute buffer when the host runs layers (fitted to llama.cpp's CPU backend;
-    see the module's docstring): the larger of the logits phase and a layer's phase, which
-    also holds the f16 KQ mask of n_ctx x n_ubatch."""
-    logits = 4 * n_ubatch * (layout.vocab + 2 * layout.embedding) if holds_output else 0
-    layer = 4 * n_ubatch * (3 * layout.feed_forward + 4 * layout.embedding)
-    return max(logits, layer + 2 * n_ubatch * pad(context))
-
-
-def host_inputs_bytes(layout: GgufLayout, context: int, *, n_ubatch: int = N_UBATCH) -> int:
-    """The host's compute buffer when the cards run every layer: the graph's inputs, an f32 KQ
-    mask of n_ctx x n_ubatch and the ubatch's input embeddings (`CUDA_Host compute buffer`)."""
-    return 4 * n_ubatch * (pad(context) + layout.embedding)
-
-
-def estimate(
-    layout: GgufLayout,
-    placement: Placement,
-    context: int,
-    projector: int = 0,
-    *,
-    n_seq: int = N_SEQ,
-    n_ubatch: int = N_UBATCH,
-) -> Estimate:
-    """Each card's and the host's share. A multimodal projector (mmproj) is loaded whole on the
-    first card (mtmd's clip context uses the main GPU), or in RAM when there is no card."""
-    n = layout.layers
-    kinds = expand(layout.kv_layout)
-    k = placement.cards
-    layers: list[list[int]] = [[] for _ in range(k)]
-    weights = [0] * k
-    kv = [0] * k
-    host_layers: list[int] = []
-    host_weights = layout.embed_bytes
-    host_kv = 0
-    for il in range(n + 1):
-        d = layer_device(il, n, placement.gpu_layers, k)
-        if il == n:
-            w, cache = layout.output_bytes, 0
-            if d is not None and layout.tied_embeddings:
-                w += layout.embed_bytes
-        else:
-            w = layout.layer_bytes[il]
-            cache = (
-                layer_kv_bytes(
-                    kinds[il], context, placement.kv_type, n_seq=n_seq, n_ubatch=n_ubatch
-                )
-                if il < len(kinds)
-                else 0
+    def plan(self, job: Job) -> Found:
+        found = Found()
+        if job.artifact.layout is None:
+            found.rejected.append(
+                Rejection(job.artifact.name, self.key, "any", "its header was not read")
             )
-            if d is not None and il < placement.cpu_moe:
-                w -= layout.expert_bytes[il]
-                host_weights += layout.expert_bytes[il]
-        if d is None:
-            host_layers.append(il)
-            host_weights += w
-            host_kv += cache
+            return found
+        for kv_type, what_if, flags in variants(job.settings):
+            refused: list[Rejection] = []
+            options = self._options(job, refused, kv_type)
+            found.rejected += [replace(r, what_if=what_if) for r in refused]
+            found.options += [
+                replace(o, what_if=what_if, engine_flags=flags, changes=int(bool(what_if)))
+                for o in options
+            ]
+        return found
+
+    def _options(self, job: Job, rejected: list[Rejection], kv_type: str) -> list[Option]:
+        art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        layout = art.layout
+        assert layout is not None
+        out: list[Option] = []
+        bits = art.bits_per_weight(model.params)
+        extra = art.projector_bytes
+        share = settings.host_share
+        est = _estimator(settings)
+
+        def ram_have(h: Host) -> int:
+            return int(h.ram * share)
+
+        def option(p: sizes.Placement, e: sizes.Estimate, **kw) -> Option:
+            card = e.worst_card()
+            assert card is not None
+            lay = kw.get("layout", Layout())
+            kw["speed"] = _speed(
+                model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
+                card.kv_cache // sizes.pad(context), art.quant,
+            )  # fmt: skip
+            return Option(
+                artifact=art,
+                engine=self.key,
+                per_card=PerCard(card.weights, card.kv_cache, card.compute + card.overhead),
+                bits_per_weight=bits,
+                context=context,
+                launch=LlamaCppLaunch(
+                    ctx_size=context,
+                    gpu_layers=p.gpu_layers,
+                    tensor_split=(1,) * p.cards if p.cards > 1 else (),
+                    cpu_moe_layers=p.cpu_moe,
+                    cache_type=kv_type,
+                    model_path=art.path if settings.local_paths else None,
+                ),
+                share=settings.gpu_memory_utilization,
+                kv_tokens=sizes.pad(context),
+                # llama-server's pool is --ctx-size cells: one sequence of `context` at most.
+                concurrency=float(kw.get("layout", Layout()).replicas),
+                **kw,
+            )
+
+        # CPU: every node's RAM is a candidate, GPU nodes' too.
+        cpu = sizes.Placement(0, 0, kv_type=kv_type)
+        e = est.estimate(layout, cpu, context, extra)
+        need = e.host.total
+        rams = [Host(nd, 0, 0) for nd in job.fleet.nodes if nd.ram_bytes > 0]
+        fitting = [h for h in rams if need <= ram_have(h)]
+        if fitting:
+            have = max(ram_have(h) for h in fitting)
+            out.append(
+                Option(
+                    artifact=art,
+                    engine=self.key,
+                    layout=Layout(),
+                    card=None,
+                    per_card=PerCard(e.host.weights, e.host.kv_cache, e.host.compute),
+                    have=have,
+                    launch=LlamaCppLaunch(
+                        ctx_size=context,
+                        gpu_layers=0,
+                        cache_type=kv_type,
+                        model_path=art.path if settings.local_paths else None,
+                    ),
+                    hosts=sum(h.count for h in fitting),
+                    free_now=any(need <= h.free_ram for h in fitting),
+                    bits_per_weight=bits,
+                    context=context,
+                    max_context=est.max_context(
+                        layout, cpu, have, None, model.max_context, cpu=True, extra=extra
+                    ),
+                    concurrency=1.0,
+                    speed=_speed(
+                        model,
+                        layout,
+                        None,
+                        cpu,
+                        Layout(),
+                        context,
+                        e.host.kv_cache // sizes.pad(context),
+                        art.quant,
+                    ),
+                )
+            )
+        elif rams:
+            have = max(ram_have(h) for h in rams)
+            rejected.append(Rejection(art.name, self.key, "CPU", "", need=need, have=have))
+
+        if settings.llamacpp.n_gpu_layers == 0 and not settings.llamacpp.rpc:
+            return out  # the command runs on the CPU alone
+        for pool in job.pools:
+            refused: list[Rejection] = []
+            if _exact(settings):
+                out += self._exact(job, pool, refused, kv_type, option, ram_have, est)
+            else:
+                out += self._on_pool(job, pool, refused, kv_type, option, ram_have, est)
+            rejected += [replace(r, gpu_class=pool.gpu_class) for r in refused]
+        return out
+
+    def _on_pool(
+        self, job, pool: ClassPool, rejected, kv_type, option, ram_have, est: _Estimator
+    ) -> list[Option]:
+        art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        layout: GgufLayout = art.layout
+        n = layout.layers
+        extra = art.projector_bytes
+        # llama.cpp takes no share of a card as a flag: what the plan keeps back (10% by
+        # default) is the margin, as --fit's own target of 1 GiB free a card is.
+        have = int(pool.card_bytes * settings.gpu_memory_utilization)
+        cls = pool.gpu_class
+        card = Card(cls, pool.card_bytes)
+        out: list[Option] = []
+        # Every layer and the output layer on k cards of one node, by layer count.
+        full = None
+        for k in range(1, pool.max_gpus + 1):
+            placement = sizes.Placement(n + 1, k, kv_type=kv_type)
+            e = est.estimate(layout, placement, context, extra)
+            worst = e.worst_card()
+            assert worst is not None
+            if worst.total <= have:
+                full = (placement, e)
+                break
+            rejected.append(
+                Rejection(art.name, self.key, f"{k} × {cls}", "", need=worst.total, have=have)
+            )
+        if full:
+            placement, e = full
+            k = placement.cards
+            longest = est.max_context(layout, placement, have, None, model.max_context, extra=extra)
+            where_ = seats(pool.hosts, k, 1)
+            out.append(
+                option(
+                    placement, e, layout=Layout(1, k, 1, False, 1, 1), card=card, have=have,
+                    hosts=where_.hosts, free_now=where_.free_now(1), max_context=longest,
+                )
+            )  # fmt: skip
+            servers = pool.max_gpus // k
+            if servers > 1:
+                # Independent servers filling the node, each on its own cards and port.
+                fill = seats(pool.hosts, k * servers, 1)
+                out.append(
+                    option(
+                        placement, e, layout=Layout(1, k, servers, False, 1, servers), card=card,
+                        have=have, hosts=fill.hosts, free_now=fill.free_now(1),
+                        max_context=longest,
+                    )
+                )  # fmt: skip
+            return out
+        k = pool.max_gpus
+        hosts = [h for h in pool.hosts if h.gpus >= k]
+        # Part on the cards, the rest in the node's RAM.
+        partial = _partial(layout, n, k, have, context, extra, kv_type, est)
+        if partial:
+            placement, e = partial
+            with_ram = [h for h in hosts if e.host.total <= ram_have(h)]
+            if with_ram:
+                host_have = min(ram_have(h) for h in with_ram)
+                out.append(
+                    option(
+                        placement,
+                        e,
+                        layout=Layout(1, k, 1, False, 1, 1),
+                        card=card,
+                        have=have,
+                        hosts=sum(h.count for h in with_ram),
+                        free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
+                        host_bytes=e.host.total,
+                        max_context=est.max_context(
+                            layout, placement, have, host_have, model.max_context, extra=extra
+                        ),
+                    )
+                )
+            elif hosts:
+                if any(h.ram for h in hosts):
+                    why = (
+                        f"the part in RAM needs {e.host.total / GIB:.1f} GiB, more than "
+                        f"{settings.host_share:.0%} of any {cls} node's RAM"
+                    )
+                else:
+                    why = "the fleet file gives these nodes no ram_gb, so RAM cannot be counted on"
+                rejected.append(
+                    Rejection(art.name, self.key, f"{k} × {cls} with the rest in RAM", why)
+                )
+        if pool.mig:
+            return out
+        # Every layer on the cards of several nodes of one fabric, over RPC: the fewest nodes
+        # that hold it, tried up to one node a layer (never a node at a time over a whole fleet).
+        for fabric, members in pool.fabrics().items():
+            group = [h for h in members if h.gpus >= k]
+            total = sum(h.count for h in group)
+            if not fabric or total < 2:
+                continue
+            for m in range(2, min(total, n + 1) + 1):
+                placement = sizes.Placement(n + 1, m * k, kv_type=kv_type)
+                e = est.estimate(layout, placement, context, extra)
+                worst = e.worst_card()
+                assert worst is not None
+                if worst.total > have:
+                    continue
+                where_ = seats(group, k, m)
+                out.append(
+                    option(
+                        placement,
+                        e,
+                        layout=Layout(1, m * k, 1, False, m, 1),
+                        card=card,
+                        have=have,
+                        fabric=fabric,
+                        hosts=where_.hosts,
+                        free_now=where_.free_now(m),
+                        node_ids=where_.node_ids,
+                        max_context=est.max_context(
+                            layout, placement, have, None, model.max_context, extra=extra
+                        ),
+                    )
+                )
+                break
+        return out
+
+    def _exact(
+        self, job, pool: ClassPool, rejected, kv_type, option, ram_have, est: _Estimator
+    ) -> list[Option]:
+        """The one placement a command names, on each node of the class that could take it:
+        llama-server uses every card it sees unless --tensor-split says how many."""
+        art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        opts = settings.llamacpp
+        layout: GgufLayout = art.layout
+        n = layout.layers
+        nodes = 1 + len(opts.rpc)
+        per_node = len(opts.tensor_split) // nodes if opts.tensor_split else pool.max_gpus
+        if pool.mig:
+            per_node = 1
+        ngl = n + 1 if opts.n_gpu_layers is None else min(opts.n_gpu_layers, n + 1)
+        cpu_moe = min(opts.n_cpu_moe or 0, n)
+        placement = sizes.Placement(ngl, per_node * nodes, cpu_moe, kv_type)
+        e = est.estimate(layout, placement, context, art.projector_bytes)
+        worst = e.worst_card()
+        assert worst is not None
+        have = int(pool.card_bytes * settings.gpu_memory_utilization)
+        lay = Layout(1, per_node * nodes, 1, False, nodes, 1)
+        if nodes > 1:
+            fabrics = [(f, m) for f, m in pool.fabrics().items() if f]
+            fabric, members = fabrics[0] if fabrics else ("", list(pool.hosts))
         else:
-            layers[d].append(il)
-            weights[d] += w
-            kv[d] += cache
-    if projector:
-        if k:
-            weights[0] += projector
+            fabric, members = "", list(pool.hosts)
+        where_ = seats(members, per_node, nodes)
+        host_part = e.host.total if ngl <= n or cpu_moe else 0
+        able = [h for h in members if h.gpus >= per_node and host_part <= ram_have(h)]
+        fits = worst.total <= have and where_.hosts >= nodes and (not host_part or able)
+        if not fits:
+            here = (
+                f"{nodes} nodes × {per_node} {pool.gpu_class}"
+                if nodes > 1
+                else (f"{per_node} × {pool.gpu_class}")
+            )
+            rejected.append(
+                Rejection(art.name, self.key, here, "", need=worst.total, have=have,
+                          max_context=est.max_context(layout, placement, have, None,
+                                                      model.max_context, extra=art.projector_bytes))
+            )  # fmt: skip
+            return []
+        return [
+            option(
+                placement, e, layout=lay, card=Card(pool.gpu_class, pool.card_bytes), have=have,
+                fabric=fabric or None, hosts=where_.hosts, free_now=where_.free_now(nodes),
+                node_ids=where_.node_ids if nodes > 1 else (), host_bytes=host_part,
+                max_context=est.max_context(layout, placement, have,
+                                            min(ram_have(h) for h in able) if host_part else None,
+                                            model.max_context, extra=art.projector_bytes),
+            )
+        ]  # fmt: skip
+
+    # -- launching ------------------------------------------------------------------------------
+
+    def commands(
+        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+    ) -> list[Command]:
+        o = option
+        launch = o.launch
+        assert isinstance(launch, LlamaCppLaunch)
+        art = o.artifact
+        argv = ["llama-server"]
+        if launch.model_path:
+            # The first part of a split file: llama.cpp opens the others from its directory.
+            argv += ["-m", launch.model_path]
+            if art.projector:
+                argv += ["--mmproj", art.projector]
         else:
-            host_weights += projector
-    cards = tuple(
-        DeviceUsage(
-            layers=tuple(layers[d]),
-            weights=weights[d],
-            kv_cache=kv[d],
-            compute=compute_bytes(layout, n in layers[d], n_ubatch=n_ubatch) if layers[d] else 0,
-            overhead=RUNTIME_OVERHEAD,
+            # By its tag, llama.cpp fetches the quant (every part, and the mmproj) into its own
+            # cache on the node that runs it: a path of this machine's cache means nothing there.
+            argv += ["-hf", f"{repo_id}:{art.quant}" if art.quant else repo_id]
+        # Every value the plan relied on is explicit, so that llama.cpp's --fit (on by default)
+        # and its defaults (ctx 0 = the trained context, -ngl auto) cannot change the plan.
+        argv += ["--ctx-size", str(launch.ctx_size), "--n-gpu-layers", str(launch.gpu_layers)]
+        if launch.tensor_split:
+            argv += ["--tensor-split", ",".join(map(str, launch.tensor_split))]
+        if launch.cpu_moe_layers:
+            argv += ["--n-cpu-moe", str(launch.cpu_moe_layers)]
+        lay = o.layout
+        workers = o.node_ids[1:] if lay.nodes > 1 else ()
+        if lay.nodes > 1:
+            hosts = workers or tuple(f"<worker-{i}>" for i in range(1, lay.nodes))
+            argv += ["--rpc", ",".join(f"{h}:{RPC_PORT}" for h in hosts)]
+        argv += o.engine_flags
+        argv += ["--flash-attn", "on", "--host", "0.0.0.0"]
+        if lay.replicas > 1:
+            # One server a set of cards, each seeing only its own and listening on its own port.
+            per = lay.pp
+            return [
+                Command(
+                    "replica",
+                    (*argv, "--port", str(PORT + i)),
+                    env=(
+                        (
+                            "CUDA_VISIBLE_DEVICES",
+                            ",".join(str(c) for c in range(i * per, (i + 1) * per)),
+                        ),
+                    ),
+                )
+                for i in range(lay.replicas)
+            ]
+        argv += ["--port", str(PORT)]
+        if lay.nodes <= 1:
+            return [Command("all", tuple(argv))]
+        # The workers first: the head connects to them as it starts.
+        rpc = ("rpc-server", "-H", "0.0.0.0", "-p", str(RPC_PORT))
+        out = [Command("worker", rpc, h) for h in workers]
+        out.append(Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None))
+        return out
+
+    def image(self, option: Option) -> Image:
+        return Image(
+            name=IMAGE_CPU if option.cpu else IMAGE_CUDA,
+            entrypoint=("llama-server",),
+            port=PORT,
+            health="/health",
         )
-        for d in range(k)
-    )
-    host = DeviceUsage(
-        layers=tuple(host_layers),
-        weights=host_weights,
-        kv_cache=host_kv,
-        compute=(
-            cpu_compute_bytes(layout, n in host_layers, context, n_ubatch=n_ubatch)
-            if host_layers
-            else host_inputs_bytes(layout, context, n_ubatch=n_ubatch)
-        ),
-        overhead=0,
-    )
-    return Estimate(cards, host)
 
+    # -- explaining -----------------------------------------------------------------------------
 
-def fits(e: Estimate, card_have: int, host_have: int | None) -> bool:
-    """Every card within its share, and the host's part within its share of RAM (None: the
-    host's part is only token_embd, which is not checked)."""
-    if any(d.total > card_have for d in e.cards):
-        return False
-    return host_have is None or e.host.total <= host_have
-
-
-def max_context(
-    layout: GgufLayout,
-    placement: Placement,
-    card_have: int,
-    host_have: int | None,
-    trained: int | None,
-    cpu: bool = False,
-    extra: int = 0,
-) -> int:
-    """The largest --ctx-size (a multiple of 256, at most the trained context) that still fits."""
-    limit = trained or 1 << 20
-
-    def ok(ctx: int) -> bool:
-        e = estimate(layout, placement, ctx, extra)
-        return e.host.total <= card_have if cpu else fits(e, card_have, host_have)
-
-    lo, hi = 0, limit // CTX_PAD
-    if ok(limit):
-        return limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid * CTX_PAD):
-            lo = mid
+    def explain(self, option: Option, model: Model) -> Explanation:
+        o, c = option, option.per_card
+        launch = o.launch
+        assert isinstance(launch, LlamaCppLaunch)
+        layout = o.artifact.layout
+        n = layout.layers if layout else model.layers
+        if o.cpu:
+            placed = "every layer in RAM"
         else:
-            hi = mid - 1
-    return lo * CTX_PAD
+            cards = len(launch.tensor_split) or 1
+            offloaded = (
+                "every layer and the output layer"
+                if launch.gpu_layers > n
+                else f"the last {launch.gpu_layers} of {n} layers"
+            )
+            placed = f"{offloaded}, split by count over {cards} card{'s' if cards > 1 else ''}"
+            if launch.cpu_moe_layers:
+                placed += f", the experts of the first {launch.cpu_moe_layers} layers in RAM"
+            placed += "; token_embd stays in RAM"
+        size = f"{o.artifact.bytes / GIB:.1f} GiB of {o.artifact.quant or '?'}"
+        parts = [
+            Part("weights", c.weights, f"{size}: {placed}"),
+            Part(
+                "KV cache",
+                c.kv_cache,
+                f"{o.context:,} cells (padded to 256) of the layers it holds",
+            ),
+            Part("overhead", c.overhead, "compute buffer for one ubatch, and the runtime"),
+        ]
+        if o.host_bytes and not o.cpu:
+            parts.append(
+                Part("in RAM", o.host_bytes, "the host's part: its layers, their KV and compute")
+            )
+        assumes = (
+            f"llama-server with {sizes.N_SEQ} slots sharing one pool of --ctx-size cells, "
+            f"{launch.cache_type} KV cache, flash attention on, a {sizes.N_UBATCH}-token ubatch; "
+            "every value is passed explicitly so llama.cpp's --fit changes nothing"
+        )
+        if o.layout.replicas > 1:
+            assumes += (
+                f"; {o.layout.replicas} independent servers, each on its own "
+                f"{o.layout.pp} card{'s' if o.layout.pp > 1 else ''} and port"
+            )
+        return Explanation(tuple(parts), assumes)
+
+    def where(self, option: Option) -> str:
+        return where(option)
+
+    # --n-gpu-layers, --n-cpu-moe, and what a card option keeps in the host's RAM beside its
+    # cards (weights, KV and compute of the host's part).
+    fields = ("gpu_layers", "cpu_moe_layers", "host_bytes")
+
+    def values(self, option: Option) -> dict[str, object]:
+        launch = option.launch
+        assert isinstance(launch, LlamaCppLaunch)
+        return {
+            "gpu_layers": launch.gpu_layers,
+            "cpu_moe_layers": launch.cpu_moe_layers,
+            "host_bytes": option.host_bytes,
+        }
+
+    # -- reading a command ----------------------------------------------------------------------
+
+    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+        from llmfit.plan.engines.llamacpp_command import read
+
+        return read(argv, defaults)
+
+
+def _partial(
+    layout: GgufLayout,
+    n: int,
+    k: int,
+    have: int,
+    context: int,
+    extra: int,
+    kv_type: str,
+    est: _Estimator,
+) -> tuple[sizes.Placement, sizes.Estimate] | None:
+    """A MoE: every layer on the cards but the experts of the first K layers in RAM, the fewest
+    K that fits (attention and the shared weights stay on the cards, where they are read every
+    token). Otherwise, or when even all experts in RAM do not fit: the last N layers on the
+    cards and the rest in RAM, the most N that fits."""
+
+    def ok(p: sizes.Placement) -> sizes.Estimate | None:
+        e = est.estimate(layout, p, context, extra)
+        worst = e.worst_card()
+        return e if worst is not None and worst.total <= have else None
+
+    if any(layout.expert_bytes):
+        for cpu_moe in range(1, n + 1):
+            p = sizes.Placement(n + 1, k, cpu_moe, kv_type)
+            e = ok(p)
+            if e:
+                return p, e
+    for ngl in range(n, 0, -1):
+        p = sizes.Placement(ngl, k, kv_type=kv_type)
+        e = ok(p)
+        if e:
+            return p, e
+    return None
+
+
+@dataclass(frozen=True)
+class _Estimator:
+    """llamacpp_sizes' estimate and max_context at the slots and ubatch a plan is for."""
+
+    n_seq: int
+    n_ubatch: int
+
+    def estimate(self, layout, placement, context, extra=0) -> sizes.Estimate:
+        return sizes.estimate(
+            layout, placement, context, extra, n_seq=self.n_seq, n_ubatch=self.n_ubatch
+        )
+
+    def max_context(self, layout, placement, card_have, host_have, trained, cpu=False, extra=0):
+        return sizes.max_context(
+            layout, placement, card_have, host_have, trained, cpu, extra,
+            n_seq=self.n_seq, n_ubatch=self.n_ubatch,
+        )  # fmt: skip
+
+
+def _estimator(settings: PlanSettings) -> _Estimator:
+    opts = settings.llamacpp
+    return _Estimator(opts.parallel or sizes.N_SEQ, opts.ubatch or sizes.N_UBATCH)
+
+
+def _exact(settings: PlanSettings) -> bool:
+    """Whether a command fixed the placement (`llmfit check`): its -ngl, -ts, --n-cpu-moe, --rpc."""
+    o = settings.llamacpp
+    return (
+        o.n_gpu_layers is not None or o.n_cpu_moe is not None or bool(o.tensor_split) or bool(o.rpc)
+    )
+
+
+# A GGUF file's types that are plain floats; any other is a block quant the kernels dequantize.
+FLOAT_QUANTS = ("F32", "F16", "BF16")
+
+
+def _speed(
+    model: Model,
+    layout: GgufLayout,
+    spec: cards.CardSpec | None,
+    p: sizes.Placement,
+    lay: Layout,
+    context: int,
+    kv_per_token: int,
+    quant: str | None,
+) -> speeds.Speed | None:
+    """How fast llama-server runs the placement (plan/speed.py): the layer split is a pipeline
+    of one card a stage, the host runs what -ngl and --n-cpu-moe keep there; on a CPU alone, the
+    host's RAM bandwidth is what a step streams at (the fleet states none, so speed.py's
+    cautious default)."""
+    if spec is None and p.cards:
+        return None
+    if spec is None:
+        spec = cards.override(None, {"memory_bandwidth_gbs": speeds.DEFAULT_RAM_BANDWIDTH / 1e9},
+                              key="cpu")  # fmt: skip
+    n = layout.layers
+    inputs = speeds.inputs_for(
+        model, layout, spec, engine="llama.cpp", context=context, kv_bytes_per_token=kv_per_token,
+        tp=1, pp=max(p.cards, 1),
+        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
+        gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
+        quantized=(quant or "").upper() not in FLOAT_QUANTS,
+    )  # fmt: skip
+    return speeds.estimate(inputs)
+
+
+ENGINE = LlamaCpp()

@@ -1,230 +1,744 @@
-"""vLLM: what one card of a tensor × pipeline parallel replica holds, and what vLLM will refuse.
+"""vLLM, the engine: the layouts it accepts for a safetensors checkpoint, what each card holds
+under them, and the `vllm serve` lines that launch them.
 
-See ENGINES.md (shared) sections a-c for the engine behaviour each rule reproduces.
+Layouts (vllm/config/parallel.py, vllm/engine/arg_utils.py, 0.33):
+- tensor parallel within a node, a width that divides the attention heads and divides or is a
+  multiple of the KV heads (see vllm_sizes.width_refusal);
+- pipeline parallel across the nodes of one fabric (one stage a node, the node's cards its
+  width) or within a node; stages take runs of layers by get_pp_indices, the first also holding
+  the embedding and the last the output layer, so the fullest stage is the one checked;
+- data parallel ranks (`--data-parallel-size`): for a dense model, full copies of the model, each
+  with its own KV cache; for a MoE, ranks that each run their own attention and KV cache while
+  the routed experts are sharded over all tp × dp ranks (FusedMoEParallelConfig flattens tp
+  across dp) with `--enable-expert-parallel`: the DeepSeek/Kimi/Qwen3-MoE recipe, within a node
+  or across the nodes of a fabric;
+- expert parallelism for a MoE on more than one card.
+
+What one card holds is vllm_memory's, for the vLLM release asked for (`--vllm-version`, default
+the newest modelled): its weights part by part, its profile run, CUDA graphs and KV pool, each as
+that release's code works it out; the refusals of a width are vllm_sizes'.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
-from llmfit.plan.fleet import GIB
-from llmfit.plan.model import AttentionCharge, AttentionKind, Shape
-from llmfit.plan.options import PerCard
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
+from llmfit.plan.artifact import Artifact, WeightLayout
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import vllm_memory as vm
+from llmfit.plan.engines import vllm_sizes as sizes
+from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
+from llmfit.plan.launch import Command
+from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.model import Model, Shape
+from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.pools import ClassPool
+from llmfit.plan.settings import PlanSettings, VllmOptions
+from llmfit.plan.weights import pp_partition
 
-# vLLM allocates KV in blocks of 16 tokens (CacheConfig.DEFAULT_BLOCK_SIZE), so a request's cache is
-# rounded up to whole blocks and the longest context that fits is a multiple of 16.
-BLOCK_SIZE = 16
+RAY_PORT = 6379
+# The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
+# multi-node data-parallel example uses 13345; any free port will do).
+DP_RPC_PORT = 13345
+LONG_CONTEXT_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+# The vLLM release the plan models (its memory arithmetic, its flags); the image a container runs
+# is this release's (`--vllm-version`, once it lands, sets VllmLaunch.version).
+# vLLM's image on Docker Hub: one tag a release, v0.X.Y (docs/deployment/docker.md); its
+# ENTRYPOINT is `vllm serve` (docker/Dockerfile, vllm-openai target), its server answers on 8000
+# and says it is ready on /health (vllm/entrypoints/openai/api_server.py).
+IMAGE = "vllm/vllm-openai"
+PORT = 8000
+# True once a Ray cluster has {nodes} live nodes: `ray start` returns before the workers join,
+# and a serve started before they have fails to place its ranks.
+RAY_JOINED = (
+    'python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); '
+    'raise SystemExit(sum(n["Alive"] for n in ray.nodes()) < {nodes})\''
+)
 
-# Tokens vLLM schedules in one step (--max-num-batched-tokens), which a sliding-window layer keeps
-# beside its window. `vllm serve` defaults to 8192 on cards of 70 GiB or more other than the A100,
-# and to 2048 elsewhere (EngineArgs.get_batch_defaults in vllm/engine/arg_utils.py). The plan
-# assumes the larger everywhere: on smaller cards it over-counts a sliding layer by 6,144 tokens,
-# never under-counts it.
-MAX_NUM_BATCHED_TOKENS = 8192
+
+def image_tag(version: str) -> str:
+    """ "0.33" → "v0.33.0", "0.27.1" → "v0.27.1": vLLM tags every release with its full number."""
+    parts = version.removeprefix("v").split(".")
+    return "v" + ".".join(parts + ["0"] * (3 - len(parts)))
 
 
 @dataclass(frozen=True)
-class Runtime:
-    """What sizes vLLM's working memory beside weights and cache: the profile run's batch of
-    tokens, and the model's vocabulary and hidden size."""
+class VllmLaunch:
+    """What a `vllm serve` line of an option is made of, beside its layout."""
 
+    max_model_len: int
+    gpu_memory_utilization: float
+    # --kv-cache-dtype as vLLM spells it; None leaves it at auto.
+    kv_cache_dtype: str | None
+    # The what-if's flags (--quantization fp8, --kv-cache-dtype fp8), as they are passed.
+    flags: tuple[str, ...]
+    # The batch vLLM profiles its working memory with (its default on this card, or the user's).
     batched_tokens: int
-    vocab_size: int
-    hidden_size: int
+    # Knobs the user set (None: vLLM's default), passed on as given.
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    enforce_eager: bool = False
+    # A context past the trained one, which vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
+    long_context: bool = False
+    # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
+    # files), which vLLM loads only with --trust-remote-code.
+    trust_remote_code: bool = False
+    # The release the plan modelled (which a container's image follows), and its fullest card
+    # part by part (for --explain).
+    version: VllmVersion = NEWEST
+    memory: vm.VllmMemory | None = None
+    # Prefix caching asked on or off (None: the release's default), LoRA slots, speculation and
+    # a multimodal model's items a prompt: each passed on as given.
+    enable_prefix_caching: bool | None = None
+    max_loras: int = 0
+    max_lora_rank: int = 0
+    speculative_config: str | None = None
+    limit_mm_per_prompt: str | None = None
 
 
-def batched_tokens(card_bytes: int, gpu_class: str) -> int:
-    """vLLM serve's default --max-num-batched-tokens for a card (EngineArgs.get_batch_defaults):
-    8192 on cards of at least 70 GiB that are not A100s, 2048 elsewhere."""
-    return 8192 if card_bytes >= 70 * GIB and not gpu_class.startswith("a100") else 2048
+@dataclass(frozen=True)
+class Variant:
+    """The checkpoint as stored, or what an engine flag would make of it."""
+
+    weight_bytes: int
+    quant: str | None
+    kv_dtype: str
+    what_if: str | None = None
+    flags: tuple[str, ...] = ()
+    changes: int = 0
 
 
-# Fitted to vLLM V1's own startup lines (fixtures/calibration/engine-logs.jsonl, llm-d's H100
-# table): the profile run's activation peak is 5.56 GiB for Qwen3-0.6B, 4.76 for Llama-3.1-8B and
-# 7.38 for gpt-oss-20b at 8192 batched tokens, which 4.75 B per token per vocabulary entry (fp32
-# logits and the sampler's copy) plus 2.75 B per token per hidden unit reproduces within 0.03 GiB;
-# the same formula at 2048 tokens gives Llama-3-8B's 1.19 GiB against the 1.26 printed in vLLM PR
-# #10511. It depends on the vocabulary, not the weights: the reference planner's 2 GiB + 10 % of
-# the weights under-charged these three by 1.4 to 4.2 GiB, every one of them a wrong "it fits".
-LOGITS_BYTES_X4 = 19  # 4.75 B, as quarters so the arithmetic stays in integers
-HIDDEN_BYTES_X4 = 11  # 2.75 B
-# Memory outside torch's allocator after the snapshot: 0.13 GiB in every V1 record at TP 1; with
-# TP 2 the NCCL and custom all-reduce buffers added 1.79 GiB a card in PR #10511's figures.
-NON_TORCH = GIB // 4
-NON_TORCH_TP = 1_920_000_000  # 1.79 GiB
-# CUDA graphs, subtracted from the KV budget since v0.21: 0.10-0.39 GiB in the records, up to
-# 1.3 GiB reported for large models (PR #21489).
-CUDA_GRAPHS = GIB // 2
+def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
+    """The checkpoint as stored and, for a 16-bit one, what vLLM's flags would make of it.
 
-
-def overhead_bytes(weights_per_card: int, runtime: Runtime | None = None, tp: int = 1) -> int:
-    """What the runtime costs a card beyond its weights and cache; each process pays its own.
-
-    With the model's vocabulary and hidden size known, it is vLLM's profile-run activation peak
-    (fitted above), plus non-torch memory and CUDA graphs. Without them, the reference planner's
-    allowance: 2 GiB + a tenth of the card's weights, a flat part for the CUDA context and
-    allocator and a fraction standing in for activations. See docs/accuracy.md for both against
-    the records.
+    `--quantization fp8` quantises the linear layers on load and keeps the embedding and the
+    output head at 16 bits (vLLM's Fp8LinearMethod covers Linear layers only), so the what-if
+    weighs half of everything else; without a vocabulary and hidden size the two are taken as
+    nothing, which would flatter the what-if, so then none is offered. `--kv-cache-dtype fp8`
+    halves a 16-bit cache.
     """
-    if runtime is None:
-        return 2 * GIB + weights_per_card // 10
-    t = runtime.batched_tokens
-    activation = (
-        t * (LOGITS_BYTES_X4 * runtime.vocab_size + HIDDEN_BYTES_X4 * runtime.hidden_size) // 4
+    stored = Variant(art.bytes, art.quant, kv_dtype)
+    if settings.precision == "stored":
+        return [stored]
+    out = [stored] if settings.precision == "all" else []
+    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
+    fp8_weights = None
+    if sixteen and model.vocab_size and model.hidden_size:
+        head = 2 * model.vocab_size * model.hidden_size * 2
+        if art.bytes > head:
+            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
+    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
+    kv_flag = ("--kv-cache-dtype", "fp8")
+    q_flag = ("--quantization", "fp8")
+    if settings.precision in ("all", "kv-fp8") and kv16:
+        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", kv_flag, 1))
+    if settings.precision in ("all", "fp8") and fp8_weights:
+        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", q_flag, 1))
+        if settings.precision == "all" and kv16:
+            out.append(
+                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache", q_flag + kv_flag, 2)
+            )
+    return out or [stored]
+
+
+def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
+    """The --kv-cache-dtype the plan relied on, in vLLM's spelling; None where auto gives it."""
+    chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
+    if not chosen:
+        return None
+    return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
+
+
+def version_of(opts: VllmOptions) -> VllmVersion:
+    """The release a plan models: the one asked for, else the newest llmfit knows."""
+    return VllmVersion.parse(opts.version) if opts.version else NEWEST
+
+
+def memory_settings(job: Job, v: Variant) -> vm.Settings:
+    """What vllm_memory needs of the plan's settings, for one variant of the checkpoint."""
+    s, o = job.settings, job.settings.vllm
+    kv = v.kv_dtype if v.kv_dtype != job.model.kv_dtype or s.kv_cache_dtype != "auto" else "auto"
+    return vm.Settings(
+        version=version_of(o),
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        max_model_len=job.context,
+        kv_cache_dtype="fp8" if kv.startswith(("fp8", "float8")) else kv,
+        max_num_seqs=o.max_num_seqs,
+        max_num_batched_tokens=o.max_num_batched_tokens,
+        enforce_eager=o.enforce_eager,
+        enable_prefix_caching=o.enable_prefix_caching,
+        lora=vm.LoRA(o.max_loras, o.max_lora_rank) if o.max_loras else None,
+        speculative=o.speculative if isinstance(o.speculative, vm.Speculative) else None,
+        limit_mm_per_prompt=o.limit_mm_per_prompt,
+        quantization="fp8" if v.quant == "fp8" and job.model.quantization is None else None,
     )
-    non_torch = NON_TORCH + (NON_TORCH_TP if tp > 1 else 0)
-    return activation + non_torch + CUDA_GRAPHS
 
 
-def blocks(tokens: int) -> int:
-    """Tokens rounded up to whole KV blocks."""
-    return -(-tokens // BLOCK_SIZE) * BLOCK_SIZE
+def _card(m: vm.VllmMemory) -> PerCard:
+    """A rank's memory as the three parts an option reports: its weights, one sequence of the
+    context in whole blocks, and everything else its budget pays (the profile run's peak, the
+    runner's buffers, memory outside torch, CUDA graphs where they come out of the budget, a
+    multimodal model's encoder cache)."""
+    one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
+    graphs = m.cuda_graphs if m.cuda_graphs_in_budget else 0
+    over = m.activation + m.persistent_buffers + m.non_torch + graphs + m.encoder_cache
+    return PerCard(weights=m.weights.total, kv_cache=one, overhead=over)
 
 
-def fixed_kv(shape: Shape, tp: int, pp: int, context: int) -> int:
-    """What one sequence's sliding windows and linear states cost a card, at any length."""
-    return shape.fixed_kv_bytes(
-        tp, pp, context, batched_tokens=MAX_NUM_BATCHED_TOKENS, block_size=BLOCK_SIZE
-    )
+def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
+    """ "4 × h200-141g", "8 × h100-80g (tp4×pp2)", "2 nodes × 8 h100-80g on ib0"."""
+    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
+    shape = "" if plain else f" ({layout.short()})"
+    if layout.nodes > 1:
+        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
+    return f"{layout.cards} × {gpu_class}{shape}"
 
 
-def sequence_kv(shape: Shape, tp: int, pp: int, context: int) -> int:
-    """One sequence of `context` tokens on one card: the growing layers in whole blocks, plus the
-    windows and states that do not grow."""
-    return shape.kv_bytes_per_token(tp, pp) * blocks(context) + fixed_kv(shape, tp, pp, context)
-
-
-def per_card(
-    shape: Shape,
-    weight_bytes: int,
-    tp: int,
-    pp: int,
+def _speed(
+    engine: str,
+    model: Model,
+    weights: WeightLayout,
+    spec: cards.CardSpec | None,
+    layout: Layout,
     context: int,
-    runtime: Runtime | None = None,
-) -> PerCard:
-    """One card's weights, KV cache for one sequence of `context` tokens, and overhead.
+    kv_per_token: int,
+    concurrency: float,
+    fp8: bool,
+) -> speeds.Speed | None:
+    """How fast the layout decodes and prefills (plan/speed.py), its stages as vLLM splits them.
 
-    Tensor parallelism splits the weights across the width and pipeline stages split the layers, so
-    each card holds 1/(tp·pp) of them; a MoE's experts shard across every rank with or without
-    expert parallelism (FusedMoEParallelConfig), so the same division holds for them.
+    A MoE's data-parallel ranks each run their own batch through their own attention and share
+    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
+    them, not the 1/tp a tensor-parallel replica would.
     """
-    weights = -(-weight_bytes // (tp * pp))
-    kv = sequence_kv(shape, tp, pp, context)
-    return PerCard(weights=weights, kv_cache=kv, overhead=overhead_bytes(weights, runtime, tp))
+    if spec is None or concurrency <= 0:
+        return None
+    inputs = speeds.inputs_for(
+        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
+        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
+        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
+        compute_dtype="fp8" if fp8 else "bf16",
+    )  # fmt: skip
+    if model.is_moe and layout.dp > 1:
+        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
+        inputs = replace(inputs, stages=stages)
+    return speeds.estimate(inputs)
 
 
-def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
-    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it.
+def _size(n: int) -> str:
+    """ "0.98 GiB", or "32.0 MiB" below a tenth of a GiB."""
+    return f"{n / (1 << 30):.2f} GiB" if n >= (1 << 30) // 10 else f"{n / (1 << 20):.1f} MiB"
 
-    With expert parallelism the routed experts stay whole on each rank, so their quantisation
-    blocks are never split and their rule does not apply.
-    """
-    if shape.attention_heads and shape.attention_heads % tp:
-        # ModelConfig.verify_with_parallel_config, word for word.
-        return (
-            f"Total number of attention heads ({shape.attention_heads}) must be divisible by "
-            f"tensor parallel size ({tp})."
+
+def _kv_words(o: Option, m: vm.VllmMemory) -> str:
+    """How one sequence's cache is laid out: "one sequence of 32,768 tokens: 2,048 blocks of 16
+    tokens", with the layer groups and state pages of a hybrid model."""
+    layout = m.layout
+    if layout is None:
+        return "no KV cache"
+    kinds = ", ".join(
+        f"{k.groups} {k.kind} group{'s' if k.groups != 1 else ''} × {k.blocks_per_request:,}"
+        for k in layout.kinds
+    )
+    words = (
+        f"one sequence of {o.context:,} tokens: {layout.blocks_per_request:,} blocks of "
+        f"{layout.block_size:,} tokens ({kinds}) × {layout.bytes_per_block:,} B a block"
+    )
+    if layout.mamba_mode:
+        words += f"; state layers in '{layout.mamba_mode}' mode"
+    return words
+
+
+def _verdicts(asked: list[Option], newest: list[Option], version: VllmVersion) -> str | None:
+    """One sentence where the release asked for and the newest disagree on what fits."""
+
+    def keys(options: list[Option]) -> set[tuple]:
+        return {(o.gpu_class, o.layout, o.what_if) for o in options}
+
+    only_asked, only_newest = keys(asked) - keys(newest), keys(newest) - keys(asked)
+    if not only_asked and not only_newest:
+        return None
+    parts = []
+    if only_newest:
+        parts.append(f"{len(only_newest)} layout{'s' if len(only_newest) > 1 else ''} more fit")
+    if only_asked:
+        parts.append(f"{len(only_asked)} of these do not")
+    return (
+        f"under vLLM {NEWEST} (the newest llmfit models) the verdict differs from vLLM "
+        f"{version}'s: " + " and ".join(parts) + f" (plan with --vllm-version {NEWEST} to see them)"
+    )
+
+
+class Vllm:
+    key = "vllm"
+    name = "vLLM"
+    programs = ("vllm",)
+
+    def runs(self, artifact: Artifact) -> bool:
+        return artifact.format == "safetensors"
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, job: Job) -> Found:
+        found = self._plan(job)
+        asked = version_of(job.settings.vllm)
+        if asked != NEWEST:
+            newest = self._plan(replace(job, settings=replace(
+                job.settings, vllm=replace(job.settings.vllm, version=None))))  # fmt: skip
+            note = _verdicts(found.options, newest.options, asked)
+            if note:
+                found.notes.append(note)
+        return found
+
+    def _plan(self, job: Job) -> Found:
+        found = Found()
+        if any(n.is_cpu for n in job.fleet.nodes):
+            found.rejected.append(
+                Rejection(
+                    job.artifact.name,
+                    self.key,
+                    "CPU nodes",
+                    "safetensors weights are planned for vLLM on GPUs; a CPU node runs "
+                    "GGUF files with llama.cpp",
+                )
+            )
+        version = version_of(job.settings.vllm)
+        for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
+            if "--quantization" in v.flags:
+                # Online fp8, spelled as the release modelled spells it (an alias from 0.31).
+                at = v.flags.index("--quantization") + 1
+                flags = (*v.flags[:at], version.quantization_fp8_flag, *v.flags[at + 1 :])
+                v = replace(v, flags=flags)
+            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
+            shape = replace(job.shape, kv_dtype=v.kv_dtype)
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, v, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
+        return found
+
+    def _on_pool(
+        self,
+        job: Job,
+        art: Artifact,
+        shape: Shape,
+        pool: ClassPool,
+        v: Variant,
+        rejected: list[Rejection],
+    ) -> list[Option]:
+        model, settings = job.model, job.settings
+        pins = settings.pins
+        moe = model.is_moe
+        ep = pins.ep if moe else False
+        widths: list[int] = []
+        for tp in powers_of_two(pool.max_gpus):
+            if pins.tp is not None and tp != pins.tp:
+                continue
+            refusal = sizes.width_refusal(shape, tp, expert_parallel=moe and ep is not False)
+            if refusal:
+                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
+            else:
+                widths.append(tp)
+        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    pool.gpu_class,
+                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
+                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
+                )
+            )
+        if not widths:
+            return []
+        space = Space(
+            widths=tuple(widths),
+            stages=tuple(powers_of_two(pool.max_gpus)),
+            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
+            moe=moe,
+            layers=shape.layers,
+            ep=ep,
+            stages_per_node=lambda tp, width: 1,
+            ranks_across_nodes=True,
         )
-    kv = shape.kv_heads
-    if kv and kv % tp and tp % kv:
-        # QKVParallelLinear splits KV heads evenly, or past their number replicates them evenly.
-        return (
-            f"{kv} KV heads can be neither split evenly across nor replicated evenly over "
-            f"{tp} cards."
+        size = self._sizer(job, art, shape, pool, v)
+        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
+        if pool.mig and not fits:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    f"several {pool.gpu_class}",
+                    "a MIG instance cannot be joined with others, on its node or across nodes",
+                )
+            )
+        elif not fits and not pins.any:
+            no_fabric = [h for h in pool.hosts if not h.fabric]
+            if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
+                n = sum(h.count for h in no_fabric)
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        f"{n} nodes × {pool.max_gpus} {pool.gpu_class}",
+                        "these nodes have no fabric, so a replica cannot span them",
+                    )
+                )
+        for t in misses:
+            lay = t.spot.layout
+            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
+            if plain or pins.any or settings.concurrency is not None:
+                rejected.append(self._miss(art, pool, t, settings.concurrency))
+        out: list[Option] = []
+        groups: dict[str, list[Tried]] = {}
+        for t in fits:
+            groups.setdefault(t.spot.fabric, []).append(t)
+        for fabric, group in groups.items():
+            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
+            kept, dropped = select(group, width, every=settings.every_layout)
+            for t in kept:
+                out.append(self._option(job, art, shape, pool, t))
+            for t, by in dropped:
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        where(t.spot.layout, pool.gpu_class, fabric or None),
+                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
+                        f"holds {by.sized.concurrency:g} sequences on "
+                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
+                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
+                        kind="dominated",
+                    )
+                )
+        return out
+
+    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
+        s = t.sized
+        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
+        if s.fits_memory and target is not None:
+            return Rejection(
+                art.name,
+                self.key,
+                here,
+                f"holds {s.concurrency:g} sequences of the context at once, "
+                f"fewer than the {target:g} asked for",
+                need=0,
+                have=s.have,
+                max_context=s.max_context,
+            )
+        return Rejection(
+            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
+            max_context=s.max_context,
+        )  # fmt: skip
+
+    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant):
+        """Each layout's fullest card under the release modelled (vllm_memory): every pipeline
+        stage is estimated, the stages share the fewest blocks any of them has, and the card
+        checked is the stage that needs the most."""
+        model, context = job.model, job.context
+        card = Card(pool.gpu_class, pool.card_bytes)
+        settings = memory_settings(job, v)
+        stored = job.artifact
+        exact = (
+            stored.layout
+            if stored.layout is not None
+            else (stored.weights if stored.weights_exact else None)
         )
-    for rule in shape.split_rules:
-        if tp == 1 or (rule.experts and expert_parallel):
-            continue
-        if rule.size % tp:
-            # vllm/distributed/utils.py ensure_divisibility.
-            return f"{rule.size} is not divisible by {tp}"
-        share = rule.size // tp
-        if share % rule.multiple == 0:
-            continue
-        if rule.check == "block_fp8_moe":
-            # Fp8MoEMethod.create_weights (vllm/model_executor/layers/quantization/fp8.py).
-            return (
-                f"The output_size of gate's and up's weight = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
+        parts = vm.parts_of(model, v.weight_bytes, None)
+        weights = WeightLayout(
+            parts.layer_bytes, parts.expert_bytes, parts.embed_bytes, parts.output_bytes,
+            bool(model.shapes and model.shapes.tied_embeddings),
+        )  # fmt: skip
+        spec = cards.spec(pool.gpu_class)
+        fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
+            "fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8",
+        )  # fmt: skip
+
+        def size(layout: Layout) -> Sized:
+            stages = [
+                vm.estimate(model, stored.bytes, vm.Rank.of(layout, s), card, settings, exact)
+                for s in range(layout.pp)
+            ]
+            _, per_rank, tokens = vm.combine_stages(stages)
+            fullest = max(stages, key=lambda m: _card(m).need)
+            per_card = _card(fullest)
+            n = vm.pp_indices(model.layers, stages.index(fullest), layout.pp)
+            token = shape.stage(n[1] - n[0]).kv_bytes_per_token(layout.tp)
+            concurrency = round(per_rank * layout.dp, 2)
+            return Sized(
+                per_card=per_card,
+                have=fullest.requested,
+                concurrency=concurrency,
+                max_context=min(m.max_model_len_fit for m in stages),
+                kv_per_token=token,
+                kv_tokens=tokens,
+                extra=fullest,
+                fits=all(m.fits for m in stages),
+                speed=_speed(
+                    self.key, model, weights, spec, layout, context, token, concurrency, fp8
+                ),
             )
-        if rule.check == "block_fp8":
-            # validate_fp8_block_shape, the column-parallel gate_up_proj (fp8_utils.py).
-            return (
-                f"Weight output_partition_size = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        # GPTQ/AWQ create_weights, the row-parallel down_proj (gptq.py, awq.py).
-        return (
-            "The input size is not aligned with the quantized weight shape. "
-            "This can be caused by too large tensor parallel size."
+
+        return size
+
+    def _option(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, t: Tried) -> Option:
+        model, settings = job.model, job.settings
+        o = settings.vllm
+        layout, sized = t.spot.layout, t.sized
+        memory = sized.extra
+        assert isinstance(memory, vm.VllmMemory)
+        launch = VllmLaunch(
+            max_model_len=job.context,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            kv_cache_dtype=engine_kv_dtype(model, settings),
+            flags=(),
+            batched_tokens=memory.max_num_batched_tokens,
+            max_num_batched_tokens=o.max_num_batched_tokens,
+            max_num_seqs=o.max_num_seqs,
+            enforce_eager=o.enforce_eager,
+            long_context=bool(model.max_context and job.context > model.max_context),
+            trust_remote_code=model.custom_code,
+            version=memory.version,
+            memory=memory,
+            enable_prefix_caching=o.enable_prefix_caching,
+            max_loras=o.max_loras,
+            max_lora_rank=o.max_lora_rank,
+            speculative_config=o.speculative_config,
+            limit_mm_per_prompt=o.limit_mm_per_prompt_text,
         )
-    return None
+        return Option(
+            artifact=art,
+            engine=self.key,
+            layout=layout,
+            card=Card(pool.gpu_class, pool.card_bytes),
+            per_card=sized.per_card,
+            have=sized.have,
+            launch=launch,
+            fabric=t.spot.fabric or None,
+            hosts=t.spot.seats.hosts,
+            free_now=t.spot.seats.free_now(layout.nodes),
+            bits_per_weight=art.bits_per_weight(model.params),
+            context=job.context,
+            max_context=sized.max_context,
+            concurrency=sized.concurrency,
+            node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
+            share=settings.gpu_memory_utilization,
+            kv_per_token=sized.kv_per_token,
+            kv_tokens=sized.kv_tokens,
+            speed=sized.speed,
+        )
 
+    # -- launching ------------------------------------------------------------------------------
 
-def max_context(
-    shape: Shape, card: PerCard, have: int, tp: int, pp: int, trained: int | None
-) -> int:
-    """The longest single sequence this card's KV budget holds, in whole blocks.
-
-    Capped at the trained context: vLLM refuses a --max-model-len past the one the config derives
-    unless told to with VLLM_ALLOW_LONG_MAX_MODEL_LEN, which the plan does not assume.
-    """
-    # The windows and states a sequence keeps at any length come first, at their largest (a
-    # window's worth): what is left grows with the context.
-    budget = have - card.weights - card.overhead - fixed_kv(shape, tp, pp, trained or 1 << 62)
-    per_token = shape.kv_bytes_per_token(tp, pp)
-    if budget <= 0:
-        return 0
-    if per_token == 0:
-        return trained or 0
-    tokens = budget // per_token // BLOCK_SIZE * BLOCK_SIZE
-    return min(tokens, trained) if trained else tokens
-
-
-def concurrency(shape: Shape, card: PerCard, have: int, tp: int, pp: int, context: int) -> float:
-    """How many sequences of `context` tokens the KV budget holds at once, as vLLM reports it."""
-    per_seq = sequence_kv(shape, tp, pp, context)
-    budget = have - card.weights - card.overhead
-    if per_seq == 0 or budget <= 0:
-        return 0.0
-    return round(budget / per_seq, 2)
-
-
-def attention_charges(shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
-    """Each kind of layer, what it costs a replica of one card, and in words how it was charged."""
-    out: list[AttentionCharge] = []
-    for g in shape.layer_groups:
-        one = Shape((g,), shape.attention_heads, shape.kv_heads, shape.kv_dtype)
-        per_token = one.kv_bytes_per_token()
-        per_seq = fixed_kv(one, 1, 1, context)
-        if g.kind is AttentionKind.FULL:
-            kind, how = "full", "K and V for every token of the context"
-        elif g.kind is AttentionKind.MLA:
-            kind = "mla"
-            how = (
-                f"one latent of {g.latent_dim} per token, stored once and not split by tensor "
-                "parallelism"
+    def commands(
+        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+    ) -> list[Command]:
+        o = option
+        launch = o.launch
+        assert isinstance(launch, VllmLaunch)
+        lay = o.layout
+        argv = ["vllm", "serve", repo_id]
+        if revision:
+            argv += ["--revision", revision]
+        argv += ["--tensor-parallel-size", str(lay.tp)]
+        if lay.pp > 1:
+            argv += ["--pipeline-parallel-size", str(lay.pp)]
+        if lay.dp > 1:
+            argv += ["--data-parallel-size", str(lay.dp)]
+        if lay.ep:
+            argv.append("--enable-expert-parallel")
+        argv += o.engine_flags
+        # Every value the plan relied on is passed explicitly, so the engine's defaults (which
+        # have changed between releases: 0.9 then 0.92 utilisation) cannot change the plan.
+        argv += [
+            "--max-model-len",
+            str(launch.max_model_len),
+            "--gpu-memory-utilization",
+            f"{launch.gpu_memory_utilization:.2f}",
+        ]
+        if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
+            argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
+        if launch.max_num_batched_tokens:
+            argv += ["--max-num-batched-tokens", str(launch.max_num_batched_tokens)]
+        if launch.max_num_seqs:
+            argv += ["--max-num-seqs", str(launch.max_num_seqs)]
+        if launch.enforce_eager:
+            argv.append("--enforce-eager")
+        if launch.enable_prefix_caching is not None:
+            argv.append(
+                "--enable-prefix-caching"
+                if launch.enable_prefix_caching
+                else "--no-enable-prefix-caching"
             )
-        elif g.kind is AttentionKind.SLIDING and g.chunked:
-            kind = "chunked"
-            how = (
-                f"a chunk of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
-                "sequence, whatever the context (vLLM's max_num_batched_tokens on cards of 70 GiB "
-                "or more, assumed everywhere)"
+        if launch.max_loras:
+            argv += ["--enable-lora", "--max-loras", str(launch.max_loras)]
+            argv += ["--max-lora-rank", str(launch.max_lora_rank)]
+        if launch.speculative_config:
+            argv += ["--speculative-config", launch.speculative_config]
+        if launch.limit_mm_per_prompt:
+            argv += ["--limit-mm-per-prompt", launch.limit_mm_per_prompt]
+        if launch.trust_remote_code:
+            argv.append("--trust-remote-code")
+        env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
+        if lay.nodes <= 1:
+            return [Command("all", tuple(argv), env=env)]
+        names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(lay.nodes)]
+        head = names[0] or "<head-address>"
+        if ray:
+            # Ray: a cluster first (head, then each worker joining it), then one serve on the
+            # head. vLLM no longer picks Ray by itself when the replica is wider than the node.
+            out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
+            for name in names[1:]:
+                join = ("ray", "start", f"--address={head}:{RAY_PORT}")
+                out.append(Command("worker", join, name))
+            backend = (
+                ("--data-parallel-backend", "ray")
+                if lay.dp > 1
+                else ("--distributed-executor-backend", "ray")
             )
-        elif g.kind is AttentionKind.SLIDING:
-            kind = "sliding"
-            how = (
-                f"a window of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
-                "sequence, whatever the context (vLLM's max_num_batched_tokens on cards of 70 GiB "
-                "or more, assumed everywhere)"
+            out.append(Command("head", (*argv, *backend), names[0], env))
+            return out
+        out = []
+        if lay.dp > 1:
+            # Data-parallel ranks across nodes (vLLM's multi-node data-parallel form): each node
+            # runs its share of the ranks; the head also serves the API, the others are headless.
+            local = lay.dp // lay.nodes
+            for rank, name in enumerate(names):
+                role_args = [
+                    "--data-parallel-size-local", str(local),
+                    "--data-parallel-address", head,
+                    "--data-parallel-rpc-port", str(DP_RPC_PORT),
+                ]  # fmt: skip
+                if rank:
+                    role_args += ["--data-parallel-start-rank", str(rank * local), "--headless"]
+                role = "head" if rank == 0 else "worker"
+                out.append(Command(role, tuple(argv + role_args), name, env))
+            return out
+        # Pipeline stages across nodes without Ray (vLLM's multiprocessing executor): the same
+        # command on each node, by rank, the head's address given to all, the workers headless.
+        for rank, name in enumerate(names):
+            role_args = [
+                "--nnodes",
+                str(lay.nodes),
+                "--node-rank",
+                str(rank),
+                "--master-addr",
+                head,
+            ]
+            if rank:
+                role_args.append("--headless")
+            role = "head" if rank == 0 else "worker"
+            out.append(Command(role, tuple(argv + role_args), name, env))
+        return out
+
+    # -- explaining -----------------------------------------------------------------------------
+
+    def explain(self, option: Option, model: Model) -> Explanation:
+        o, c = option, option.per_card
+        launch = o.launch
+        assert isinstance(launch, VllmLaunch)
+        m = launch.memory
+        assert m is not None
+        lay = o.layout
+        width = f"tensor parallel {lay.tp} × pipeline {lay.pp}"
+        if lay.dp > 1:
+            width += f" × data parallel {lay.dp}"
+        if model.is_moe and lay.dp > 1:
+            share = (
+                f"the attention and dense weights over the {lay.tp} card"
+                f"{'s' if lay.tp > 1 else ''} of a rank, the routed experts over all "
+                f"{lay.tp * lay.dp} ({width})"
             )
+        elif lay.dp > 1:
+            share = f"a whole copy a rank, 1/{lay.tp} a card ({width})"
+        elif lay.pp > 1:
+            share = f"its fullest pipeline stage's share ({width})"
         else:
-            kind = "linear"
-            how = (
-                f"a fixed {g.state_kind or 'recurrent'} state of {g.state_bytes:,} B a sequence "
-                "a layer, split by tensor parallelism, whatever the context"
+            share = f"1/{lay.tp} ({width})"
+        w = m.weights
+        named = [
+            (w.experts, "routed experts"), (w.replicated, "kept whole on every rank"),
+            (w.embedding, "embedding"), (w.output, "output head"), (w.rope, "rotary cache"),
+            (w.mla_decompressed, "MLA's decompressed W_UK/W_UV"),
+            (w.mxfp4_padding, "mxfp4 padding"), (w.vision, "vision tower"), (w.lora, "LoRA"),
+            (w.draft, "speculative draft"),
+        ]  # fmt: skip
+        shown = ", ".join(f"{name} {_size(b)}" for b, name in named if b)
+        weights = f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}"
+        if shown:
+            weights += f"; of it: {shown}"
+        if w.skipped:
+            weights += f"; {_size(w.skipped)} of the checkpoint not loaded (MTP)"
+        graphs = f", CUDA graphs {_size(m.cuda_graphs)}" if m.cuda_graphs_in_budget else ""
+        overhead = (
+            f"activation {_size(m.activation)} (a profile run of "
+            f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences), "
+            + (f"buffers {_size(m.persistent_buffers)}, " if m.persistent_buffers else "")
+            + f"non-torch {_size(m.non_torch)}{graphs}"
+            + (f", encoder cache {_size(m.encoder_cache)}" if m.encoder_cache else "")
+        )
+        parts = (
+            Part("weights", c.weights, weights),
+            Part("KV cache", c.kv_cache, _kv_words(o, m)),
+            Part("overhead", c.overhead, overhead),
+        )
+        assumes = (
+            f"vLLM {m.version} (--vllm-version); --gpu-memory-utilization is a share of the "
+            "card's total, so other processes' memory must fit in the rest"
+        )
+        if not m.cuda_graphs_in_budget and m.cuda_graphs:
+            assumes += (
+                f"; its CUDA graphs ({m.cuda_graphs / (1 << 30):.2f} GiB) are captured after the "
+                "KV cache, in what --gpu-memory-utilization leaves"
             )
-        window = g.window if g.kind is AttentionKind.SLIDING else None
-        out.append(AttentionCharge(kind, g.layers, per_token, per_seq, how, window))
-    return tuple(out)
+        if launch.enforce_eager:
+            assumes += "; no CUDA graphs (--enforce-eager)"
+        if lay.dp > 1:
+            assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"
+        return Explanation(parts, assumes)
+
+    def where(self, option: Option) -> str:
+        return where(option.layout, option.gpu_class or "", option.fabric)
+
+    def image(self, option: Option) -> Image:
+        launch = option.launch
+        version = str(launch.version) if isinstance(launch, VllmLaunch) else str(NEWEST)
+        return Image(
+            name=f"{IMAGE}:{image_tag(version)}",
+            entrypoint=("vllm", "serve"),
+            port=PORT,
+            health="/health",
+            programs=("vllm", "ray", "python3"),
+            # PyTorch's workers pass tensors through /dev/shm (docs/deployment/docker.md).
+            shared_memory=True,
+            foreground=(("ray", "--block"),),
+            joined=RAY_JOINED,
+        )
+
+    # The vLLM release the option was sized for.
+    fields: tuple[str, ...] = ("vllm_version",)
+
+    def values(self, option: Option) -> dict[str, object]:
+        launch = option.launch
+        assert isinstance(launch, VllmLaunch)
+        return {"vllm_version": str(launch.version)}
+
+    # -- reading a command ----------------------------------------------------------------------
+
+    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+        from llmfit.plan.engines.vllm_command import read
+
+        return read(argv, defaults)
+
+
+ENGINE = Vllm()

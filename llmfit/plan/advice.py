@@ -1,0 +1,16 @@
+"""Advice: the main job's answer, a repository planned on a fleet, for the renderers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmfit.plan.fleet import Fleet
+from llmfit.plan.planner import Plan
+from llmfit.plan.repo import Repo
+
+
+@dataclass(frozen=True)
+class Advice:
+    repo: Repo
+    fleet: Fleet
+    plan: Plan

@@ -1,0 +1,693 @@
+"""SGLang, the engine: the layouts it accepts for a safetensors checkpoint, what each card holds
+under them, and the `sglang serve` lines that launch them (SGLang 0.5.23).
+
+Layouts (sglang/srt/server_args.py and arg_groups/, 0.5.23):
+- tensor parallel within a node (`--tp-size`), a width that divides the attention heads and
+  divides or is a multiple of the KV heads (models/*.py assert both; `width_refusal`);
+- pipeline parallel (`--pp-size`) across the nodes of one fabric, one stage a node, or within a
+  node; stages take runs of layers by SGLang's get_pp_indices (distributed/utils.py), which gives
+  the extra layers of an uneven split to the last stages;
+- for a dense model, replicas (`--dp-size`): SGLang's data-parallel controller runs `dp` copies
+  of a `--tp-size` group behind one server, each with its own KV pool (one node only:
+  check_server_args refuses data-parallel replicas over several nodes);
+- for a MoE, data-parallel attention with expert parallelism (`--attn-dp-size`, formerly
+  `--dp-size N --enable-dp-attention`): one `--tp-size` group of tp × dp cards whose attention
+  runs in dp groups of tp cards, each with its own KV pool, the routed experts sharded over all
+  of them (`--ep-size`), within a node or across the nodes of a fabric;
+- expert parallelism (`--ep-size`, the whole group) for a MoE on more than one card.
+Across nodes, every node runs the same command with its `--node-rank`, `--nnodes` and the head's
+`--dist-init-addr` (or, with `--ray`, one command on the head of a Ray cluster, `--use-ray`).
+
+Which models: SGLang is planned when it is named (`--engine sglang`, or `llmfit check -- sglang
+serve …`); see `llmfit/plan/engines/__init__.py` for why it is not among the defaults.
+
+The memory arithmetic of one card is sglang_sizes'.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
+from llmfit.plan.artifact import Artifact, WeightLayout
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import sglang_sizes as sizes
+from llmfit.plan.launch import Command
+from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.model import AttentionKind, Model, Shape
+from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.pools import ClassPool
+from llmfit.plan.settings import PlanSettings
+from llmfit.plan.weights import layout_of, stage_parts
+
+# The launcher SGLang's docs and its own deprecation warning name (sglang/launch_server.py:
+# "'sglang serve' is the recommended entrypoint"); `python -m sglang.launch_server` takes the
+# same flags and is read back too.
+LAUNCHER = ("sglang", "serve")
+# SGLang listens on 127.0.0.1:30000 by default (ServerArgs host, port); a server on a fleet node
+# is asked for from elsewhere, so the command says where.
+HOST, PORT = "0.0.0.0", 30000
+# The head's port for torch.distributed across nodes (--dist-init-addr HOST:PORT; SGLang's
+# multi-node examples use 50000).
+DIST_INIT_PORT = 50000
+RAY_PORT = 6379
+# A --context-length past the model's own is refused unless this is set
+# (configs/model_config.py ModelConfig._derive_context_length).
+LONG_CONTEXT_ENV = ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
+# SGLang's official image, tagged by the release the plan models (lmsysorg/sglang:vX.Y.Z, beside
+# its -cuXXX variants). It has no ENTRYPOINT: its docs give `docker run … lmsysorg/sglang
+# python3 -m sglang.launch_server …`, the whole command. Ray is not in it (an extra of the
+# package), so the --ray form has no container launch.
+IMAGE = f"lmsysorg/sglang:v{sizes.VERSION}"
+# Online quantisation and KV dtype, as SGLang's parser spells them.
+FP8_WEIGHTS = ("--quantization", "fp8")
+FP8_KV = ("--kv-cache-dtype", "fp8_e4m3")
+
+
+@dataclass(frozen=True)
+class SglangLaunch:
+    """What an `sglang serve` line of an option is made of, beside its layout, and the figures
+    the plan took from SGLang's sizing (for saying how it was worked out)."""
+
+    context_length: int
+    mem_fraction_static: float
+    # Whether that share is SGLang's own default on this card and layout (else the user's).
+    default_share: bool
+    # SGLang's own parallel sizes (--tp-size is tp × dp for data-parallel attention).
+    server: sizes.ServerSizes
+    # --kv-cache-dtype as SGLang spells it; None leaves it at auto.
+    kv_cache_dtype: str | None
+    trust_remote_code: bool
+    long_context: bool
+    # SGLang's defaults on this card (activation and CUDA graph room outside the static share).
+    chunked_prefill_size: int
+    decode_max_bs: int
+    reserved: int
+    # The fullest rank's pool as SGLang would log it.
+    pool_tokens: int
+    max_running_requests: int
+    request_table: int
+    state_slots: int
+    # Knobs the user set (None: SGLang's default), passed on as given.
+    user_max_running_requests: int | None = None
+    user_chunked_prefill_size: int | None = None
+    user_max_total_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The checkpoint as stored, or what an SGLang flag would make of it."""
+
+    weight_bytes: int
+    quant: str | None
+    kv_dtype: str
+    what_if: str | None = None
+    flags: tuple[str, ...] = ()
+    changes: int = 0
+
+
+def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
+    """The checkpoint as stored and, for a 16-bit one, what SGLang's flags would make of it.
+
+    `--quantization fp8` quantises the linear layers on load (Fp8LinearMethod, layers/
+    quantization/fp8.py); the embedding and the output head stay at 16 bits, so the what-if
+    weighs half of everything else, and none is offered without a vocabulary and hidden size to
+    tell the two apart. `--kv-cache-dtype fp8_e4m3` halves a 16-bit cache.
+    """
+    stored = Variant(art.bytes, art.quant, kv_dtype)
+    if settings.precision == "stored":
+        return [stored]
+    out = [stored] if settings.precision == "all" else []
+    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
+    fp8_weights = None
+    if sixteen and model.vocab_size and model.hidden_size:
+        head = 2 * model.vocab_size * model.hidden_size * 2
+        if art.bytes > head:
+            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
+    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
+    if settings.precision in ("all", "kv-fp8") and kv16:
+        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", FP8_KV, 1))
+    if settings.precision in ("all", "fp8") and fp8_weights:
+        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", FP8_WEIGHTS, 1))
+        if settings.precision == "all" and kv16:
+            out.append(
+                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache",
+                        FP8_WEIGHTS + FP8_KV, 2)
+            )  # fmt: skip
+    return out or [stored]
+
+
+def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
+    """The --kv-cache-dtype the plan relied on, in SGLang's spelling; None where auto gives the
+    model's own dtype."""
+    chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
+    if not chosen:
+        return None
+    if chosen.startswith(("fp8", "float8")):
+        return "fp8_e4m3"
+    return "bfloat16" if chosen in ("bfloat16", "bf16") else chosen
+
+
+def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
+    """Why SGLang refuses this attention tensor-parallel width, or None when it accepts it.
+
+    The heads: SGLang's attention layers assert `total_num_heads % attn_tp_size == 0` and, for the
+    KV heads, divisibility one way or the other (models/llama.py LlamaAttention, models/qwen3.py
+    Qwen3Attention, with no message of their own). Quantisation blocks: a rank's share of a
+    split intermediate size must be a whole number of blocks (layers/quantization/fp8.py and
+    fp8_utils.validate_fp8_block_shape, whose sentences these are), except for routed experts
+    kept whole by expert parallelism.
+    """
+    if shape.attention_heads and shape.attention_heads % tp:
+        return (
+            f"SGLang's attention asserts its {shape.attention_heads} heads divide evenly over "
+            f"a tensor-parallel size of {tp}."
+        )
+    kv = shape.kv_heads
+    if kv and kv % tp and tp % kv:
+        return (
+            f"SGLang's attention asserts its {kv} KV heads divide evenly over {tp} cards, or "
+            f"{tp} cards over them."
+        )
+    for rule in shape.split_rules:
+        if tp == 1 or (rule.experts and expert_parallel):
+            continue
+        if rule.size % tp:
+            # distributed/utils.py ensure_divisibility.
+            return f"{rule.size} is not divisible by {tp}"
+        share = rule.size // tp
+        if share % rule.multiple == 0:
+            continue
+        if rule.check == "block_fp8_moe":
+            return (
+                f"The output_size of gate's and up's weight = {share} is not divisible by "
+                f"weight quantization block_n = {rule.multiple}."
+            )
+        if rule.check == "block_fp8":
+            return (
+                f"Weight output_partition_size = {share} is not divisible by "
+                f"weight quantization block_n = {rule.multiple}."
+            )
+        return (
+            "The input size is not aligned with the quantized weight shape. "
+            "This can be caused by too large tensor parallel size."
+        )
+    return None
+
+
+def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
+    """Layers per pipeline stage as SGLang splits them (get_pp_indices in
+    sglang/srt/distributed/utils.py): evenly, the remainder one each to the last stages."""
+    base, extra = divmod(layers, pp)
+    return tuple(base + (1 if s >= pp - extra else 0) for s in range(pp))
+
+
+def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
+    """ "4 × h200-141g", "8 × h100-80g (tp1×dp8+ep)", "2 nodes × 8 h100-80g on ib0"."""
+    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
+    shape = "" if plain else f" ({layout.short()})"
+    if layout.nodes > 1:
+        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
+    return f"{layout.cards} × {gpu_class}{shape}"
+
+
+@dataclass(frozen=True)
+class _Sizing:
+    """What the sizing of one layout kept for the launch line and the explanation."""
+
+    share: float
+    default_share: bool
+    reserve: sizes.Reserve
+    server: sizes.ServerSizes
+    pool: sizes.Pool
+
+
+def _speed(
+    model: Model,
+    weights: WeightLayout,
+    spec: cards.CardSpec | None,
+    layout: Layout,
+    context: int,
+    kv_per_token: int,
+    concurrency: float,
+    fp8: bool,
+) -> speeds.Speed | None:
+    """How fast the layout decodes and prefills (plan/speed.py, the constants fitted to vLLM and
+    SGLang together), its stages as SGLang splits them. A MoE's data-parallel attention ranks each
+    run their own batch and read 1/(tp·dp) of the routed experts."""
+    if spec is None or concurrency <= 0:
+        return None
+    inputs = speeds.inputs_for(
+        model, weights, spec, engine="sglang", context=context, kv_bytes_per_token=kv_per_token,
+        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
+        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
+        compute_dtype="fp8" if fp8 else "bf16",
+    )  # fmt: skip
+    if model.is_moe and layout.dp > 1:
+        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
+        inputs = replace(inputs, stages=stages)
+    return speeds.estimate(inputs)
+
+
+class Sglang:
+    key = "sglang"
+    name = "SGLang"
+    # `sglang serve …`, and `python -m sglang.launch_server …` (for_argv reads the module name).
+    programs = ("sglang", "sglang.launch_server")
+
+    def runs(self, artifact: Artifact) -> bool:
+        return artifact.format == "safetensors"
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, job: Job) -> Found:
+        found = Found()
+        if any(n.is_cpu for n in job.fleet.nodes):
+            found.rejected.append(
+                Rejection(
+                    job.artifact.name,
+                    self.key,
+                    "CPU nodes",
+                    "safetensors weights are planned for SGLang on GPUs; a CPU node runs GGUF "
+                    "files with llama.cpp",
+                )
+            )
+        for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
+            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
+            shape = replace(job.shape, kv_dtype=v.kv_dtype)
+            refused: list[Rejection] = []
+            options = [
+                replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                for pool in job.pools
+                for o in self._on_pool(job, art, shape, pool, refused)
+            ]
+            found.options += options
+            found.rejected += [replace(r, what_if=v.what_if) for r in refused]
+        return found
+
+    def _on_pool(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, rejected: list[Rejection]
+    ) -> list[Option]:
+        model, settings = job.model, job.settings
+        pins = settings.pins
+        moe = model.is_moe
+        ep = pins.ep if moe else False
+        widths: list[int] = []
+        for tp in powers_of_two(pool.max_gpus):
+            if pins.tp is not None and tp != pins.tp:
+                continue
+            refusal = width_refusal(shape, tp, expert_parallel=moe and ep is not False)
+            if refusal:
+                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
+            else:
+                widths.append(tp)
+        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    pool.gpu_class,
+                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
+                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
+                )
+            )
+        if not widths:
+            return []
+        space = Space(
+            widths=tuple(widths),
+            stages=tuple(powers_of_two(pool.max_gpus)),
+            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
+            moe=moe,
+            layers=shape.layers,
+            ep=ep,
+            stages_per_node=lambda tp, width: 1,
+            ranks_across_nodes=True,
+        )
+        size = self._sizer(job, art, shape, pool)
+        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
+        if pool.mig and not fits:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    f"several {pool.gpu_class}",
+                    "a MIG instance cannot be joined with others, on its node or across nodes",
+                )
+            )
+        for t in misses:
+            lay = t.spot.layout
+            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
+            if plain or pins.any or settings.concurrency is not None:
+                rejected.append(self._miss(art, pool, t, settings.concurrency))
+        out: list[Option] = []
+        groups: dict[str, list[Tried]] = {}
+        for t in fits:
+            groups.setdefault(t.spot.fabric, []).append(t)
+        for fabric, group in groups.items():
+            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
+            kept, dropped = select(group, width, every=settings.every_layout)
+            for t in kept:
+                out.append(self._option(job, art, pool, t))
+            for t, by in dropped:
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        where(t.spot.layout, pool.gpu_class, fabric or None),
+                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
+                        f"holds {by.sized.concurrency:g} sequences on "
+                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
+                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
+                        kind="dominated",
+                    )
+                )
+        return out
+
+    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
+        s = t.sized
+        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
+        if s.fits_memory and target is not None:
+            return Rejection(
+                art.name,
+                self.key,
+                here,
+                f"holds {s.concurrency:g} sequences of the context at once, "
+                f"fewer than the {target:g} asked for",
+                have=s.have,
+                max_context=s.max_context,
+            )
+        return Rejection(
+            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
+            max_context=s.max_context,
+        )  # fmt: skip
+
+    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool):
+        model, settings, context = job.model, job.settings, job.context
+        opts = settings.sglang
+        weights = layout_of(art, model)
+        trained = model.max_context
+        swa_pool = sizes.hybrid_swa(model.architecture)
+        mla = any(g.kind is AttentionKind.MLA for g in shape.layer_groups)
+        # The multimodal cache SGLang keeps back from the KV budget (mm_runtime_reservation_gb).
+        vlm = sizes.VLM_CACHE if sizes.multimodal(model.architecture, model.vision_tower) else 0
+        spec = cards.spec(pool.gpu_class)
+        fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
+            "fp8", "modelopt", "fbgemm_fp8", "w8a8_fp8",
+        )  # fmt: skip
+
+        def size(layout: Layout) -> Sized:
+            ss = sizes.server_sizes(layout, model.is_moe)
+            reserve = sizes.default_reserve(
+                pool.card_bytes,
+                ss,
+                mla=mla,
+                chunked_prefill_size=opts.chunked_prefill_size,
+                max_running_requests=opts.max_running_requests,
+                vision_tower=model.vision_tower,
+                architecture=model.architecture,
+            )
+            # The command passes the share to three places (SGLang's own default is that, but for
+            # a vision tower's factor): the plan holds what the command asks, rounded down.
+            share = opts.mem_fraction_static or sizes.three_places(reserve.mem_fraction_static)
+            have = int(pool.card_bytes * share)
+            static = sizes.static_budget(pool.card_bytes, share)
+            # Routed experts are sharded over the whole --tp-size group (tp × dp with
+            # data-parallel attention); everything else over the attention's tp cards, which
+            # over-counts the dense MLPs and the vocabulary that SGLang splits over the group.
+            expert_shard = ss.tp_size if model.is_moe else layout.tp
+            worst: PerCard | None = None
+            worst_token = 0
+            fullest: sizes.Pool | None = None
+            tokens = reqs = 1 << 62
+            parts = stage_parts(weights, layout.pp, pp_partition(weights.layers, layout.pp))
+            for dense, experts, n in parts:
+                w = -(-dense // layout.tp) + -(-experts // expert_shard)
+                stage = shape.stage(n)
+                c = sizes.cells(stage, ss.attn_tp, swa_pool=swa_pool)
+                states = sizes.state_bytes(stage, ss.attn_tp)
+                budget = static - w - vlm
+                p = sizes.kv_pool(
+                    max(budget, 0),
+                    c,
+                    state_per_request=states,
+                    context_len=context,
+                    attn_dp=ss.attn_dp_size,
+                    max_running_requests=opts.max_running_requests,
+                    max_total_tokens=opts.max_total_tokens,
+                )
+                card = PerCard(
+                    weights=w,
+                    kv_cache=sizes.sequence_bytes(c, states, context),
+                    overhead=have - static + vlm,
+                )
+                if worst is None or card.need > worst.need:
+                    worst, worst_token = card, math.ceil(c.token())
+                # Every stage keeps as many tokens as the one with the fewest (SGLang takes the
+                # minimum over the pipeline's ranks, _apply_token_constraints).
+                if budget <= 0 or p.tokens < tokens:
+                    tokens = p.tokens if budget > 0 else 0
+                    fullest = p
+                reqs = min(reqs, p.max_running_requests)
+            assert worst is not None and fullest is not None
+            per_rank = min(tokens / context, reqs) if tokens and context else 0.0
+            concurrency = round(per_rank * ss.ranks, 2)
+            longest = min(tokens, trained) if trained else tokens
+            return Sized(
+                per_card=worst,
+                have=have,
+                concurrency=concurrency,
+                max_context=longest,
+                kv_per_token=worst_token,
+                kv_tokens=tokens,
+                extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest),
+                speed=_speed(model, weights, spec, layout, context, worst_token, concurrency, fp8),
+            )
+
+        return size
+
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
+        model, settings = job.model, job.settings
+        layout, sized = t.spot.layout, t.sized
+        extra = sized.extra
+        assert isinstance(extra, _Sizing)
+        opts = settings.sglang
+        launch = SglangLaunch(
+            context_length=job.context,
+            mem_fraction_static=extra.share,
+            default_share=extra.default_share,
+            server=extra.server,
+            kv_cache_dtype=engine_kv_dtype(model, settings),
+            trust_remote_code=model.custom_code,
+            long_context=bool(model.max_context and job.context > model.max_context),
+            chunked_prefill_size=extra.reserve.chunked_prefill_size,
+            decode_max_bs=extra.reserve.decode_max_bs,
+            reserved=int(extra.reserve.reserved_mib * sizes.MIB),
+            pool_tokens=extra.pool.tokens,
+            max_running_requests=extra.pool.max_running_requests,
+            request_table=extra.pool.request_table,
+            state_slots=extra.pool.state_slots,
+            user_max_running_requests=opts.max_running_requests,
+            user_chunked_prefill_size=opts.chunked_prefill_size,
+            user_max_total_tokens=opts.max_total_tokens,
+        )
+        return Option(
+            artifact=art,
+            engine=self.key,
+            layout=layout,
+            card=Card(pool.gpu_class, pool.card_bytes),
+            per_card=sized.per_card,
+            have=sized.have,
+            launch=launch,
+            fabric=t.spot.fabric or None,
+            hosts=t.spot.seats.hosts,
+            free_now=t.spot.seats.free_now(layout.nodes),
+            bits_per_weight=art.bits_per_weight(model.params),
+            context=job.context,
+            max_context=sized.max_context,
+            concurrency=sized.concurrency,
+            node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
+            share=extra.share,
+            kv_per_token=sized.kv_per_token,
+            kv_tokens=sized.kv_tokens,
+            speed=sized.speed,
+        )
+
+    # -- launching ------------------------------------------------------------------------------
+
+    def commands(
+        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+    ) -> list[Command]:
+        o = option
+        launch = o.launch
+        assert isinstance(launch, SglangLaunch)
+        lay, ss = o.layout, launch.server
+        argv = [*LAUNCHER, "--model-path", repo_id]
+        if revision:
+            argv += ["--revision", revision]
+        argv += ["--tp-size", str(ss.tp_size)]
+        if ss.pp_size > 1:
+            argv += ["--pp-size", str(ss.pp_size)]
+        if ss.dp_size > 1:
+            argv += ["--dp-size", str(ss.dp_size)]
+        if ss.attn_dp_size > 1:
+            argv += ["--attn-dp-size", str(ss.attn_dp_size)]
+        if ss.ep_size > 1:
+            argv += ["--ep-size", str(ss.ep_size)]
+        argv += o.engine_flags
+        # Every value the plan relied on is passed, so that SGLang's defaults (which changed
+        # from a table by TP size to a reserve by card size in 0.4.9) cannot change the plan.
+        argv += [
+            "--context-length",
+            str(launch.context_length),
+            "--mem-fraction-static",
+            f"{launch.mem_fraction_static:.3f}",
+        ]
+        if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
+            argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
+        if launch.user_max_running_requests:
+            argv += ["--max-running-requests", str(launch.user_max_running_requests)]
+        if launch.user_chunked_prefill_size:
+            argv += ["--chunked-prefill-size", str(launch.user_chunked_prefill_size)]
+        if launch.user_max_total_tokens:
+            argv += ["--max-total-tokens", str(launch.user_max_total_tokens)]
+        if launch.trust_remote_code:
+            argv.append("--trust-remote-code")
+        argv += ["--host", HOST, "--port", str(PORT)]
+        env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
+        if lay.nodes <= 1:
+            return [Command("all", tuple(argv), env=env)]
+        names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(lay.nodes)]
+        head = names[0] or "<head-address>"
+        if ray:
+            # A Ray cluster (head, then each worker joining it), then one server on the head that
+            # places its ranks on the cluster's nodes (sglang/srt/ray/engine.py RayEngine).
+            out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
+            for name in names[1:]:
+                join = ("ray", "start", f"--address={head}:{RAY_PORT}")
+                out.append(Command("worker", join, name))
+            serve = (*argv, "--nnodes", str(lay.nodes), "--use-ray")
+            out.append(Command("head", serve, names[0], env))
+            return out
+        # The same command on every node, by rank; the head's address for torch.distributed
+        # given to all. Node 0 serves the API; the others run their ranks only.
+        out = []
+        for rank, name in enumerate(names):
+            role_args = [
+                "--nnodes", str(lay.nodes),
+                "--node-rank", str(rank),
+                "--dist-init-addr", f"{head}:{DIST_INIT_PORT}",
+            ]  # fmt: skip
+            role = "head" if rank == 0 else "worker"
+            out.append(Command(role, tuple(argv + role_args), name, env))
+        return out
+
+    # -- explaining -----------------------------------------------------------------------------
+
+    def explain(self, option: Option, model: Model) -> Explanation:
+        o, c = option, option.per_card
+        launch = o.launch
+        assert isinstance(launch, SglangLaunch)
+        lay, ss = o.layout, launch.server
+        width = f"tensor parallel {lay.tp} × pipeline {lay.pp}"
+        if ss.attn_dp_size > 1:
+            width += f" × attention data parallel {ss.attn_dp_size}"
+        elif ss.dp_size > 1:
+            width += f" × {ss.dp_size} replicas"
+        if model.is_moe and ss.attn_dp_size > 1:
+            share = (
+                f"the attention and dense weights over the {lay.tp} card"
+                f"{'s' if lay.tp > 1 else ''} of a rank, the routed experts over all "
+                f"{ss.tp_size} ({width})"
+            )
+        elif ss.dp_size > 1:
+            share = f"a whole copy a replica, 1/{lay.tp} a card ({width})"
+        elif lay.pp > 1:
+            share = f"its fullest pipeline stage's share ({width})"
+        else:
+            share = f"1/{lay.tp} ({width})"
+        per_token = f"{o.kv_per_token:,} B a token a card"
+        kv_why = f"{o.context:,} tokens × {per_token}"
+        if launch.state_slots:
+            kv_why += (
+                f", and {sizes.MAMBA_FULL_MEMORY_RATIO:g}× as much beside it for recurrent "
+                f"states ({launch.state_slots:,} slots a rank)"
+            )
+        whose = "SGLang's default here" if launch.default_share else "as given"
+        parts = (
+            Part(
+                "weights",
+                c.weights,
+                f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}",
+            ),
+            Part("KV cache", c.kv_cache, kv_why),
+            Part(
+                "overhead",
+                c.overhead,
+                f"the static share ({launch.mem_fraction_static:.3f}, {whose}) of the "
+                f"{sizes.PRE_BASELINE / (1 << 30):.1f} GiB CUDA and NCCL hold before SGLang "
+                "measures the card"
+                + (
+                    ", and the 0.1 GiB multimodal cache it keeps back"
+                    if sizes.multimodal(model.architecture, model.vision_tower)
+                    else ""
+                ),
+            ),
+        )
+        outside = (o.card.total_bytes if o.card else 0) - o.have
+        assumes = (
+            f"SGLang {sizes.VERSION}: --mem-fraction-static {launch.mem_fraction_static:.3f} of "
+            "the free memory it measures holds the weights and the KV pool "
+            f"({launch.pool_tokens:,} tokens a rank, {launch.max_running_requests:,} requests "
+            "at once); the "
+            f"{outside / (1 << 30):.1f} GiB outside it is for activations of "
+            f"{launch.chunked_prefill_size:,} chunked-prefill tokens, CUDA graphs up to batch "
+            f"{launch.decode_max_bs} and the request table "
+            f"({launch.request_table / (1 << 30):.2f} GiB), "
+            + (
+                f"as SGLang's own reserve reckons them ({launch.reserved / (1 << 30):.1f} GiB)"
+                # SGLang's default share is its reserve, to three places.
+                if launch.default_share or outside >= launch.reserved
+                else f"less than SGLang's own reserve reckons them "
+                f"({launch.reserved / (1 << 30):.1f} GiB): activations or CUDA graphs may not fit"
+            )
+            + f"; pages of {sizes.PAGE_SIZE} token"
+        )
+        if ss.ranks > 1:
+            assumes += f"; each of the {ss.ranks} data-parallel ranks keeps its own KV pool"
+        return Explanation(parts, assumes)
+
+    def image(self, option: Option) -> Image:
+        return Image(
+            name=IMAGE,
+            entrypoint=(),
+            port=PORT,
+            # SGLang's HTTP server answers /health once the model is loaded (entrypoints/
+            # http_server.py).
+            health="/health",
+            programs=("sglang", "python3"),
+            # PyTorch's workers pass tensors through /dev/shm (SGLang's docs run its image with
+            # --ipc=host or --shm-size 32g).
+            shared_memory=True,
+        )
+
+    def where(self, option: Option) -> str:
+        return where(option.layout, option.gpu_class or "", option.fabric)
+
+    fields: tuple[str, ...] = ()
+
+    def values(self, option: Option) -> dict[str, object]:
+        return {}
+
+    # -- reading a command ----------------------------------------------------------------------
+
+    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+        from llmfit.plan.engines.sglang_command import read
+
+        return read(argv, defaults)
+
+
+ENGINE = Sglang()

@@ -1,0 +1,335 @@
+"""vLLM releases as data: every change in how vLLM sizes a card's memory, dated in one table.
+
+Each row of `SWITCHES` is one behaviour change, the first release (0.X) that has it, and the vLLM
+file and function it was read from. The dates were found by reading the PyPI wheels of every
+release from 0.11.0 to 0.33.0 (`pip download vllm==X --no-deps`) and diffing the functions named.
+`vllm_memory.py` asks a `VllmVersion` whether a switch is on and never compares versions itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One change in how vLLM sizes memory, and the first release that makes it."""
+
+    name: str
+    # The minor version of the first 0.X release that behaves this way.
+    since: int
+    # The vLLM file and function the behaviour is read from.
+    source: str
+    # What it changes, in words (docs/accuracy.md prints these).
+    change: str
+    # The first release that no longer does (None: still so in the newest modelled).
+    until: int | None = None
+
+
+SWITCHES: tuple[Switch, ...] = (
+    Switch(
+        "sampler_not_flashinfer",
+        12,
+        "vllm/v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__",
+        "the sampler warm-up no longer takes FlashInfer's top-k/top-p path by default "
+        "(VLLM_USE_FLASHINFER_SAMPLER becomes opt-in); it sorts the logits in PyTorch",
+    ),
+    Switch(
+        "capture_sizes_step16",
+        12,
+        "vllm/config/vllm.py VllmConfig._set_cudagraph_sizes",
+        "CUDA-graph capture sizes step by 16 past 256 (51 sizes up to 512, not 67)",
+    ),
+    Switch(
+        "gpt_oss_capture_1024",
+        12,
+        "vllm/model_executor/models/config.py GptOssForCausalLMConfig",
+        "gpt-oss captures CUDA graphs up to 1,024 tokens (83 sizes)",
+    ),
+    Switch(
+        "mla_block_16_on_hopper",
+        12,
+        "vllm/platforms/cuda.py _get_backend_priorities",
+        "MLA on Hopper runs FLASH_ATTN_MLA (16-token blocks) before FlashMLA (64)",
+    ),
+    Switch(
+        "nemotron_h_ssm_fp16",
+        13,
+        "vllm/model_executor/models/config.py NemotronHForCausalLMConfig",
+        "Nemotron-H keeps its SSM state in float16 unless the config names a dtype",
+    ),
+    Switch(
+        "chunked_local_hybrid_allocator",
+        14,
+        "vllm/envs.py VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE (default 1); "
+        "vllm/config/vllm.py VllmConfig.__post_init__",
+        "Llama 4's chunked-local layers keep a chunk, not the whole context (before: the hybrid "
+        "allocator was off for them and every layer held max_model_len)",
+    ),
+    Switch(
+        "tower_skipped_text_only",
+        15,
+        "vllm/model_executor/models/interfaces.py SupportsMultiModal._mark_tower_model",
+        "a vision tower whose modalities are all limited to 0 (--limit-mm-per-prompt) is not "
+        "built, so its weights and its encoder cache cost nothing",
+    ),
+    Switch(
+        "mamba_align_mode",
+        15,
+        "vllm/v1/kv_cache_interface.py MambaSpec.max_memory_usage_bytes",
+        "with prefix caching on, a Mamba/GDN layer holds 2 state pages a request (align mode)",
+    ),
+    Switch(
+        "mamba_all_mode",
+        15,
+        "vllm/model_executor/models/config.py MambaModelConfig.verify_and_update_config; "
+        "vllm/platforms/interface.py _align_hybrid_block_size",
+        "with prefix caching on, a Mamba model that supports it (Nemotron-H, Jamba, Falcon-H1, "
+        "Granite 4.0-H) keeps a state page every block of the context ('all' mode), its block a "
+        "multiple of the Mamba chunk size; gone in 0.28, which runs 'align' for every model",
+        until=28,
+    ),
+    Switch(
+        "admission_by_groups",
+        14,
+        "vllm/v1/core/kv_cache_utils.py _max_memory_usage_bytes_from_groups",
+        "the start-up check sizes one request by the padded groups (before: the sum over layers); "
+        "until 0.19 it counted the first group's blocks only",
+    ),
+    Switch(
+        "admission_sums_groups",
+        19,
+        "vllm/v1/core/kv_cache_utils.py _max_memory_usage_bytes_from_groups",
+        "the start-up check adds every group's blocks (0.14-0.18 took the first group's)",
+    ),
+    Switch(
+        "sampler_triton_top_k_top_p",
+        17,
+        "vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p",
+        "top-k/top-p runs in a Triton kernel on the fp32 logits instead of sorting them",
+    ),
+    Switch(
+        "group_size_max_under_1_5",
+        18,
+        "vllm/v1/core/kv_cache_utils.py _get_kv_cache_groups_uniform_page_size",
+        "layer groups take the largest type's count when it is under 1.5 x the smallest",
+    ),
+    Switch(
+        "cuda_graphs_in_budget",
+        20,
+        "vllm/v1/worker/gpu_worker.py Worker.determine_available_memory; vllm/envs.py "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default 1)",
+        "CUDA-graph memory is estimated by a trial capture and taken from the KV budget before "
+        "the cache is sized (before: graphs were captured after it, in the headroom)",
+    ),
+    Switch(
+        "gpu_memory_utilization_0_92",
+        20,
+        "vllm/config/cache.py CacheConfig.gpu_memory_utilization",
+        "--gpu-memory-utilization defaults to 0.92 (was 0.90)",
+    ),
+    Switch(
+        "nemotron_h_ssm_fp32",
+        20,
+        "vllm/model_executor/models/config.py NemotronHForCausalLMConfig."
+        "DEFAULT_MAMBA_SSM_CACHE_DTYPE",
+        "Nemotron-H keeps its SSM state in float32 by default",
+    ),
+    Switch(
+        "kv_tokens_from_concurrency",
+        21,
+        "vllm/v1/core/kv_cache_utils.py (get_kv_cache_capacity)",
+        "'GPU KV cache size: N tokens' is max concurrency x max_model_len (before: blocks // "
+        "groups x block size)",
+    ),
+    Switch(
+        "hybrid_prefix_caching",
+        26,
+        "vllm/config/model.py ModelConfig.is_prefix_caching_supported",
+        "prefix caching is on by default for hybrid (Mamba/GDN) models, so their state layers "
+        "run in align mode",
+    ),
+    Switch(
+        "window_in_flight_batches",
+        26,
+        "vllm/v1/kv_cache_interface.py SlidingWindowSpec/ChunkedLocalAttentionSpec; "
+        "vllm/config/vllm.py VllmConfig.max_concurrent_batches",
+        "a sliding (chunked) layer reserves its window plus every batch in flight: 2 with async "
+        "scheduling, pp + 1 under Model Runner V2 with pipeline parallelism",
+    ),
+    Switch(
+        "non_kv_from_free_memory",
+        27,
+        "vllm/utils/mem_utils.py memory_profiling",
+        "what is not KV cache is the drop in free memory since the snapshot plus the transient "
+        "peak, so buffers allocated before the profile run now count",
+    ),
+    Switch(
+        "big_card_batch_defaults",
+        28,
+        "vllm/engine/arg_utils.py EngineArgs.get_batch_defaults",
+        "cards of 160 GiB or more default to 16,384 batched tokens",
+    ),
+    Switch(
+        "blackwell_capture_1024",
+        28,
+        "vllm/config/vllm.py VllmConfig._set_cudagraph_sizes",
+        "Blackwell (SM100) captures CUDA graphs up to 1,024 tokens",
+    ),
+    Switch(
+        "null_block_reserved",
+        29,
+        "vllm/v1/core/kv_cache_planning.py get_kv_cache_configs",
+        "the admission check and the longest max_model_len leave out the null block",
+    ),
+    Switch(
+        "fp8_per_tensor_alias",
+        31,
+        "vllm/model_executor/model_loader/weight_utils.py get_quant_config",
+        "--quantization fp8 is a deprecated alias of fp8_per_tensor",
+    ),
+    Switch(
+        "mamba2_checkpoint_page",
+        32,
+        "vllm/model_executor/layers/mamba/mamba_mixer2.py MambaMixer2.get_kv_cache_spec",
+        "a Mamba-2 layer in align mode holds a third page a request (its prefill checkpoint)",
+    ),
+    Switch(
+        "tower_first_stage_only",
+        33,
+        "vllm/model_executor/models/interfaces.py SupportsMultiModal._mark_tower_model",
+        "under Model Runner V2 only the first pipeline stage builds a vision tower",
+    ),
+    Switch(
+        "gdn_checkpoint_page",
+        33,
+        "vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py get_kv_cache_spec",
+        "a GDN layer with FlashInfer's prefill (Hopper) holds a third page a request and its "
+        "attention block is a multiple of 64 tokens",
+    ),
+)
+
+_BY_NAME = {s.name: s for s in SWITCHES}
+
+# The releases read to date the switches. Any 0.X in this range is modelled; patch releases
+# behave as their minor (0.27.1 was read beside 0.27.0: the same in every switch above).
+OLDEST_MINOR = 11
+NEWEST_MINOR = 33
+
+# Architectures Model Runner V2 ran by default before it ran everything (vllm/config/vllm.py
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES of each release).
+_MRV2_LISTED: dict[int, frozenset[str]] = {
+    22: frozenset({"Qwen3ForCausalLM"}),
+    23: frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}),
+    24: frozenset(
+        {
+            "Qwen3ForCausalLM",
+            "DeepseekV2ForCausalLM",
+            "Qwen2MoeForCausalLM",
+            "GraniteMoeForCausalLM",
+            "LlamaForCausalLM",
+            "MistralForCausalLM",
+        }
+    ),
+    25: frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
+    26: frozenset(
+        {
+            "DeepseekV2ForCausalLM",
+            "GraniteMoeForCausalLM",
+            "InklingForCausalLM",
+            "InklingForConditionalGeneration",
+            "LongcatFlashNgramForCausalLM",
+            "Qwen2MoeForCausalLM",
+        }
+    ),
+}
+_MRV2_LISTED[27] = _MRV2_LISTED[26] | {"KimiK3ForConditionalGeneration"}
+_MRV2_LISTED[28] = _MRV2_LISTED[27] | {"DeepseekV4ForCausalLM"}
+
+
+@dataclass(frozen=True, order=True)
+class VllmVersion:
+    """A vLLM release, 0.minor.patch, and what its code does."""
+
+    minor: int
+    patch: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> VllmVersion:
+        """ "0.33", "0.27.1", "v0.11.0" → the release; anything else raises ValueError."""
+        m = re.fullmatch(r"v?0\.(\d+)(?:\.(\d+))?(?:\.post\d+)?", text.strip())
+        known = f"0.{OLDEST_MINOR} to 0.{NEWEST_MINOR}"
+        if not m:
+            raise ValueError(
+                f"vLLM version {text!r} is not a release number like 0.33 or 0.27.1; llmfit "
+                f"models vLLM {known}."
+            )
+        minor, patch = int(m.group(1)), int(m.group(2) or 0)
+        if not OLDEST_MINOR <= minor <= NEWEST_MINOR:
+            raise ValueError(
+                f"vLLM {text.strip()} is not a version llmfit models: it knows vLLM {known}."
+            )
+        return cls(minor, patch)
+
+    def __str__(self) -> str:
+        return f"0.{self.minor}.{self.patch}" if self.patch else f"0.{self.minor}"
+
+    def has(self, switch: str) -> bool:
+        """Whether this release behaves as the named switch of `SWITCHES` says."""
+        s = _BY_NAME[switch]
+        return self.minor >= s.since and (s.until is None or self.minor < s.until)
+
+    @property
+    def default_gpu_memory_utilization(self) -> float:
+        return 0.92 if self.has("gpu_memory_utilization_0_92") else 0.90
+
+    @property
+    def nemotron_h_ssm_dtype(self) -> str | None:
+        """The dtype Nemotron-H keeps its SSM state in with --mamba-ssm-cache-dtype auto (None:
+        the model's own)."""
+        if self.has("nemotron_h_ssm_fp32"):
+            return "float32"
+        if self.has("nemotron_h_ssm_fp16"):
+            return "float16"
+        return None
+
+    @property
+    def sampler(self) -> str:
+        """How the V1 model runner's sampler warm-up treats the logits: "flashinfer" (0.11),
+        "sort" (PyTorch sort, 0.12-0.16) or "triton" (0.17 on)."""
+        if self.has("sampler_triton_top_k_top_p"):
+            return "triton"
+        if self.has("sampler_not_flashinfer"):
+            return "sort"
+        return "flashinfer"
+
+    @property
+    def quantization_fp8_flag(self) -> str:
+        """What `--quantization` to print for online fp8 weights."""
+        return "fp8_per_tensor" if self.has("fp8_per_tensor_alias") else "fp8"
+
+    def uses_model_runner_v2(
+        self, architecture: str | None, *, moe: bool, hybrid: bool, quantized: bool
+    ) -> bool:
+        """Whether `vllm serve` runs this model on Model Runner V2 by default
+        (vllm/config/vllm.py VllmConfig.use_v2_model_runner and _is_default_v2_model_runner_model
+        of each release): never before 0.22; listed dense architectures 0.22-0.23; listed ones
+        0.24; every dense non-hybrid model and listed MoEs 0.25-0.28; everything from 0.29."""
+        minor = self.minor
+        if minor < 22:
+            return False
+        if minor >= 29:
+            return True
+        listed = architecture in _MRV2_LISTED[min(minor, 28)]
+        if minor <= 23:
+            return listed and not moe and not quantized
+        if minor == 24:
+            return listed
+        if hybrid and (minor <= 26 or not listed):
+            return False
+        return listed or not moe
+
+
+NEWEST = VllmVersion(NEWEST_MINOR)
+KNOWN = tuple(VllmVersion(m) for m in range(OLDEST_MINOR, NEWEST_MINOR + 1))

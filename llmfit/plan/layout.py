@@ -1,0 +1,60 @@
+"""Layout and Card: how a model is laid on the cards, and the card it stands on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmfit.plan.fleet import is_mig
+
+
+@dataclass(frozen=True)
+class Card:
+    """One card (or MIG instance) as the plan counts it: its class and the total its driver
+    reports, which an engine's share of the card is a share of."""
+
+    gpu_class: str
+    total_bytes: int
+
+    @property
+    def mig(self) -> bool:
+        return is_mig(self.gpu_class)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Tensor × pipeline × data parallel, on `nodes` nodes, with expert parallelism or not.
+
+    vLLM: `tp` cards split every layer, `pp` stages each take a run of layers, `dp` ranks each
+    run a copy of the attention (and, for a dense model, of everything). llama.cpp's layer split
+    across k cards is pipelined, so it is tp 1 × pp k; its independent servers are dp.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: bool = False
+    nodes: int = 1
+    # Independent copies of the model: a dense model's data-parallel ranks each hold one; a MoE's
+    # ranks share one set of experts between them (sharded over tp × dp), so they are one copy.
+    replicas: int = 1
+
+    @property
+    def cards(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def cards_per_node(self) -> int:
+        return self.cards // max(self.nodes, 1)
+
+    @property
+    def cards_per_replica(self) -> int:
+        return self.cards // max(self.replicas, 1)
+
+    def short(self) -> str:
+        """ "tp8", "tp4×pp2", "dp8+ep": the parallel sizes that are not 1."""
+        parts = [f"tp{self.tp}"] if self.tp > 1 or (self.pp == 1 and self.dp == 1) else []
+        if self.pp > 1:
+            parts.append(f"pp{self.pp}")
+        if self.dp > 1:
+            parts.append(f"dp{self.dp}")
+        return "×".join(parts) + ("+ep" if self.ep else "")

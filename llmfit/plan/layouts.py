@@ -1,0 +1,286 @@
+"""The layout space, shared by the engines: which layouts to try on a class of cards, and which
+of those that fit to show.
+
+An engine says which sizes it accepts (the tensor-parallel widths, whether it splits stages
+within a node, whether it runs data-parallel ranks or independent servers, how a node is used
+when a replica spans several) and how to size one layout; the search here walks the space on each
+GPU class and fabric and keeps, of the layouts that fit, the ones no other beats: fewer cards, or
+fewer nodes, or more sequences held at the asked context. It always keeps the narrowest fit, the
+whole-node layout and, where the model fits fewer cards than a node has, the replicated layout
+that fills the node: the three a user weighs against each other first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from llmfit.plan.layout import Layout
+from llmfit.plan.options import PerCard
+from llmfit.plan.pools import ClassPool, Host, Seats, seats
+from llmfit.plan.settings import Pins
+from llmfit.plan.speed import Speed
+
+
+def powers_of_two(limit: int) -> list[int]:
+    out, n = [], 1
+    while n <= limit:
+        out.append(n)
+        n *= 2
+    return out
+
+
+@dataclass(frozen=True)
+class Sized:
+    """What one layout costs its fullest card, and what it holds."""
+
+    per_card: PerCard
+    have: int
+    # Sequences of the asked context held at once, over every rank and replica.
+    concurrency: float
+    # The longest single sequence it holds.
+    max_context: int
+    # KV bytes one more token costs the fullest card, and the tokens one rank's pool holds.
+    kv_per_token: int = 0
+    kv_tokens: int = 0
+    # What the engine needs to keep of the sizing (its estimate, its placement).
+    extra: object = None
+    # How fast it runs (plan/speed.py's Speed); None where the card's speed is not known.
+    speed: Speed | None = None
+    # The engine's own verdict where it checks more than need against have (vLLM's start-up
+    # check of one request at max_model_len); None: need ≤ have.
+    fits: bool | None = None
+
+    @property
+    def fits_memory(self) -> bool:
+        return self.per_card.need <= self.have if self.fits is None else self.fits
+
+
+@dataclass(frozen=True)
+class Spot:
+    """A layout on a class of cards: on one node (fabric "") or across nodes of one fabric."""
+
+    layout: Layout
+    fabric: str
+    seats: Seats
+
+
+@dataclass(frozen=True)
+class Tried:
+    spot: Spot
+    sized: Sized
+
+
+@dataclass(frozen=True)
+class Space:
+    """The sizes an engine accepts on a class of cards."""
+
+    # Tensor-parallel widths it accepts (already checked against the model: heads, blocks).
+    widths: tuple[int, ...]
+    # Pipeline stages within one node (1 always; vLLM also 2, 4, …; llama.cpp's layer split k).
+    stages: tuple[int, ...]
+    # Data-parallel ranks (or independent servers) within one node, beside 1.
+    ranks: tuple[int, ...]
+    # Whether the model is a mixture of experts (its ranks share one set of experts).
+    moe: bool
+    # The most pipeline stages a replica can have: one layer each.
+    layers: int
+    # Whether a MoE's cards use expert parallelism (None: on wherever it spans several cards).
+    ep: bool | None = None
+    # Across nodes: how many stages each node runs at width tp (vLLM 1: a node's cards are one
+    # stage; llama.cpp: each card a stage), or None where the engine spans no nodes.
+    stages_per_node: Callable[[int, int], int] | None = None
+    # Across nodes, a MoE's data-parallel ranks with expert parallelism (DeepSeek's way).
+    ranks_across_nodes: bool = False
+
+
+def _ep(space: Space, cards: int) -> bool:
+    if not space.moe:
+        return False
+    return cards > 1 if space.ep is None else space.ep
+
+
+def node_layouts(space: Space, width: int) -> list[Layout]:
+    """Every layout of the space within one node of `width` cards."""
+    out = []
+    for tp in space.widths:
+        for pp in space.stages:
+            if tp * pp > width or pp > space.layers:
+                continue
+            if pp > 1 and any(w > tp and tp * pp % w == 0 for w in space.widths):
+                # Stages within a node only where tensor parallelism cannot take those cards
+                # (a width the heads or the quantisation blocks refuse), and then at the widest
+                # width it can: where it can, it splits every layer instead of queueing them,
+                # and no memory figure tells the two apart.
+                continue
+            for dp in (1, *space.ranks):
+                cards = tp * pp * dp
+                if cards > width or (dp > 1 and pp > 1):
+                    continue
+                ep = _ep(space, cards)
+                if dp > 1 and space.moe and not ep:
+                    continue  # a MoE's data-parallel ranks are the DP + EP recipe, or not tried
+                replicas = 1 if space.moe else dp
+                out.append(Layout(tp, pp, dp, ep, 1, replicas))
+    return out
+
+
+def search(
+    pool: ClassPool,
+    space: Space,
+    size: Callable[[Layout], Sized],
+    *,
+    pins: Pins,
+    target: float | None,
+) -> tuple[list[Tried], list[Tried]]:
+    """Size the space's layouts on a class of cards: (those that fit, those that do not).
+
+    Within one node first. Across the nodes of one fabric only where no node of the class holds
+    a replica that fits (one node beats saving cards across a fabric, and a replica over two
+    fabrics would hang on its first all-reduce rather than fail to start), or where the pins ask
+    for more than a node has. Across nodes, the fewest nodes that fit (and hold `target`
+    sequences) are found for each width, scanning up to one stage a layer, never a node at a
+    time over a whole fleet.
+    """
+    fits: list[Tried] = []
+    misses: list[Tried] = []
+
+    def ok(s: Sized) -> bool:
+        return s.fits_memory and (target is None or s.concurrency >= target)
+
+    widest = pool.max_gpus
+    for layout in node_layouts(space, widest):
+        if not pins.allows(layout):
+            continue
+        tried = Tried(Spot(layout, "", seats(pool.hosts, layout.cards, 1)), size(layout))
+        (fits if ok(tried.sized) else misses).append(tried)
+    if fits or pool.mig or space.stages_per_node is None:
+        return fits, misses
+    for fabric, members in pool.fabrics().items():
+        if not fabric:
+            continue
+        fits += _across(pool, space, size, fabric, members, pins, ok, misses)
+    return fits, misses
+
+
+def _across(
+    pool: ClassPool,
+    space: Space,
+    size: Callable[[Layout], Sized],
+    fabric: str,
+    members: list[Host],
+    pins: Pins,
+    ok: Callable[[Sized], bool],
+    misses: list[Tried],
+) -> list[Tried]:
+    assert space.stages_per_node is not None
+    out: list[Tried] = []
+    widest = max(h.gpus for h in members)
+    for tp in reversed(space.widths):
+        if tp > widest:
+            continue
+        per_node = space.stages_per_node(tp, widest)
+        nodes = sum(h.count for h in members if h.gpus >= tp * per_node)
+        most = min(nodes, max(space.layers // per_node, 1))
+        last: Tried | None = None
+        for m in range(2, most + 1):
+            layout = Layout(tp, per_node * m, 1, _ep(space, tp * per_node * m), m, 1)
+            if not pins.allows(layout) and pins.pp is None and pins.gpus is None:
+                break
+            if not pins.allows(layout):
+                continue
+            tried = Tried(Spot(layout, fabric, seats(members, tp * per_node, m)), size(layout))
+            if ok(tried.sized):
+                out.append(tried)
+                last = None
+                break
+            last = tried
+        if last is not None and tp == max(w for w in space.widths if w <= widest):
+            # The nearest miss across nodes is the widest one's: narrower widths on as many
+            # nodes only need more of each card.
+            misses.append(last)
+        if space.ranks_across_nodes and space.moe:
+            out += _ranks_across(space, size, fabric, members, pins, ok, tp)
+    return out
+
+
+def _ranks_across(
+    space: Space,
+    size: Callable[[Layout], Sized],
+    fabric: str,
+    members: list[Host],
+    pins: Pins,
+    ok: Callable[[Sized], bool],
+    tp: int,
+) -> list[Tried]:
+    """A MoE's data-parallel ranks with expert parallelism over m nodes: the fewest m that fit."""
+    widest = max(h.gpus for h in members)
+    per_node = widest // tp
+    nodes = sum(h.count for h in members if h.gpus >= widest)
+    for m in range(2, min(nodes, space.layers) + 1):
+        dp = per_node * m
+        layout = Layout(tp, 1, dp, True, m, 1)
+        if not pins.allows(layout):
+            continue
+        tried = Tried(Spot(layout, fabric, seats(members, widest, m)), size(layout))
+        if ok(tried.sized):
+            return [tried]
+    return []
+
+
+def select(
+    fits: Iterable[Tried], width: int, every: bool = False
+) -> tuple[list[Tried], list[tuple[Tried, Tried]]]:
+    """The layouts to show of those that fit on one class (and fabric): (kept, [(dropped, by)]).
+
+    Kept: every layout no other beats on cards, nodes, sequences held and the decode speed of one
+    sequence (fewer, fewer, more, faster; one beats another when it is no worse on all four and
+    better on one; speed counts only where both are known), and always the
+    narrowest fit, the whole-node layout (a node's cards, the fewest nodes) and the replicated
+    layout that fills one node. `every` keeps them all (`--all`).
+    """
+    fits = list(fits)
+    if every or len(fits) <= 1:
+        return fits, []
+
+    def key(t: Tried) -> tuple[int, int, float]:
+        return (t.spot.layout.cards, t.spot.layout.nodes, -t.sized.concurrency)
+
+    by_key = sorted(fits, key=key)
+    always = {id(by_key[0])}
+    whole = [t for t in by_key if t.spot.layout.cards_per_node == width and t.spot.layout.dp == 1]
+    if whole:
+        always.add(id(whole[0]))
+    fill = [
+        t
+        for t in by_key
+        if t.spot.layout.nodes == 1 and t.spot.layout.cards == width and t.spot.layout.dp > 1
+    ]
+    if fill and by_key[0].spot.layout.cards < width:
+        always.add(id(max(fill, key=lambda t: t.spot.layout.dp)))
+    kept: list[Tried] = []
+    dropped: list[tuple[Tried, Tried]] = []
+    for t in by_key:
+        beaten = next((k for k in kept if _beats(k, t)), None)
+        if beaten is None:
+            beaten = next((o for o in by_key if o is not t and _beats(o, t)), None)
+        if beaten is None or id(t) in always:
+            kept.append(t)
+        else:
+            dropped.append((t, beaten))
+    return kept, dropped
+
+
+def _beats(a: Tried, b: Tried) -> bool:
+    la, lb = a.spot.layout, b.spot.layout
+    ca, cb = a.sized.concurrency, b.sized.concurrency
+    sa, sb = a.sized.speed, b.sized.speed
+    # Decode speed to 3 significant figures: a difference past what the model can tell is none.
+    va = float(f"{sa.decode_tokens_per_s:.3g}") if sa and sb else 0.0
+    vb = float(f"{sb.decode_tokens_per_s:.3g}") if sa and sb else 0.0
+    no_worse = la.cards <= lb.cards and la.nodes <= lb.nodes and ca >= cb and va >= vb
+    better = la.cards < lb.cards or la.nodes < lb.nodes or ca > cb or va > vb
+    # Equal on all four: the simpler layout (fewer pipeline stages, fewer ranks) stands for both.
+    same = la.cards == lb.cards and la.nodes == lb.nodes and ca == cb and va == vb
+    simpler = (la.pp, la.dp, not la.ep) < (lb.pp, lb.dp, not lb.ep)
+    return no_worse and (better or (same and simpler))

@@ -1,0 +1,59 @@
+"""`llmfit check`: the verdict on a command, its card part by part, its KV pool and what it
+holds, and the flags that were read but change nothing in the plan."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.console import Console
+from rich.text import Text
+
+from llmfit.plan.advice import Advice
+from llmfit.plan.engines import Request
+from llmfit.render.explain import explain_lines
+from llmfit.render.sentences import fits_instead, gib, rejection_reason
+
+
+def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list[str]:
+    plan = advice.plan
+    lines = [f"$ {shlex.join(argv)}"]
+    if plan.options:
+        o = plan.options[0]
+        lines.append(f"fits: {o.gpus or 'no'} card{'s' if o.gpus != 1 else ''} of "
+                     f"{o.gpu_class or 'a CPU'}, on {o.hosts} node{'s' if o.hosts != 1 else ''} "
+                     f"that could run it{', free now' if o.free_now else ''}")  # fmt: skip
+        lines += explain_lines(advice, o, 1)
+        if o.kv_tokens:
+            rank = " a rank" if o.layout.dp > 1 else ""
+            lines.append(
+                f"  KV pool: {o.kv_tokens:,} tokens{rank} · longest sequence {o.max_context:,} "
+                f"· {o.concurrency:g} sequences of {o.context:,} at once"
+            )
+        others = len(plan.options) - 1
+        if others:
+            lines.append(f"  (and on {others} other class{'es' if others > 1 else ''} of card)")
+    else:
+        misses = [r for r in plan.rejected if r.need or r.reason]
+        lines.append("does not fit:")
+        for r in misses:
+            lines.append(f"  {r.where}: {rejection_reason(r)}")
+        for u in plan.unplaced:
+            instead = fits_instead(u)
+            if instead:
+                lines.append(f"  {instead}")
+        if not misses and not plan.unplaced:
+            lines.append("  the fleet has no card this layout can run on")
+    for note in plan.notes + advice.repo.warnings:
+        lines.append(f"note: {note}")
+    if request.ignored:
+        lines.append("not modelled (read, and changing nothing in the plan): "
+                     + ", ".join(request.ignored))  # fmt: skip
+    return lines
+
+
+def render_check(argv: tuple[str, ...], request: Request, advice: Advice, console: Console) -> None:
+    for line in check_lines(argv, request, advice):
+        console.print(Text(line), soft_wrap=True)
+
+
+__all__ = ["check_lines", "gib", "render_check"]

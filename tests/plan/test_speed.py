@@ -1,0 +1,354 @@
+"""The speed model's arithmetic on worked examples, each number worked out by hand in a comment.
+
+The fitted constants are llmfit/plan/speed.py's (benchmarks/accuracy_speed.py --fit, to
+fixtures/calibration/speed.jsonl): vLLM/SGLang stream weights at 0.65 of a card's bandwidth with
+80 µs a layer, 0.6 ms a step and 63 µs a sequence a step besides, prefill at 0.73 of the tensor
+rate, 39 ms before a first token; llama.cpp streams at 0.94 with 113 µs a layer and 31 µs a
+hand-off. CardSpec figures are the makers' (plan/cards.py): H100 SXM 3.35 TB/s, 989.5 dense bf16
+TFLOPS, NVLink 450 GB/s one way; RTX 4090 1,008 GB/s, PCIe 4.0 32 GB/s one way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from llmfit.plan import speed
+from llmfit.plan.artifact import WeightLayout
+from llmfit.plan.cards import BY_KEY, override
+from llmfit.plan.model import AttentionKind, LayerGroup, Model, Shape
+from llmfit.plan.speed import (
+    SpeedInputs,
+    Stage,
+    collective_latency,
+    collective_s,
+    decode_step,
+    estimate,
+    expert_share,
+    inputs_for,
+    prefill_time,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+H100 = BY_KEY["h100-80g"]
+RTX4090 = BY_KEY["rtx4090-24g"]
+
+# Llama-3.1-8B at bf16, part by part from its config (32 layers, hidden 4,096, 32 query and 8 KV
+# heads of 128, FFN 14,336, vocabulary 128,256, untied): a layer is 4,096 × (2 × 4,096 + 2 × 1,024)
+# + 3 × 4,096 × 14,336 + 2 × 4,096 = 218,112,000 parameters, 436,224,000 bytes; the embedding
+# 128,256 × 4,096 × 2 = 1,050,673,152 B; the output layer that and its 8,192-byte norm. In all
+# 16,060,522,496 B: the published index's total_size (fixtures/hub).
+LLAMA8B_LAYER = 436_224_000
+LLAMA8B = WeightLayout((LLAMA8B_LAYER,) * 32, (0,) * 32, 1_050_673_152, 1_050_681_344, False)
+LLAMA8B_MODEL = Model(
+    architecture="LlamaForCausalLM",
+    model_type="llama",
+    layers=32,
+    attention_heads=32,
+    kv_heads=8,
+    head_dim=128,
+    layer_groups=(LayerGroup(AttentionKind.FULL, 32, kv_heads=8, head_dim=128),),
+    hidden_size=4096,
+    vocab_size=128_256,
+    dtype="bfloat16",
+    params=8_030_261_248,
+)
+# 2 (K and V) × 32 layers × 8 heads × 128 × 2 B = 131,072 B a token of context.
+LLAMA8B_KV = 131_072
+
+
+def llama8b(card=H100, **kw) -> SpeedInputs:
+    kw.setdefault("context", 4096)
+    return inputs_for(
+        LLAMA8B_MODEL, LLAMA8B, card, engine="vllm", kv_bytes_per_token=LLAMA8B_KV, **kw
+    )
+
+
+def test_llama8b_kv_bytes_a_token_is_the_shapes():
+    assert Shape.of(LLAMA8B_MODEL).kv_bytes_per_token() == LLAMA8B_KV
+    assert LLAMA8B.total == 16_060_522_496
+
+
+def test_dense_8b_bf16_on_one_h100():
+    inp = llama8b()
+    (stage,) = inp.stages
+    # A step reads the 32 layers and the output head; the embedding is looked up, one row.
+    # 32 × 436,224,000 + 1,050,681,344 = 15,009,849,344 B.
+    assert stage.dense_bytes == 15_009_849_344
+    step = decode_step(inp, 1)
+    # + the cache of 4,096 tokens: 131,072 × 4,096 = 536,870,912 B; 15,546,720,256 B in all,
+    # at 3.35e12 × 0.65 = 2.1775e12 B/s: 7.1397 ms.
+    assert step.parts[0].memory == pytest.approx(15_546_720_256 / 2.1775e12)
+    assert round(step.parts[0].memory * 1e3, 4) == 7.1397
+    # Fixed costs: 32 layers × 80 µs + 0.6 ms a step + 63 µs for its one sequence = 3.223 ms.
+    assert round(step.total * 1e3, 4) == round(7.1397 + 3.223, 4) == 10.3627
+    s = estimate(inp)
+    assert round(s.decode_tokens_per_s, 2) == 96.50  # 1 / 10.3627 ms
+    assert s.bound == "memory"
+    # One sequence, one replica: the total is the single sequence's.
+    assert s.decode_tokens_per_s_total == s.decode_tokens_per_s
+
+
+def test_prefill_and_ttft_of_8192_tokens_on_one_h100():
+    t = prefill_time(llama8b(), 8192)
+    assert t is not None
+    # FLOPs: 2 × 7,504,924,672 parameters a token (8,030,261,248 less the embedding's
+    # 525,336,576, which is looked up) × 8,192 = 1.22961e14, and causal attention's 2 × 131,072
+    # query elements (32 layers × 32 heads × 128) × 8,192² = 1.75922e13: 1.40553e14 at
+    # 989.5e12 × 0.73 = 7.22335e14 FLOP/s: 194.58 ms. The weights, read once for the one step of
+    # 8,192 tokens, take 6.89 ms under it.
+    assert round(t.parts[0].compute * 1e3, 2) == 194.58
+    assert round(t.parts[0].memory * 1e3, 2) == 6.89
+    # + 32 layers × 80 µs: 197.14 ms.
+    assert round(t.total * 1e3, 2) == 197.14
+    s = estimate(llama8b(prompt_tokens=8192))
+    assert round(s.prefill_tokens_per_s) == 41_554  # 8,192 tokens / 197.14 ms
+    assert round(s.ttft_s * 1e3, 2) == 236.14  # + the 39 ms before any first token
+    assert s.bound_prefill == "compute"
+
+
+def test_faster_cards_rank_first():
+    # Issue 15: Llama-3.1-8B at bf16 ranks an H200 or H100 above an A100 and an L40S.
+    rate = {k: estimate(llama8b(BY_KEY[k])).decode_tokens_per_s for k in
+            ("h200-141g", "h100-80g", "a100-80g", "l40s-48g")}  # fmt: skip
+    assert rate["h200-141g"] > rate["h100-80g"] > rate["a100-80g"] > rate["l40s-48g"]
+
+
+# Qwen3-30B-A3B at bf16, from its config (48 layers, hidden 2,048, 32 query and 4 KV heads of
+# 128, 128 experts of FFN 768, 8 a token, untied vocabulary of 151,936): a layer's attention is
+# 2,048 × (2 × 4,096 + 2 × 512) = 18,874,368 parameters, its router 2,048 × 128 = 262,144, its
+# norms 4,352: 38,281,728 B; its experts 128 × 3 × 2,048 × 768 = 603,979,776 parameters,
+# 1,207,959,552 B. Embedding 151,936 × 2,048 × 2 = 622,329,856 B; output that + a 4,096 B norm.
+# In all 61,064,245,248 B, the published index's total_size (fixtures/hub).
+QWEN_DENSE, QWEN_EXPERTS = 38_281_728, 1_207_959_552
+QWEN30B = WeightLayout(
+    (QWEN_DENSE + QWEN_EXPERTS,) * 48, (QWEN_EXPERTS,) * 48, 622_329_856, 622_333_952, False
+)
+QWEN30B_MODEL = replace(
+    LLAMA8B_MODEL,
+    layers=48,
+    kv_heads=4,
+    layer_groups=(LayerGroup(AttentionKind.FULL, 48, kv_heads=4, head_dim=128),),
+    hidden_size=2048,
+    vocab_size=151_936,
+    experts=128,
+    experts_active=8,
+    params=30_532_122_624,
+    active_params=3_345_000_000,
+)
+
+
+def test_moe_reads_only_its_active_experts():
+    assert QWEN30B.total == 61_064_245_248
+    inp = inputs_for(QWEN30B_MODEL, QWEN30B, H100, engine="vllm", context=1, kv_bytes_per_token=0)
+    (stage,) = inp.stages
+    assert (stage.dense_bytes, stage.expert_bytes) == (48 * QWEN_DENSE + 622_333_952,
+                                                       48 * QWEN_EXPERTS)  # fmt: skip
+    # One token routes to 8 of 128 experts: 48 × (38,281,728 + 1,207,959,552 × 8 / 128) +
+    # 622,333,952 = 48 × 113,779,200 + 622,333,952 = 6,083,735,552 B a step, a tenth of 61 GB.
+    bw = H100.memory_bandwidth * speed.SERVING.weight_efficiency
+    assert decode_step(inp, 1).parts[0].memory == pytest.approx(6_083_735_552 / bw)
+    # Four sequences route 4 × 8 choices: 1 − (120/128)^4 = 22.75 % of the experts are read.
+    assert expert_share(128, 8, 4) == pytest.approx(1 - (120 / 128) ** 4)
+    four = 48 * (QWEN_DENSE + QWEN_EXPERTS * (1 - (120 / 128) ** 4)) + 622_333_952
+    assert decode_step(inp, 4).parts[0].memory == pytest.approx(four / bw)
+    # A batch of 512 tokens (a prefill step) touches every expert: 1 − (15/16)^512 ≈ 1.
+    assert expert_share(128, 8, 512) == pytest.approx(1.0)
+    # Tensor parallelism splits every part, experts included: half a card each.
+    tp2 = inputs_for(QWEN30B_MODEL, QWEN30B, H100, engine="vllm", context=1, kv_bytes_per_token=0,
+                     tp=2)  # fmt: skip
+    assert tp2.stages[0].expert_bytes == 48 * QWEN_EXPERTS / 2
+
+
+def test_tp2_all_reduce_over_nvlink_against_pcie():
+    nvlink = llama8b(tp=2)
+    pcie = llama8b(override(H100, {"link": "pcie5", "link_gbs": 64}), tp=2)
+    # Two all-reduces a layer of one token's activations, 4,096 × 2 B = 8,192 B; a ring moves
+    # 2 × (2 − 1)/2 of it. NVLink: 32 × 2 × (3.7 µs + 8,192 / 450e9 s) = 64 × 3.718204 µs
+    # = 237.97 µs. PCIe 5.0: 64 × (42.56 µs + 8,192 / 64e9 s) = 64 × 42.688 µs = 2,732.03 µs.
+    assert collective_s("nvlink", 2, 8192, 450e9) == pytest.approx(3.7e-6 + 8192 / 450e9)
+    assert round(decode_step(nvlink, 1).parts[0].link * 1e6, 2) == 237.97
+    assert round(decode_step(pcie, 1).parts[0].link * 1e6, 2) == 2732.03
+    # Each card reads half the weights; all else equal, PCIe costs the step 2.494 ms more.
+    gap = decode_step(pcie, 1).total - decode_step(nvlink, 1).total
+    assert round(gap * 1e3, 3) == 2.494
+    assert estimate(nvlink).decode_tokens_per_s > estimate(pcie).decode_tokens_per_s
+
+
+def test_prefill_over_pcie_at_tp8_is_link_bound():
+    # 8,192 tokens × 4,096 × 2 B = 67,108,864 B an all-reduce; a ring moves 7/4 of it: over
+    # PCIe 5.0 at 64 GB/s, 1.835 ms, × 64 all-reduces = 117 ms, against 194.58 / 8 = 24.3 ms of
+    # compute a card. Over NVLink (450 GB/s): 16.7 ms, so compute bounds it.
+    pcie = prefill_time(llama8b(override(H100, {"link": "pcie5", "link_gbs": 64}), tp=8), 8192)
+    nvlink = prefill_time(llama8b(tp=8), 8192)
+    assert pcie is not None and nvlink is not None
+    assert round(pcie.parts[0].link * 1e3) == 120  # + 64 × 42.56 µs of latency
+    assert (pcie.bound, nvlink.bound) == ("link", "compute")
+
+
+def test_collective_latency_by_link_and_width():
+    # sgl-project/sglang#2904: vLLM's custom all-reduce, 3.7/4.8/5.9 µs at 2/4/8 H100s.
+    assert [collective_latency("nvlink", n) for n in (1, 2, 4, 8, 16)] == [
+        0.0, 3.7e-6, 4.8e-6, 5.9e-6, 5.9e-6,
+    ]  # fmt: skip
+    assert collective_latency("pcie", 2) == 42.56e-6  # NVIDIA/nccl#1530, 8 RTX 4090s
+    assert collective_latency("none", 8) == 0.0
+
+
+# A dense model of 40 layers of 100 MB each, an embedding and an output layer of 50 MB each,
+# hidden size 4,096: round numbers for llama.cpp's partial offload.
+FORTY = WeightLayout((100_000_000,) * 40, (0,) * 40, 50_000_000, 50_000_000, False)
+FORTY_MODEL = replace(
+    LLAMA8B_MODEL,
+    layers=40,
+    layer_groups=(LayerGroup(AttentionKind.FULL, 40, kv_heads=8, head_dim=128),),
+    params=2_100_000_000,
+)
+
+
+def forty(gpu_layers: int | None) -> SpeedInputs:
+    return inputs_for(FORTY_MODEL, FORTY, RTX4090, engine="llama.cpp", context=1,
+                      kv_bytes_per_token=0, gpu_layers=gpu_layers, ram_bandwidth=100e9)  # fmt: skip
+
+
+def test_llamacpp_with_20_layers_on_the_host():
+    inp = forty(20)  # -ngl 20: llama.cpp offloads the LAST 20 layers; the output stays on the host
+    assert inp.host is not None
+    (card,) = inp.stages
+    assert (card.layers, card.dense_bytes) == (20, 2_000_000_000)
+    assert (inp.host.layers, inp.host.dense_bytes) == (20, 2_050_000_000)
+    # Host → card for the layers, card → host for the output layer: two crossings a token.
+    assert inp.host.crossings == 2
+    step = decode_step(inp, 1)
+    host = step.parts[2]
+    # The host reads 2.05e9 B at 100e9 × 0.94 B/s: 21.809 ms; 20 layers × 113 µs = 2.26 ms, two
+    # hand-offs × 31 µs; 2 × 8,192 B over PCIe 4.0 at 32e9 B/s: 0.512 µs.
+    assert round(host.memory * 1e3, 3) == 21.809
+    assert round(host.overhead * 1e3, 3) == 2.322
+    assert host.link == pytest.approx(2 * 8192 / 32e9)
+    # The card reads 2.0e9 B at 1,008e9 × 0.94 = 947.52e9 B/s: 2.111 ms, and 20 × 113 µs.
+    assert round(step.parts[0].memory * 1e3, 3) == 2.111
+    # 21.809 + 2.322 + 0.0005 + 2.111 + 2.26 = 28.502 ms: 35.09 tokens a second.
+    assert round(step.total * 1e3, 3) == 28.502
+    assert round(estimate(inp).decode_tokens_per_s, 2) == 35.09
+    # Every layer and the output on the card: 4.05e9 B / 947.52e9 = 4.274 ms + 40 × 113 µs
+    # = 8.794 ms, 113.7 tokens a second: the host's RAM, not the card, sets the pace above.
+    assert round(estimate(forty(None)).decode_tokens_per_s, 1) == 113.7
+    assert forty(None).host is None
+
+
+def test_llamacpp_on_the_cpu_alone():
+    # -ngl 0: every layer and the output on the host, 4.05e9 B at 200e9 × 0.94 B/s = 21.543 ms;
+    # its cache, 1e5 B a token for the 40 layers × 2,048 tokens = 2.048e8 B, 1.089 ms; 40 × 113 µs
+    # = 4.52 ms. No card: nothing crosses PCIe, and no prefill figure without the CPU's FLOPs.
+    inp = inputs_for(FORTY_MODEL, FORTY, RTX4090, engine="llama.cpp", context=2048,
+                     kv_bytes_per_token=1e5, gpu_layers=0, ram_bandwidth=200e9)  # fmt: skip
+    assert inp.stages == () and inp.host is not None
+    assert (inp.host.layers, inp.host.kv_bytes_per_token, inp.host.crossings) == (40, 1e5, 0)
+    s = estimate(inp)
+    assert round(1000 / s.decode_tokens_per_s, 3) == round(21.543 + 1.089 + 4.52, 3)
+    assert s.prefill_tokens_per_s is None
+
+
+def test_llamacpp_n_cpu_moe_keeps_experts_on_the_host():
+    # Four layers of 1 MB of attention and 8 experts of 1 MB, 2 a token; --n-cpu-moe 2.
+    moe = WeightLayout((9_000_000,) * 4, (8_000_000,) * 4, 500_000, 500_000, False)
+    model = replace(FORTY_MODEL, layers=4, experts=8, experts_active=2,
+                    layer_groups=(LayerGroup(AttentionKind.FULL, 4, 8, 128),))  # fmt: skip
+    inp = inputs_for(model, moe, RTX4090, engine="llama.cpp", context=1, kv_bytes_per_token=0,
+                     cpu_moe=2, ram_bandwidth=100e9)  # fmt: skip
+    assert inp.host is not None
+    # The card: every layer's attention (4 MB) and the output (0.5 MB); the last two layers'
+    # experts (16 MB). The host: the first two layers' experts, 16 MB, of which a token reads
+    # 2/8: 4 MB at 94 GB/s. Two crossings for each of those two layers.
+    assert (inp.stages[0].dense_bytes, inp.stages[0].expert_bytes) == (4_500_000, 16_000_000)
+    assert (inp.host.layers, inp.host.dense_bytes, inp.host.expert_bytes) == (0, 0, 16_000_000)
+    assert inp.host.crossings == 4
+    assert decode_step(inp, 1).parts[2].memory == pytest.approx(4_000_000 / 94e9)
+
+
+def test_replicas_multiply_the_total_and_big_batches_are_compute_bound():
+    # Eight independent copies, eight sequences: each copy decodes one, eight times the rate.
+    one = estimate(llama8b())
+    eight = estimate(llama8b(replicas=8, concurrency=8))
+    assert eight.decode_tokens_per_s_total == pytest.approx(8 * one.decode_tokens_per_s)
+    # 1,024 sequences of 64 tokens on one H100: 2 × 7.5e9 × 1,024 FLOPs = 21.3 ms at 7.22e14
+    # FLOP/s, more than the 10.8 ms the weights and 8.6 GB of cache take to read; and the
+    # engine's own work, 0.6 ms + 1,024 × 63 µs = 65.1 ms, counts with compute.
+    big = estimate(llama8b(context=64, concurrency=1024))
+    step = decode_step(llama8b(context=64), 1024)
+    assert round(step.parts[0].compute * 1e3, 1) == 21.3
+    assert round(step.parts[0].memory * 1e3, 1) == 10.8
+    assert round(step.parts[-1].scheduling * 1e3, 1) == 65.1
+    assert big.bound_total == "compute"
+    assert big.decode_tokens_per_s_total > 20 * one.decode_tokens_per_s
+
+
+def test_pipeline_stages_overlap_batches_in_vllm_but_not_one_sequence():
+    # Two stages of 16 layers over two nodes: a single sequence waits for both stages in turn,
+    # so it is no faster than on one card; 64 sequences keep both stages busy.
+    pp = llama8b(pp=2, nodes=2, concurrency=64)
+    assert [s.layers for s in pp.stages] == [16, 16]
+    one = llama8b(concurrency=64)
+    assert estimate(pp).decode_tokens_per_s < estimate(one).decode_tokens_per_s
+    assert estimate(pp).decode_tokens_per_s_total > estimate(one).decode_tokens_per_s_total
+
+
+def test_kv_without_flash_attention_reads_slower():
+    # llama.cpp without flash attention reads its cache at 0.37 of the bandwidth, not 0.94.
+    inp = replace(forty(None), stages=(Stage(40, 4.05e9, kv_bytes_per_token=1e5),), context=4096)
+    off = decode_step(replace(inp, flash_attention=False), 1).parts[0].memory
+    on = decode_step(inp, 1).parts[0].memory
+    kv = 1e5 * 4096
+    assert off - on == pytest.approx(kv / (1008e9 * 0.37) - kv / (1008e9 * 0.94))
+
+
+def test_assumptions_are_stated():
+    s = estimate(llama8b(concurrency=4, prompt_tokens=1000))
+    assert "decode at 4,096 tokens of context a sequence" in s.assumptions
+    assert "flash attention on" in s.assumptions
+    assert "4 sequences decoding at once over 1 replica, no prefill between" in s.assumptions
+
+
+def test_no_flops_no_prefill():
+    card = override(None, {"memory_bandwidth_gbs": 500}, key="x-24g")
+    s = estimate(llama8b(card))
+    assert s.prefill_tokens_per_s is None and s.ttft_s is None and s.bound_prefill is None
+    assert s.decode_tokens_per_s > 0
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(ValueError, match="no speed constants for engine 'tgi'"):
+        estimate(replace(llama8b(), engine="tgi"))
+    with pytest.raises(ValueError, match="at least 1"):
+        estimate(replace(llama8b(), tp=0))
+    with pytest.raises(ValueError, match="at least one stage"):
+        estimate(replace(llama8b(), stages=(), host=None))
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location(
+        "accuracy_speed", ROOT / "benchmarks" / "accuracy_speed.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["accuracy_speed"] = module  # dataclasses need the module registered
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_constants_reproduce_the_stated_medians():
+    # docs/accuracy.md, "Speed": the medians the constants in speed.py give on the fixture rows.
+    bench = _benchmark()
+    priced, _ = bench.load()
+    got = {k: (round(v[0] * 100, 1), v[1]) for k, v in bench.medians(priced).items()}
+    assert got[("llama.cpp", "fit")] == (5.0, 44)
+    assert got[("llama.cpp", "holdout")] == (6.8, 14)
+    assert got[("vLLM/SGLang", "fit")] == (11.6, 9)
+    assert got[("vLLM/SGLang", "holdout")] == (27.5, 4)
+    # The issue's targets: 15 % for llama.cpp, 20 % for vLLM/SGLang, on the fitted rows.
+    assert got[("llama.cpp", "fit")][0] <= 15 and got[("vLLM/SGLang", "fit")][0] <= 20

@@ -1,0 +1,26 @@
+"""`llmfit models --search` against the loopback Hub (issue 19): the search's repositories planned
+from their metadata, and one that fails to read a line of its own, not the end of the listing."""
+
+from __future__ import annotations
+
+import json
+
+from tests.hubrepos import sharded_repo
+
+
+def test_search_plans_the_hubs_repositories_and_a_failure_is_one_line(run_online, hubserver):
+    # A second repository whose every request fails: listed as not read, the listing goes on.
+    hubserver.add(sharded_repo("Qwen/Qwen3-8B-Broken", "Qwen--Qwen3-8B.json", shards=2))
+    hubserver.mode, hubserver.fail_on = "error", "Qwen3-8B-Broken"
+    code, out, err = run_online("models", "--fleet", "1xh100-80g", "--search", "qwen3", "--json")
+    assert code == 0, err
+    docs = json.loads(out)
+    assert [d["repo"]["id"] for d in docs] == ["Qwen/Qwen3-8B", "Qwen/Qwen3-8B-Broken"]
+    assert docs[0]["repo"]["source"] == "hub"
+    assert docs[0]["options"][0]["gpus"] == 1
+    assert docs[1]["error"]["message"].startswith("the Hub (")
+    assert "answered 500" in docs[1]["error"]["message"]
+    # The Hub was searched once; each repository then read from its metadata.
+    assert [r.path for r in hubserver.requests].count("/api/models") == 1
+    code, out, _ = run_online("models", "--fleet", "1xh100-80g", "--search", "qwen3")
+    assert "could not be read:\n  Qwen/Qwen3-8B-Broken: the Hub (" in out

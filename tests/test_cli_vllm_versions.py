@@ -1,0 +1,121 @@
+"""vLLM as it runs, release by release (issue 14), as the CLI shows it: --vllm-version, the flags
+that change memory taken and passed on, and the JSON naming the release. The arithmetic of each
+release is pinned by hand in tests/plan/test_vllm_memory.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmfit.plan.engines.vllm import _verdicts
+
+
+def best(run, *args: str) -> dict:
+    code, out, err = run(*args, "--json")
+    assert code == 0, err
+    return json.loads(out)["options"][0]
+
+
+def test_the_json_names_the_release_modelled(run):
+    o = best(run, "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
+    assert o["vllm_version"] == "0.33"
+    o = best(run, "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored",
+             "--vllm-version", "0.11")  # fmt: skip
+    assert o["vllm_version"] == "0.11"
+
+
+def test_an_unknown_release_is_one_sentence(run):
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--vllm-version", "0.5")
+    assert code == 2
+    assert err == "llmfit: vLLM 0.5 is not a version llmfit models: it knows vLLM 0.11 to 0.33.\n"
+
+
+def test_flags_that_change_memory_are_passed_on(run):
+    o = best(
+        run, "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision", "stored",
+        "--max-num-seqs", "64", "--max-num-batched-tokens", "4096", "--enforce-eager",
+        "--no-enable-prefix-caching", "--speculative-config",
+        '{"method": "mtp", "num_speculative_tokens": 1}',
+    )  # fmt: skip
+    argv = o["commands"][0]["argv"]
+    tail = argv[argv.index("--gpu-memory-utilization") + 2 :]
+    assert tail == [
+        "--max-num-batched-tokens", "4096", "--max-num-seqs", "64", "--enforce-eager",
+        "--no-enable-prefix-caching", "--speculative-config",
+        '{"method": "mtp", "num_speculative_tokens": 1}', "--trust-remote-code",
+    ]  # fmt: skip
+
+
+def test_mtp_speculation_loads_the_layer_vllm_otherwise_skips(run):
+    plain = best(run, "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision",
+                 "stored", "--tp", "8")  # fmt: skip
+    mtp = best(run, "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision", "stored",
+               "--tp", "8", "--speculative-config", '{"method": "mtp"}')  # fmt: skip
+    # The MTP layer's 13,505,541,211 B (tests/plan/test_vllm_memory.py), an eighth a card.
+    assert mtp["per_card"]["weights"] - plain["per_card"]["weights"] == -(-13_505_541_211 // 8)
+
+
+def test_lora_slots_cost_their_memory(run):
+    plain = best(run, "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
+    lora = best(run, "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored",
+                "--max-loras", "4", "--max-lora-rank", "16")  # fmt: skip
+    assert lora["per_card"]["weights"] > plain["per_card"]["weights"]
+    argv = lora["commands"][0]["argv"]
+    at = argv.index("--enable-lora")
+    assert argv[at : at + 5] == ["--enable-lora", "--max-loras", "4", "--max-lora-rank", "16"]
+
+
+@pytest.mark.parametrize(
+    "flag, value, sentence",
+    [
+        ("--speculative-config", "{", "--speculative-config '{' is not JSON"),
+        ("--speculative-config", '{"method": "magic"}',
+         "--speculative-config method 'magic' is not one of mtp, ngram, eagle"),
+        ("--speculative-config", '{"method": "eagle"}',
+         "--speculative-config method 'eagle' needs a \"model\" to load."),
+        ("--limit-mm-per-prompt", '{"image": -1}',
+         "--limit-mm-per-prompt 'image': -1 is not a count of 0 to 1024."),
+    ],
+)  # fmt: skip
+def test_a_bad_vllm_flag_is_one_sentence(run, flag, value, sentence):
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", flag, value)
+    assert code == 2
+    assert err.startswith(f"llmfit: {sentence}")
+
+
+def test_check_reads_the_same_flags(run):
+    code, out, err = run(
+        "check", "--fleet", "1xh100-80g", "--json", "--vllm-version", "0.20", "--", "vllm",
+        "serve", "Qwen/Qwen3-8B", "--max-model-len", "16000", "--enable-lora", "--max-loras", "2",
+        "--no-enable-prefix-caching",
+    )  # fmt: skip
+    assert code == 0, err
+    (o,) = json.loads(out)["options"]
+    assert o["vllm_version"] == "0.20"
+    argv = o["commands"][0]["argv"]
+    assert "--no-enable-prefix-caching" in argv
+    assert argv[argv.index("--enable-lora") : argv.index("--enable-lora") + 5] == [
+        "--enable-lora", "--max-loras", "2", "--max-lora-rank", "16",
+    ]  # fmt: skip
+
+
+def test_a_verdict_that_differs_from_the_newest_release_is_said():
+    from llmfit.plan.engines.vllm_versions import VllmVersion
+
+    assert _verdicts([], [], VllmVersion(11)) is None
+    # An option the newest release fits and 0.11 does not (the list of one, as stand-ins).
+    sentence = _verdicts([], [_stand_in()], VllmVersion(11))
+    assert sentence == (
+        "under vLLM 0.33 (the newest llmfit models) the verdict differs from vLLM 0.11's: "
+        "1 layout more fit (plan with --vllm-version 0.33 to see them)"
+    )
+
+
+def _stand_in():
+    from llmfit.plan.artifact import Artifact
+    from llmfit.plan.layout import Card, Layout
+    from llmfit.plan.options import Option, PerCard
+
+    return Option(Artifact("x", "safetensors", 1), "vllm", Layout(), Card("h100-80g", 1),
+                  PerCard(1, 0, 0), 2)  # fmt: skip
