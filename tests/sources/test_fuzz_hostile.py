@@ -86,7 +86,23 @@ def test_json_of_any_bytes_and_any_depth(raw):
 
 FLEET = str(EXAMPLE_FLEET)
 WHERE = ["/api/models/", "config.json", "model.safetensors.index.json", "model-00001", "-of-"]
-faults = st.tuples(st.sampled_from([m for m in MODES if m != "slow"]), st.sampled_from(WHERE))
+# A fault mode, where it strikes, and when: every matching request, only the first (what a retry
+# or a second run must get past), or every one after the first (a failure half-way through).
+faults = st.tuples(
+    st.sampled_from([m for m in MODES if m != "slow"]),
+    st.sampled_from(WHERE),
+    st.sampled_from(["always", "once", "after-first"]),
+)
+# What the value-carrying modes put in the answer.
+answers = st.fixed_dictionaries(
+    {
+        "wrong_json": st.sampled_from([[], "x", 0, None, {}, {"sha": "a" * 40}, {"siblings": [1]}])
+        | st.recursive(st.none() | st.integers() | st.text(max_size=4), st.lists, max_leaves=5),
+        "bad_commit": st.sampled_from(["../../x", "a" * 41, "", "A" * 40]) | st.text(max_size=45),
+        "trickle_seconds": st.sampled_from([0.005, 0.02, 0.04]),
+        "bomb_encoding": st.sampled_from(["gzip", "deflate", "br"]),
+    }
+)
 EXIT = {2, 3, 4, 5, 6, 7, 8, 9}
 HUB_BRIEF = settings(
     max_examples=15,
@@ -115,8 +131,21 @@ def quick(monkeypatch, hubserver):
     return hubserver
 
 
-def check_fault(run_online, hubserver, mode: str, where: str, baseline: list[str]) -> None:
-    hubserver.mode, hubserver.fail_on = mode, where
+def check_fault(
+    run_online, hubserver, fault: tuple[str, str, str], answer: dict, baseline: list[str]
+) -> None:
+    mode, where, when = fault
+    seen = [0]
+
+    def strikes(path: str) -> bool:
+        if where not in path:
+            return False
+        seen[0] += 1
+        return when == "always" or (seen[0] == 1) == (when == "once")
+
+    for key, value in answer.items():
+        setattr(hubserver, key, value)
+    hubserver.mode, hubserver.fail_on = mode, strikes
     code, out, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET, "--context", "8k")
     lines = err.splitlines()
     if code != 0:
@@ -147,24 +176,24 @@ def _forget(tmp_path) -> None:
 
 
 @HUB_BRIEF
-@given(faults, st.booleans())
+@given(faults, answers, st.booleans())
 def test_any_fault_anywhere_is_one_sentence_and_leaves_nothing_bad(
-    run_online, quick, baseline, tmp_path, fault, cold
+    run_online, quick, baseline, tmp_path, fault, answer, cold
 ):
     if cold:
         _forget(tmp_path)
-    check_fault(run_online, quick, *fault, baseline)
+    check_fault(run_online, quick, fault, answer, baseline)
 
 
 @pytest.mark.slow
 @HUB_LONG
-@given(faults, st.booleans())
+@given(faults, answers, st.booleans())
 def test_any_fault_anywhere_is_one_sentence_and_leaves_nothing_bad_long(
-    run_online, quick, baseline, tmp_path, fault, cold
+    run_online, quick, baseline, tmp_path, fault, answer, cold
 ):
     if cold:
         _forget(tmp_path)
-    check_fault(run_online, quick, *fault, baseline)
+    check_fault(run_online, quick, fault, answer, baseline)
 
 
 @pytest.mark.slow
