@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -48,7 +49,7 @@ def advise(
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
-            hint=f"llmfit {repo_text} --context 8192",
+            hint=f"llmfit {shlex.quote(repo_text)} --context 8192",
         )
     planned = plan(repo.model, repo.artifacts, fleet, settings)
     if repo.source != "path" and (not planned.options or planned.options[0].what_if):

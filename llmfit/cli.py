@@ -5,7 +5,9 @@ The only module that knows argv and exit codes.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import BinaryIO
@@ -13,11 +15,18 @@ from typing import BinaryIO
 import click
 
 from llmfit import __version__
-from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, LlmfitError, UsageError
+from llmfit.errors import (
+    EXIT_FITS,
+    EXIT_INTERNAL,
+    EXIT_NOTHING_FITS,
+    LlmfitError,
+    UsageError,
+)
 from llmfit.plan.engines import keys as registered_engines
 from llmfit.plan.options import RANKINGS
 from llmfit.plan.settings import PRECISIONS, Pins
 from llmfit.render.commands import FORMATS
+from llmfit.render.safe import clean
 
 
 class _DefaultGroup(click.Group):
@@ -31,6 +40,11 @@ class _DefaultGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+# No model is trained past a few million tokens; a billion is far beyond any, and a bound keeps a
+# mistyped exponent (1e300) from reaching the planner's arithmetic.
+MAX_CONTEXT = 1 << 30
+
+
 def _context(value: str | None) -> int | None:
     if value is None:
         return None
@@ -38,14 +52,28 @@ def _context(value: str | None) -> int | None:
     scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
     digits = text[:-1] if scale > 1 else text
     try:
-        n = int(float(digits) * scale)
+        number = float(digits) * scale
     except ValueError:
-        raise UsageError(
-            f"--context {value!r} is not a token count (like 32768, 32k or 1m)."
-        ) from None
+        number = math.nan
+    # float() reads "inf" and "nan" too, and int() of them raises what no sentence explains.
+    if not math.isfinite(number):
+        raise UsageError(f"--context {value!r} is not a token count (like 32768, 32k or 1m).")
+    n = int(number)
     if n <= 0:
         raise UsageError(f"--context {value!r} must be positive.")
+    if n > MAX_CONTEXT:
+        raise UsageError(
+            f"--context {value!r} is {n:,} tokens, more than the {MAX_CONTEXT:,} llmfit plans for."
+        )
     return n
+
+
+def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A float flag's value, refusing nan and inf (which click's FloatRange lets through: no
+    comparison with nan is true, and inf is within an open upper bound)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number.", ctx=ctx, param=param)
+    return value
 
 
 @click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,6 +119,7 @@ def cli() -> None:
 @click.option(
     "--gpu-memory-utilization",
     type=click.FloatRange(0.05, 1.0),
+    callback=_finite,
     default=0.90,
     show_default=True,
     help="Share of each card the plan counts on; passed on to vLLM.",
@@ -119,6 +148,7 @@ def cli() -> None:
 @click.option(
     "--concurrency",
     type=click.FloatRange(min=0, min_open=True, max=1e9),
+    callback=_finite,
     help="Only layouts holding this many sequences of --context tokens at once.",
 )
 @click.option(
@@ -437,11 +467,13 @@ def _params(value: str | None) -> int | None:
     text = value.strip().lower().replace("_", "").replace(",", "")
     scale = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}.get(text[-1:], 1)
     try:
-        n = int(float(text[:-1] if scale > 1 else text) * scale)
+        number = float(text[:-1] if scale > 1 else text) * scale
     except ValueError:
-        raise UsageError(
-            f"--max-params {value!r} is not a parameter count (like 8b or 70B)."
-        ) from None
+        number = math.nan
+    # float() reads "inf" and "nan", and int() of them raises what no sentence explains.
+    if not math.isfinite(number):
+        raise UsageError(f"--max-params {value!r} is not a parameter count (like 8b or 70B).")
+    n = int(number)
     if n <= 0:
         raise UsageError(f"--max-params {value!r} must be positive.")
     return n
@@ -458,6 +490,7 @@ def _params(value: str | None) -> int | None:
 @click.option(
     "--concurrency",
     type=click.FloatRange(min=0, min_open=True, max=1e9),
+    callback=_finite,
     help="Only layouts holding this many sequences of --context tokens at once.",
 )
 @click.option(
@@ -577,9 +610,19 @@ def _write(text: str, output: Path | None, count: int) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
+    import tempfile
+
+    # Beside the target and renamed into place: a full disk or an interrupted run leaves the old
+    # file (or none), never half a fleet.
+    tmp: str | None = None
     try:
-        output.write_text(text, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, output)
     except OSError as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise UsageError(f"-o {output}: cannot be written ({e.strerror or e}).") from None
     click.echo(f"wrote {count} node{'s' if count != 1 else ''} to {output}", err=True)
 
@@ -658,22 +701,77 @@ def fleet_import_kubectl(
     _write(fleet_toml(nodes, header), output, len(nodes))
 
 
+# What a URL's userinfo (user:password@) looks like wherever it appears in a message.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
+# A Hugging Face token's shape, for one that reaches a message by a way llmfit did not foresee.
+_TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+
+
+def _tokens() -> list[str]:
+    """The tokens this run could send: the environment's, and the stored login's."""
+    found = [os.environ.get(v, "") for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")]
+    hub = sys.modules.get("huggingface_hub")
+    if hub is not None:
+        try:
+            found.append(hub.get_token() or "")
+        except Exception:  # a token file that cannot be read holds nothing to hide here
+            pass
+    return [t.strip() for t in found if len(t.strip()) >= 4]
+
+
+def _private(text: str) -> str:
+    """`text` with every credential taken out: a token, and the userinfo of any URL."""
+    for token in _tokens():
+        text = text.replace(token, "***")
+    text = _TOKEN_SHAPE.sub("hf_***", text)
+    return _USERINFO.sub(r"\1", text)
+
+
+def _say(text: str, limit: int | None = None) -> None:
+    """One line on stderr, made safe: it is built from outside text (names, revisions, the Hub's
+    answers), so it is cleaned of what a terminal would act on and of credentials."""
+    line = clean(_private(text)) if limit is None else clean(_private(text), limit)
+    click.echo(line, err=True)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; an LlmfitError becomes its sentence, its hint and its exit code."""
+    """Run the CLI; an LlmfitError becomes its sentence, its hint and its exit code.
+
+    Anything else that escapes is a bug: one sentence and exit 10, the traceback only with
+    LLMFIT_DEBUG=1. Each kind of bad input is handled where it is read; this is the last net.
+    """
+    debug = bool(os.environ.get("LLMFIT_DEBUG"))
     try:
         cli.main(args=argv, prog_name="llmfit", standalone_mode=False)
     except LlmfitError as e:
-        click.echo(f"llmfit: {e.message}", err=True)
+        _say(f"llmfit: {e.message}")
         if e.hint:
-            click.echo(f"hint: {e.hint}", err=True)
-        if os.environ.get("LLMFIT_DEBUG"):
+            _say(f"hint: {e.hint}")
+        if debug:
             raise
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
+        # click's messages quote the argument as given: each line is cleaned as llmfit's own are.
+        import io
+
+        shown = io.StringIO()
+        e.show(file=shown)
+        for line in shown.getvalue().splitlines():
+            _say(line)
         sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except Exception as e:
+        if debug:
+            import traceback
+
+            for line in traceback.format_exc().splitlines():
+                _say(line, limit=10_000)
+        _say(
+            f"llmfit: internal error: {type(e).__name__}: {clean(str(e), 300)}; please report it "
+            "with LLMFIT_DEBUG=1 output"
+        )
+        sys.exit(EXIT_INTERNAL)

@@ -19,6 +19,8 @@ EXIT_GATED = 6
 EXIT_UNAUTHORIZED = 7
 EXIT_REVISION_NOT_FOUND = 8
 EXIT_TIMEOUT = 9
+# Not the input's doing: a bug in llmfit. The CLI's last net turns it into one sentence.
+EXIT_INTERNAL = 10
 
 
 class LlmfitError(Exception):
@@ -56,6 +58,11 @@ class FleetFileError(BadInputError):
     """The fleet file does not parse or says something impossible."""
 
 
+class CacheDamaged(BadInputError):
+    """A cache on disk (Hugging Face's or llmfit's) is not as its owner writes it: a link to a
+    blob that is gone, a ref that names no commit, a file that leads outside it."""
+
+
 class RepoNotFound(LlmfitError):
     """The repository is neither a local directory nor in the cache (nor, online, on the Hub)."""
 
@@ -66,6 +73,11 @@ class HubError(LlmfitError):
     """The Hub could not give what the plan needs: unreachable, or it answered with an error."""
 
     exit_code = EXIT_HUB
+
+
+class CacheUnusable(HubError):
+    """The Hugging Face cache cannot be read or written (permissions, a full disk): the
+    repository cannot be had, as when the Hub cannot be asked."""
 
 
 class HubUnreachable(HubError):

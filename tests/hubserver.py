@@ -18,10 +18,20 @@ Hub or the network does: "unauthorized" (401, invalid token), "gated" (403 Gated
 the Hub answers for a licence not accepted), "repo-not-found" (404 RepoNotFound),
 "revision-not-found" (404 RevisionNotFound), "error" (500), "drop" (the connection closed with no
 answer), "slow" (an answer after `slow_seconds`).
+
+And the way a hostile or broken server, or a proxy in the way, answers (issue 12): "html" (a web
+page, 200, for everything: a captive portal), "redirect-loop" (302 to the same address, for ever),
+"truncate" (the answer's Content-Length, then half its body, then the connection closed),
+"trickle" (the whole answer, status line and headers too, one byte every `trickle_seconds`),
+"gzip-bomb" (`Content-Encoding: gzip` over `bomb_bytes` of zeros, whatever was asked), "wrong-range"
+(a 206 whose Content-Range and bytes start one byte later than asked), "wrong-json" (the
+repository's description replaced by `wrong_json`, a value of the wrong JSON type), and
+"bad-commit" (the description's commit replaced by `bad_commit`).
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -39,7 +49,29 @@ MODES = (
     "error",
     "drop",
     "slow",
+    "html",
+    "redirect-loop",
+    "truncate",
+    "trickle",
+    "gzip-bomb",
+    "wrong-range",
+    "wrong-json",
+    "bad-commit",
 )
+# Modes that change an answer the server then gives, rather than answering in its place.
+_ALTERING = ("truncate", "trickle", "gzip-bomb", "wrong-range", "wrong-json", "bad-commit")
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Sign in to the network</title></head>"
+    b"<body><h1>Welcome</h1><p>Accept the terms to continue.</p></body></html>\n"
+)
+_bombs: dict[int, bytes] = {}
+
+
+def gzip_bomb(size: int) -> bytes:
+    """`size` zero bytes, gzipped: about a thousandth of their size (kept: compressing is slow)."""
+    if size not in _bombs:
+        _bombs[size] = gzip.compress(b"\0" * size, compresslevel=9, mtime=0)
+    return _bombs[size]
 
 
 @dataclass(frozen=True)
@@ -115,6 +147,11 @@ class HubServer:
         self.mode: str | None = None
         self.fail_on: str | Callable[[str], bool] = ""  # a path substring, or a test of the path
         self.slow_seconds: float = 5.0
+        self.trickle_seconds: float = 0.2
+        self.bomb_bytes = 256 << 20
+        self.bomb_encoding = "gzip"  # what the bomb's Content-Encoding says it is
+        self.wrong_json: object = ["not", "a", "repository"]
+        self.bad_commit: object = "../../../../outside"
         self.ignore_range = False  # answer a Range request with the whole file, as some proxies do
         self.delay = 0.0  # seconds every answer waits, so that parallel requests overlap
         self.in_flight = 0
@@ -201,6 +238,7 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         self._path = path
         self._recorded = False
+        self._mode: str | None = None
         with hub._lock:
             hub.in_flight += 1
             hub.max_in_flight = max(hub.max_in_flight, hub.in_flight)
@@ -214,7 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if mode == "slow" and hub._stop.wait(hub.slow_seconds):
                 return
-            if mode and mode != "slow" and self._fail(mode, path, head):
+            if mode in _ALTERING:
+                self._mode = mode
+            elif mode and mode != "slow" and self._fail(mode, path, head):
                 return
             if m := _RESOLVE.match(path):
                 self._resolve(m["repo"], m["rev"], m["file"], head)
@@ -249,6 +289,13 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _send(self, status: int, headers: dict[str, str], body: bytes, length: int) -> None:
+        if self._mode == "gzip-bomb" and self.command == "GET" and status < 300:
+            body = gzip_bomb(self.hub.bomb_bytes)
+            headers = {**headers, "Content-Encoding": self.hub.bomb_encoding}
+            length = len(body)
+        if self._mode in ("trickle", "truncate"):
+            self._send_raw(status, headers, body, length)
+            return
         self._record(status, len(body))
         self.send_response(status)
         for k, v in headers.items():
@@ -257,6 +304,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if body:
             self.wfile.write(body)
+
+    def _send_raw(self, status: int, headers: dict[str, str], body: bytes, length: int) -> None:
+        """The answer's bytes written by hand: trickled a byte at a time, or cut short."""
+        lines = [f"HTTP/1.1 {status} {self.responses.get(status, ('',))[0]}"]
+        lines += [f"{k}: {v}" for k, v in {**headers, "Content-Length": str(length)}.items()]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.close_connection = True
+        if self._mode == "truncate":
+            cut = body[: len(body) // 2]
+            self._record(status, len(cut))
+            self.wfile.write(head + cut)
+            return
+        self._record(status, len(body))
+        whole = head + body
+        for i in range(len(whole)):
+            if self.hub._stop.wait(self.hub.trickle_seconds):
+                return
+            self.wfile.write(whole[i : i + 1])
+            self.wfile.flush()
 
     def _fail(self, mode: str, path: str, head: bool) -> bool:
         if mode == "unauthorized":
@@ -278,6 +344,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "RevisionNotFound", "Invalid rev id", head)
         elif mode == "error":
             self._error(500, None, "Internal Error", head)
+        elif mode == "html":
+            headers = {"Content-Type": "text/html; charset=utf-8"}
+            self._send(200, headers, b"" if head else HTML_PAGE, len(HTML_PAGE))
+        elif mode == "redirect-loop":
+            self._send(302, {"Location": self.path}, b"", 0)
         else:
             raise ValueError(f"unknown mode {mode!r}")
         return True
@@ -302,6 +373,9 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             return
         repo, commit = found
+        if self._mode == "wrong-json":
+            self._json(self.hub.wrong_json, commit)
+            return
         siblings = []
         for name, spec in sorted(repo.files.items()):
             sib: dict[str, object] = {"rfilename": name}
@@ -316,7 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "_id": hashlib.sha1(repo_id.encode()).hexdigest()[:24],
                 "id": repo_id,
                 "modelId": repo_id,
-                "sha": commit,
+                "sha": self.hub.bad_commit if self._mode == "bad-commit" else commit,
                 "private": False,
                 "gated": "manual" if repo.gated else False,
                 "disabled": False,
@@ -379,6 +453,8 @@ class _Handler(BaseHTTPRequestHandler):
             start = int(m[1])
             stop = min(size, int(m[2]) + 1) if m[2] else size
             status = 206
+            if self._mode == "wrong-range":
+                start, stop = start + 1, min(size, stop + 1)
         body = b"" if head else spec.read(start, stop)
         headers = {
             "ETag": f'"{etag}"',

@@ -6,19 +6,34 @@ huggingface_hub's own (`HF_HUB_CACHE`, else `HF_HOME/hub`), read from `huggingfa
 so llmfit and `hf download` always agree on where it is. The lookup mirrors
 `huggingface_hub.try_to_load_from_cache`, which is not called directly because importing it costs
 a plan 0.18 s, as much as the rest of the run.
+
+Every name that becomes a path here (a repository id, a revision, a commit, a file of a
+repository) comes from outside: an argument, a Hub's answer, an index. Each is checked before any
+file is touched, so that `..`, an absolute path or a link cannot lead a read or a write out of the
+cache or the repository.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmfit.errors import RepoNotFound, UsageError
+from llmfit.errors import CacheDamaged, CacheUnusable, RepoNotFound, UsageError
 
-_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# huggingface_hub's own rule (utils/_validators.py, validate_repo_id): a namespace and a name of
+# letters, digits, '-', '_' and '.', neither starting nor ending with '-' or '.', the name at most
+# 96 characters, and no '--' or '..' anywhere (the cache's folder names join the two with '--').
+_REPO_PART = r"[A-Za-z0-9_](?:[A-Za-z0-9_.\-]*[A-Za-z0-9_])?"
+_REPO_ID = re.compile(rf"{_REPO_PART}/{_REPO_PART}", re.ASCII)
+MAX_REPO_NAME = 96
+COMMIT = re.compile(r"[0-9a-f]{40}", re.ASCII)
+# A revision becomes a file under refs/: at most a file name's 255 bytes.
+MAX_REVISION_BYTES = 255
+# A ref file holds 40 hexadecimal digits; anything much longer is not one, and is not read whole.
+_REF_READ = 256
 
 
 @dataclass(frozen=True)
@@ -29,16 +44,106 @@ class RepoRef:
     revision: str | None = None
 
 
+def show(value: object, limit: int = 60) -> str:
+    """A value from outside as a message quotes it: its repr, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "…" + text[-3:]
+
+
+def is_repo_id(text: str) -> bool:
+    if not _REPO_ID.fullmatch(text) or "--" in text or ".." in text:
+        return False
+    return len(text.split("/")[1]) <= MAX_REPO_NAME and not text.endswith(".git")
+
+
+def revision_problem(revision: str) -> str | None:
+    """Why `revision` cannot be a branch, tag or commit name; None when it can be one.
+
+    git's rules (git check-ref-format), which the Hub's branch and tag names follow, and which
+    keep a revision one harmless path under `refs/`: no `..`, no empty, `.`-led or `.lock`
+    component, no control character, space, `~^:?*[\\` or `@{`, not `@`, no leading `-` or `/`.
+    """
+    if not revision:
+        return "it is empty"
+    if len(revision.encode("utf-8", "surrogatepass")) > MAX_REVISION_BYTES:
+        return f"it is longer than {MAX_REVISION_BYTES} bytes"
+    if not revision.isprintable() or any(c in revision for c in " ~^:?*[\\"):
+        return "it holds a space, a control character or one of ~^:?*[\\"
+    if ".." in revision or "@{" in revision or revision == "@":
+        return "it holds '..' or '@{', or is '@'"
+    if revision.startswith("-"):
+        return "it starts with '-'"
+    if any(not p or p.startswith(".") or p.endswith((".lock", ".")) for p in revision.split("/")):
+        return "a part of it is empty, starts with '.', or ends with '.' or '.lock'"
+    return None
+
+
+def file_name_problem(name: object) -> str | None:
+    """Why `name` cannot be a file of a repository; None when it can be one: a relative path
+    with no empty, `.` or `..` part, no backslash and no control character."""
+    if not isinstance(name, str) or not name:
+        return "it is not a file name"
+    if name.startswith("/") or "\\" in name or not name.isprintable():
+        return "it is an absolute path or holds a backslash or a control character"
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "it has an empty, '.' or '..' part"
+    if any(len(p.encode("utf-8", "surrogatepass")) > 255 for p in parts):
+        return "a part of it is longer than 255 bytes"
+    return None
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether `path`, every link on the way followed, stays within `root` (its links followed)."""
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+    except (OSError, ValueError):
+        return False
+
+
 def parse_ref(text: str) -> RepoRef | Path:
     """A repository id (`org/name[@revision]`) or a local directory."""
     if text.startswith(("/", "./", "../", "~")) or os.path.isdir(text):
-        return Path(text).expanduser()
+        try:
+            return Path(text).expanduser()
+        except RuntimeError:  # ~user for a user this system does not know
+            return Path(text)
     repo, _, revision = text.partition("@")
-    if not _REPO_ID.match(repo) or (_ and not revision):
+    if not is_repo_id(repo) or (_ and not revision):
         raise UsageError(
-            f"{text!r} is neither a directory nor a repository id like Qwen/Qwen3-8B[@revision]."
+            f"{show(text)} is neither a directory nor a repository id like "
+            "Qwen/Qwen3-8B[@revision]."
         )
+    if revision:
+        check_revision(revision, f"{show(text)} names revision {show(revision)}")
     return RepoRef(repo, revision or None)
+
+
+def check_revision(revision: str, said: str) -> None:
+    """Refuse a revision that cannot be one, before it reaches a path or a request."""
+    why = revision_problem(revision)
+    if why is not None:
+        raise UsageError(f"{said}, which cannot be a branch, tag or commit: {why}.")
+
+
+def check_hf_environment() -> None:
+    """Refuse the huggingface_hub settings it would fail on with a traceback, before it is
+    imported: it reads HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT with int() at import."""
+    for var in ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT"):
+        value = os.environ.get(var)
+        if not value:
+            continue
+        try:
+            seconds = int(value)
+        except ValueError:
+            raise UsageError(
+                f"{var} is {show(value)}, not a whole number of seconds.", hint=f"unset {var}"
+            ) from None
+        if not 0 <= seconds <= 86_400:
+            raise UsageError(
+                f"{var} is {seconds:,}; it must be a number of seconds from 1 to 86,400.",
+                hint=f"unset {var}",
+            )
 
 
 def hub_cache_dir() -> Path:
@@ -49,9 +154,17 @@ def hub_cache_dir() -> Path:
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    check_hf_environment()
     from huggingface_hub import constants
 
     return Path(constants.HF_HUB_CACHE)
+
+
+def repo_folder(cache: Path, repo_id: str) -> Path:
+    """The cache's folder of a repository (`models--Org--Name`), for an id already checked."""
+    if not is_repo_id(repo_id):
+        raise ValueError(f"not a repository id: {repo_id!r}")
+    return cache / ("models--" + repo_id.replace("/", "--"))
 
 
 @dataclass(frozen=True)
@@ -60,20 +173,51 @@ class Snapshot:
     commit: str
 
 
+def _read_ref(ref_file: Path, folder: Path) -> str | None:
+    """The commit a ref file names; None when there is no such ref."""
+    try:
+        if not ref_file.is_file():
+            return None
+        if not inside(ref_file, folder):
+            raise CacheDamaged(
+                f"{ref_file} leads outside {folder}: the cache is damaged.",
+                hint=f"rm {shlex.quote(str(ref_file))}  (an online run writes it again)",
+            )
+        with ref_file.open("rb") as f:
+            raw = f.read(_REF_READ)
+    except OSError as e:
+        raise CacheUnusable(f"cannot read {ref_file} ({e.strerror or e}).") from None
+    text = raw.decode("ascii", "replace").strip()
+    if COMMIT.fullmatch(text):
+        return text
+    held = "is empty" if not text else f"holds {show(text)}"
+    raise CacheDamaged(
+        f"{ref_file} {held}, not a commit hash: the cache is damaged.",
+        hint=f"rm {shlex.quote(str(ref_file))}  (an online run writes it again)",
+    )
+
+
 def find_snapshot(ref: RepoRef, cache_dir: Path | None = None) -> Snapshot | None:
     """The cached snapshot of a repository at a revision; None when the cache lacks it."""
     cache = cache_dir or hub_cache_dir()
-    folder = cache / ("models--" + ref.repo_id.replace("/", "--"))
+    folder = repo_folder(cache, ref.repo_id)
     revision = ref.revision or "main"
-    ref_file = folder / "refs" / revision
-    if ref_file.is_file():
-        commit = ref_file.read_text(encoding="utf-8").strip()
-    elif _COMMIT.match(revision):
+    if revision_problem(revision) is not None:
+        raise ValueError(f"not a revision: {revision!r}")
+    commit = _read_ref(folder / "refs" / revision, folder)
+    if commit is None:
+        if not COMMIT.fullmatch(revision):
+            return None
         commit = revision
-    else:
-        return None
     snap = folder / "snapshots" / commit
-    return Snapshot(snap, commit) if snap.is_dir() else None
+    try:
+        if not snap.is_dir():
+            return None
+    except OSError as e:
+        raise CacheUnusable(f"cannot read {snap} ({e.strerror or e}).") from None
+    if not inside(snap, folder):
+        raise CacheDamaged(f"{snap} leads outside {folder}: the cache is damaged.")
+    return Snapshot(snap, commit)
 
 
 def require_snapshot(ref: RepoRef, cache_dir: Path | None = None) -> Snapshot:
@@ -86,6 +230,6 @@ def require_snapshot(ref: RepoRef, cache_dir: Path | None = None) -> Snapshot:
         f"{ref.repo_id}{at} is not in the local Hugging Face cache ({cache}).",
         hint=(
             f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
-            + (f" --revision {ref.revision}" if ref.revision else "")
+            + (f" --revision {shlex.quote(ref.revision)}" if ref.revision else "")
         ),
     )

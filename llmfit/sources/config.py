@@ -6,7 +6,7 @@ by its language model), and each is looked up under every name the families use 
 
 from __future__ import annotations
 
-import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from llmfit.plan.model import (
     ParamSplit,
     SplitRule,
 )
+from llmfit.sources.cache import show
+from llmfit.sources.jsonfile import JsonProblem, parse
 
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads")
@@ -65,25 +67,34 @@ MLA_TYPES = frozenset(
 
 # What a repository cloned without git-lfs holds in place of a file: three lines pointing at it.
 LFS_POINTER = "version https://git-lfs.github.com/spec/"
+# The largest config.json seen is tens of KB (a classifier's id2label of thousands of labels makes
+# one of a megabyte); past this it is not a config, and is neither read nor downloaded whole.
+MAX_CONFIG = 16 << 20
 
 
 def load_config(path: Path) -> dict[str, Any]:
     """Read config.json as a JSON object, or raise the sentence that says what is wrong with it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG + 1)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file.") from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot be read ({e.strerror}).") from None
-    if text.startswith(LFS_POINTER):
+        raise ConfigError(f"{path}: cannot be read ({e.strerror or e}).") from None
+    return config_from_bytes(raw, path)
+
+
+def config_from_bytes(raw: bytes, path: Path | str) -> dict[str, Any]:
+    """config.json's bytes as a JSON object, or the sentence that says what is wrong with them."""
+    if raw.startswith(LFS_POINTER.encode()):
         raise ConfigError(
             f"{path} is a Git LFS pointer, not the config itself.",
             hint="fetch the file itself: git lfs pull, or hf download",
         )
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} is not valid JSON: {e}.") from None
+        data = parse(raw, MAX_CONFIG)
+    except JsonProblem as e:
+        raise ConfigError(f"{path} {e.problem}.") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} holds a JSON {type(data).__name__}, not an object.")
     return data
@@ -98,17 +109,37 @@ def _first(cfg: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 MAX_LAYERS = 100_000
+# Every other count or size a config gives (widths, heads, vocabulary, context, experts, windows)
+# is below this in any model; a number past it is a mistake or an attack, and would reach the
+# planner's arithmetic as one.
+MAX_WHOLE = 1 << 32
 
 
 def _int(cfg: dict[str, Any], keys: tuple[str, ...], path: Path) -> int | None:
     v = _first(cfg, keys)
     if v is None:
         return None
+    return _checked(v, _which(cfg, keys), path)
+
+
+def _checked(v: Any, name: str, path: Path, *, bound: int = MAX_WHOLE) -> int:
+    """A config's count or size, refused unless a positive whole number below `bound`."""
     if isinstance(v, bool) or not isinstance(v, int):
-        raise ConfigError(f"{path}: {_which(cfg, keys)} is {v!r}, not a whole number.")
+        raise ConfigError(f"{path}: {name} is {show(v)}, not a whole number.")
     if v <= 0:
-        raise ConfigError(f"{path}: {_which(cfg, keys)} is {v}, which must be positive.")
+        raise ConfigError(f"{path}: {name} is {v:,}, which must be positive.")
+    if v > bound:
+        raise ConfigError(f"{path}: {name} is {v:,}; no model has one above {bound:,}.")
     return v
+
+
+def _real(v: Any, name: str, path: Path) -> float:
+    """A config's ratio (a rope factor), refused unless a positive finite number."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError(f"{path}: {name} is {show(v)}, not a number.")
+    if not math.isfinite(v) or v <= 0 or v > MAX_WHOLE:
+        raise ConfigError(f"{path}: {name} is {show(v)}; it must be a positive finite number.")
+    return float(v)
 
 
 def _which(cfg: dict[str, Any], keys: tuple[str, ...]) -> str:
@@ -155,7 +186,7 @@ GENERATING_MODELS = frozenset({"ChatGLMModel"})
 STATE_KEYS = ("ssm_state_size", "mamba_d_state", "state_size", "linear_num_value_heads")
 
 
-def _rope_context(text: dict[str, Any], text_type: str | None, base: int) -> int:
+def _rope_context(text: dict[str, Any], text_type: str | None, base: int, path: Path) -> int:
     """The trained context as vLLM derives it (_get_and_verify_max_len in vllm/config/model.py).
 
     Rope scaling of any type but su, longrope and llama3 multiplies the length by its factor
@@ -164,23 +195,33 @@ def _rope_context(text: dict[str, Any], text_type: str | None, base: int) -> int
     already includes the scaling. Llama 3's own scaling is already in max_position_embeddings.
     Transformers 5's rope_parameters (possibly one per layer type) is read the same way.
     """
-    rope = text.get("rope_parameters") or text.get("rope_scaling")
+    key = "rope_parameters" if text.get("rope_parameters") else "rope_scaling"
+    rope = text.get(key)
     if not isinstance(rope, dict) or "gemma3" in (text_type or ""):
         return base
-    params = [rope] if any(k in rope for k in ("rope_type", "type", "factor")) else rope.values()
+    nested = not any(k in rope for k in ("rope_type", "type", "factor"))
+    params = rope.items() if nested else [("", rope)]
     factor = 1.0
     length = base
-    for rp in params:
+    for sub, rp in params:
         if not isinstance(rp, dict):
             continue
+        where = f"{key}.{sub}" if nested else key
         kind = rp.get("rope_type") or rp.get("type") or "default"
         if kind in ("su", "longrope", "llama3"):
             continue
-        if isinstance(rp.get("factor"), (int, float)) and not isinstance(rp["factor"], bool):
-            factor = float(rp["factor"])
-        if kind == "yarn" and rp.get("original_max_position_embeddings"):
-            length = int(rp["original_max_position_embeddings"])
-    return int(length * factor)
+        if rp.get("factor") is not None:
+            factor = _real(rp["factor"], f"{where}.factor", path)
+        original = rp.get("original_max_position_embeddings")
+        if kind == "yarn" and original:
+            length = _checked(original, f"{where}.original_max_position_embeddings", path)
+    context = int(length * factor)
+    if context > MAX_WHOLE:
+        raise ConfigError(
+            f"{path}: {key} scales the context to {context:,} tokens; no model has one above "
+            f"{MAX_WHOLE:,}."
+        )
+    return max(context, 1)
 
 
 def _trained_context(merged: dict[str, Any], text_type: str | None, path: Path) -> int | None:
@@ -190,7 +231,7 @@ def _trained_context(merged: dict[str, Any], text_type: str | None, path: Path) 
     base = min(found)
     if merged.get("model_max_length"):
         base = _int(merged, ("model_max_length",), path) or base
-    return _rope_context(merged, text_type, base)
+    return _rope_context(merged, text_type, base, path)
 
 
 def _quant_config(
@@ -210,10 +251,11 @@ def _quant_config(
     return None
 
 
-def _quant_method(q: dict[str, Any]) -> str | None:
-    method = (
-        str(q.get("quant_method") or "").lower().replace("compressed_tensors", "compressed-tensors")
-    )
+def _quant_method(q: dict[str, Any], path: Path) -> str | None:
+    raw = q.get("quant_method")
+    if raw is not None and not isinstance(raw, str):
+        raise ConfigError(f"{path}: quantization_config.quant_method is {show(raw)}, not a name.")
+    method = (raw or "").lower().replace("compressed_tensors", "compressed-tensors")
     producer = q.get("producer")
     algo = str(q.get("quant_algo") or "").upper()
     if (isinstance(producer, dict) and producer.get("name") == "modelopt") or method == "modelopt":
@@ -222,16 +264,21 @@ def _quant_method(q: dict[str, Any]) -> str | None:
     return method or (algo.lower() or None)
 
 
-def _group_size(q: dict[str, Any]) -> int | None:
+def _group_size(q: dict[str, Any], path: Path) -> int | None:
+    name = "quantization_config.group_size"
     g = q.get("group_size", q.get("q_group_size"))
     if g is None and isinstance(q.get("config_groups"), dict):
         # compressed-tensors: the weights' group size of its (first) scheme with one.
-        for scheme in q["config_groups"].values():
+        for group, scheme in q["config_groups"].items():
             w = scheme.get("weights") if isinstance(scheme, dict) else None
             if isinstance(w, dict) and w.get("strategy") == "group" and w.get("group_size"):
                 g = w["group_size"]
+                name = f"quantization_config.config_groups.{group}.weights.group_size"
                 break
-    return g if isinstance(g, int) and not isinstance(g, bool) and g > 0 else None
+    # GPTQ writes -1 for one group a row (per channel): nothing for a width to split.
+    if g is None or (g == -1 and not isinstance(g, bool)):
+        return None
+    return _checked(g, name, path)
 
 
 def _kv_cache_dtype(q: dict[str, Any] | None, notes: list[str]) -> str | None:
@@ -242,7 +289,7 @@ def _kv_cache_dtype(q: dict[str, Any] | None, notes: list[str]) -> str | None:
         if scheme.get("type") == "float" and scheme.get("num_bits") == 8:
             return "fp8"
         notes.append(
-            f"kv_cache_scheme {scheme!r} is not one llmfit sizes; "
+            f"kv_cache_scheme {show(scheme)} is not one llmfit sizes; "
             "the cache is planned at the model's dtype."
         )
         return None
@@ -252,7 +299,11 @@ def _kv_cache_dtype(q: dict[str, Any] | None, notes: list[str]) -> str | None:
 
 
 def _split_rules(
-    merged: dict[str, Any], method: str | None, q: dict[str, Any] | None, experts: int | None
+    merged: dict[str, Any],
+    method: str | None,
+    q: dict[str, Any] | None,
+    experts: int | None,
+    path: Path,
 ) -> tuple[SplitRule, ...]:
     """The sizes tensor parallelism splits that the checkpoint's quantisation must divide.
 
@@ -265,29 +316,37 @@ def _split_rules(
     if not q or not method:
         return ()
     block = q.get("weight_block_size")
-    if method == "fp8" and isinstance(block, list) and block and isinstance(block[0], int):
-        multiple, check, moe_check = block[0], "block_fp8", "block_fp8_moe"
-    elif method in ("gptq", "awq", "compressed-tensors") and _group_size(q):
-        multiple, check, moe_check = int(_group_size(q) or 0), "group", "group"
+    if method == "fp8" and block is not None:
+        # A block of 0 or fewer would be a division by zero in the planner, and one of the wrong
+        # type a rule silently dropped.
+        if not isinstance(block, list) or not block:
+            raise ConfigError(
+                f"{path}: quantization_config.weight_block_size is {show(block)}, not a list of "
+                "sizes."
+            )
+        multiple = _checked(block[0], "quantization_config.weight_block_size[0]", path)
+        check, moe_check = "block_fp8", "block_fp8_moe"
+    elif method in ("gptq", "awq", "compressed-tensors") and _group_size(q, path):
+        multiple, check, moe_check = int(_group_size(q, path) or 0), "group", "group"
     else:
         return ()
     rules: list[SplitRule] = []
-    inter = merged.get("intermediate_size")
-    moe = merged.get("moe_intermediate_size")
+    inter = _int(merged, ("intermediate_size",), path)
+    moe = _int(merged, ("moe_intermediate_size",), path)
     dense = not experts or bool(
         merged.get("first_k_dense_replace") or merged.get("mlp_only_layers")
     )
-    if dense and isinstance(inter, int):
+    if dense and inter is not None:
         rules.append(SplitRule("intermediate_size", inter, multiple, check))
     if experts:
-        routed = moe if isinstance(moe, int) else inter
-        if isinstance(routed, int):
+        routed = moe if moe is not None else inter
+        if routed is not None:
             rules.append(SplitRule("moe_intermediate_size", routed, multiple, moe_check, True))
-        shared = merged.get("shared_expert_intermediate_size")
+        shared = _int(merged, ("shared_expert_intermediate_size",), path)
         n_shared = merged.get("n_shared_experts")
-        if not shared and isinstance(moe, int) and isinstance(n_shared, int) and n_shared > 0:
+        if not shared and moe is not None and isinstance(n_shared, int) and n_shared > 0:
             shared = moe * n_shared
-        if isinstance(shared, int) and shared:
+        if shared:
             rules.append(SplitRule("shared_expert_intermediate_size", shared, multiple, check))
     return tuple(rules)
 
@@ -338,6 +397,15 @@ def _state_bytes(
     return (conv + temporal) * elem
 
 
+def _window(merged: dict[str, Any], path: Path) -> int | None:
+    """The sliding window's size; None when there is none (absent, null, or 0 as some configs
+    write it)."""
+    window = merged.get("sliding_window")
+    if window is None or (window == 0 and not isinstance(window, bool)):
+        return None
+    return _checked(window, "sliding_window", path)
+
+
 def _layer_kinds(
     merged: dict[str, Any], text_type: str | None, layers: int, path: Path, notes: list[str]
 ) -> list[tuple[str, ...]]:
@@ -363,7 +431,7 @@ def _layer_kinds(
             kind = LAYER_TYPE_KINDS.get(str(t))
             if kind is None:
                 raise ConfigError(
-                    f"{path}: layer type {t!r} is not one llmfit can size "
+                    f"{path}: layer type {show(t)} is not one llmfit can size "
                     f"(known: {', '.join(sorted(LAYER_TYPE_KINDS))})."
                 )
             if kind == "linear":
@@ -381,6 +449,13 @@ def _layer_kinds(
     period = _int(merged, ("attn_layer_period",), path)
     if text_type == "jamba" and period:
         offset = merged.get("attn_layer_offset") or 0
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < period:
+            # Any other value would place no attention layer at all, and plan the model as one
+            # with no KV cache.
+            raise ConfigError(
+                f"{path}: attn_layer_offset is {show(offset)}; it must be a whole number from 0 "
+                f"to attn_layer_period - 1 ({period - 1})."
+            )
         return [("full",) if i % period == offset else ("mamba1",) for i in range(layers)]
     if merged.get("attention_chunk_size"):
         # Llama 4: layers with rope attend within a chunk; every no_rope_layer_interval-th layer
@@ -390,8 +465,8 @@ def _layer_kinds(
             n = _int(merged, ("no_rope_layer_interval",), path) or 4
             flags = [int((i + 1) % n != 0) for i in range(layers)]
         return [("chunked",) if f else ("full",) for f in flags]
-    window = merged.get("sliding_window")
-    if isinstance(window, int) and window > 0 and merged.get("use_sliding_window") is not False:
+    window = _window(merged, path)
+    if window and merged.get("use_sliding_window") is not False:
         period = merged.get("sliding_window_pattern") or merged.get("_sliding_window_pattern")
         if text_type in ("gemma2", "gpt_oss"):
             period = 2
@@ -424,7 +499,7 @@ def _groups(
         for k in ks:
             counts[k] = counts.get(k, 0) + 1
     out: list[LayerGroup] = []
-    window = merged.get("sliding_window")
+    window = _window(merged, path)
     for kind in ("full", "sliding", "chunked", "gated_delta_net", "mamba2", "mamba1"):
         n = counts.get(kind)
         if not n:
@@ -517,6 +592,12 @@ def model_from_config(
         if hidden is None:
             raise ConfigError(f"{path} gives neither head_dim nor hidden_size.")
         head_dim = hidden // heads
+        if not head_dim:
+            # Integer division would make every head 0 wide, and the model's KV cache 0 bytes.
+            raise ConfigError(
+                f"{path}: hidden_size {hidden:,} is smaller than its {heads:,} attention heads "
+                "and no head_dim is given, so a head would be 0 wide."
+            )
         if hidden % heads:
             notes.append(
                 f"hidden_size {hidden} does not divide by {heads} heads: head_dim is taken as "
@@ -527,12 +608,12 @@ def model_from_config(
     for where in (cfg, text):
         # Found by fuzzing: a model_type of [] reached a set lookup as an unhashable list.
         if where.get("model_type") is not None and not isinstance(where["model_type"], str):
-            raise ConfigError(f"{path}: model_type is {where['model_type']!r}, not a name.")
+            raise ConfigError(f"{path}: model_type is {show(where['model_type'])}, not a name.")
     model_type = cfg.get("model_type") or text.get("model_type")
     text_type = text.get("model_type") or model_type
     for name, value in (("model_type", model_type), ("text_config.model_type", text_type)):
         if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{path}: {name} is {value!r}, not a name.")
+            raise ConfigError(f"{path}: {name} is {show(value)}, not a name.")
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     dtype = (
@@ -567,7 +648,7 @@ def model_from_config(
         given = f"({assumed} layers, {kv_heads} KV heads × {head_dim})"
         if text_type:
             notes.append(
-                f"model_type {text_type!r} is not one llmfit has been checked against: planned "
+                f"model_type {show(text_type)} is not one llmfit has been checked against: planned "
                 f"from the fields its config gives {given}."
             )
         else:
@@ -581,13 +662,21 @@ def model_from_config(
         )
 
     experts = _int(merged, EXPERT_KEYS, path)
+    active = _int(merged, ACTIVE_EXPERT_KEYS, path) if experts else None
+    if experts and active and active > experts:
+        raise ConfigError(
+            f"{path}: {_which(merged, ACTIVE_EXPERT_KEYS)} is {active:,}, more than the "
+            f"{experts:,} experts ({_which(merged, EXPERT_KEYS)}) a token could be routed to."
+        )
     shared = _first(merged, ("n_shared_experts", "num_shared_experts"))
     if shared is not None and (isinstance(shared, bool) or not isinstance(shared, int)):
-        raise ConfigError(f"{path}: n_shared_experts is {shared!r}, not a whole number.")
+        raise ConfigError(f"{path}: n_shared_experts is {show(shared)}, not a whole number.")
+    if shared is not None and not 0 <= shared <= MAX_WHOLE:
+        raise ConfigError(f"{path}: n_shared_experts is {shared:,}; it cannot be negative.")
     if shared is None and merged.get("shared_expert_intermediate_size"):
         shared = 1
     q = _quant_config(cfg, text, hf_quant)
-    method = _quant_method(q) if q else None
+    method = _quant_method(q, path) if q else None
     kv_cache_dtype = _kv_cache_dtype(q, notes)
     return Model(
         architecture=arch,
@@ -603,11 +692,11 @@ def model_from_config(
         dtype=dtype,
         quantization=method,
         experts=experts,
-        experts_active=_int(merged, ACTIVE_EXPERT_KEYS, path) if experts else None,
+        experts_active=active,
         shared_experts=int(shared) if experts and shared is not None else None,
         notes=tuple(notes),
         kv_cache_dtype=kv_cache_dtype,
-        split_rules=_split_rules(merged, method, q, experts),
+        split_rules=_split_rules(merged, method, q, experts, path),
         task=task,
         param_split=_param_split(
             merged, text_type, kinds if task == "generate" else None, heads, kv_heads, experts, path

@@ -16,6 +16,11 @@ Everything goes through huggingface_hub, so `HF_ENDPOINT`, `HF_TOKEN` and the st
 - what the Hugging Face cache has no place for (the listing, the headers) goes to llmfit's own
   `metacache`, keyed by commit.
 
+Everything the Hub answers is untrusted: the commit it names and the file names it lists are
+checked before they become paths, each answer is bounded in size and in time (`sources.session`),
+and what is kept in a cache has parsed first. A file the Hugging Face cache already holds that does
+not parse is discarded and fetched again, once.
+
 huggingface_hub (and the thread pool) are imported inside the functions that go online: a plan from
 the cache (offline) never pays for importing them.
 """
@@ -23,14 +28,20 @@ the cache (offline) never pays for importing them.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import struct
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from llmfit.errors import (
+    BadInputError,
+    CacheUnusable,
     GatedRepo,
     HubError,
     HubRepoNotFound,
@@ -39,9 +50,19 @@ from llmfit.errors import (
     LlmfitError,
     RevisionNotFound,
     Unauthorized,
+    UsageError,
     WeightsError,
 )
-from llmfit.sources.cache import RepoRef
+from llmfit.sources.cache import (
+    COMMIT,
+    RepoRef,
+    check_hf_environment,
+    file_name_problem,
+    inside,
+    is_repo_id,
+    repo_folder,
+    show,
+)
 from llmfit.sources.growing import (  # noqa: F401  (re-exported)
     GGUF_FIRST_WINDOW,
     GGUF_MAX_WINDOW,
@@ -116,6 +137,7 @@ def quiet_huggingface_hub() -> None:
 
     It changes huggingface_hub's settings for the whole process, so the CLI calls it, not the
     library functions here."""
+    check_hf_environment()  # huggingface_hub reads its timeouts with int() as it is imported
     if os.environ.get("LLMFIT_DEBUG"):
         return
     # Read by huggingface_hub as it is imported, so that a run that asks it nothing (the cache is
@@ -137,6 +159,55 @@ def endpoint() -> str:
     return constants.ENDPOINT
 
 
+def shown_endpoint() -> str:
+    """The endpoint as a message may show it: no user:password@, no query."""
+    url = endpoint()
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "the HF_ENDPOINT address"
+    return f"{parts.scheme}://{host}{port}{parts.path}".rstrip("/")
+
+
+# What a token may hold: printable ASCII without spaces (an HTTP header carries it).
+_TOKEN = re.compile(r"[!-~]+", re.ASCII)
+
+
+def _ready() -> None:
+    """Refuse, in one sentence each, the settings huggingface_hub would fail on with a traceback,
+    and send its requests through llmfit's bounded client. Called before anything goes online."""
+    check_hf_environment()
+    url = endpoint()
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UsageError(
+            f"HF_ENDPOINT is not an http(s) address of a Hub ({shown_endpoint()}).",
+            hint="unset HF_ENDPOINT  (the Hub at https://huggingface.co)",
+        )
+    from huggingface_hub import get_token
+
+    token = get_token()
+    if token is not None and not _TOKEN.fullmatch(token):
+        where = "HF_TOKEN" if os.environ.get("HF_TOKEN") else "The stored Hugging Face token"
+        raise UsageError(
+            f"{where} holds a character no token has (a space, a control character or one "
+            "outside ASCII); it is neither sent nor shown.",
+            hint="hf auth login  (or set HF_TOKEN to a token from huggingface.co/settings/tokens)",
+        )
+    from llmfit.sources import session
+
+    session.install()
+
+
 def fetch_repo(
     ref: RepoRef,
     *,
@@ -150,6 +221,7 @@ def fetch_repo(
     meta = meta or MetaCache()
     progress = progress or _NoProgress()
     cache = cache_dir or hub_cache_dir()
+    _ready()
     try:
         return _fetch_repo(ref, cache, meta, progress)
     except HubRepoNotFound as e:
@@ -166,39 +238,141 @@ def fetch_repo(
 
 
 def _fetch_repo(ref: RepoRef, cache: Path, meta: MetaCache, progress: Progress) -> RemoteRepo:
-    from huggingface_hub import HfApi, constants, hf_hub_download
+    from huggingface_hub import HfApi, constants
 
     with translate_errors(ref):
         progress.begin(f"{ref.repo_id}: resolving", 1)
-        info = HfApi(endpoint=endpoint()).model_info(
-            ref.repo_id,
-            revision=ref.revision,
-            files_metadata=True,
-            timeout=constants.HF_HUB_ETAG_TIMEOUT,
-        )
+        try:
+            info = HfApi(endpoint=endpoint()).model_info(
+                ref.repo_id,
+                revision=ref.revision,
+                files_metadata=True,
+                timeout=constants.HF_HUB_ETAG_TIMEOUT,
+            )
+            commit, files = _described(ref, info.sha, info.siblings)
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+            # What huggingface_hub raises reading an answer that is not the JSON object it
+            # expects: a web page (a captive portal, a proxy's error), a list, a truncated body.
+            raise HubError(
+                f"the Hub ({shown_endpoint()}) did not describe {ref.repo_id} as the Hub does "
+                "(its answer is not a repository's description).",
+                hint="check HF_ENDPOINT and any proxy",
+            ) from None
         progress.advance()
-        commit = info.sha
-        if not commit:
-            raise HubError(f"the Hub at {endpoint()} gave no commit for {ref.repo_id}.")
-        files = {s.rfilename: s.size for s in info.siblings or []}
         meta.put_listing(ref.repo_id, commit, files)
         wanted = [f for f in SMALL_FILES if f in files]
         progress.begin(f"{ref.repo_id}: config", len(wanted))
         for name in wanted:
-            hf_hub_download(
-                ref.repo_id,
-                name,
-                revision=commit,
-                cache_dir=cache,
-                endpoint=endpoint(),
-                etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
-            )
+            _small_file(ref, commit, name, files[name], cache)
             progress.advance()
-    folder = cache / ("models--" + ref.repo_id.replace("/", "--"))
+    folder = repo_folder(cache, ref.repo_id)
     _write_ref(folder, ref.revision or "main", commit)
     snapshot = folder / "snapshots" / commit
-    snapshot.mkdir(parents=True, exist_ok=True)
+    try:
+        snapshot.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _unwritable(cache, e, ref) from None
     return RemoteRepo(ref.repo_id, ref.revision, commit, files, snapshot)
+
+
+def _described(ref: RepoRef, sha: object, siblings: object) -> tuple[str, dict[str, int | None]]:
+    """The commit and the file list the Hub gave, checked: the commit becomes a folder name and
+    each file name a path, so neither may be anything but what a repository can have."""
+    if not isinstance(sha, str) or not COMMIT.fullmatch(sha):
+        raise HubError(
+            f"the Hub ({shown_endpoint()}) named {show(sha)} as the commit of {ref.repo_id}, "
+            "which is not a commit hash.",
+            hint="check HF_ENDPOINT and any proxy",
+        )
+    files: dict[str, int | None] = {}
+    for s in siblings or []:
+        why = file_name_problem(s.rfilename)
+        if why is not None:
+            raise HubError(
+                f"the Hub ({shown_endpoint()}) listed a file {show(s.rfilename)} in "
+                f"{ref.repo_id}, which no repository can hold: {why}.",
+                hint="check HF_ENDPOINT and any proxy",
+            )
+        size = s.size
+        ok = isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 1 << 63
+        files[s.rfilename] = size if ok else None
+    return sha, files
+
+
+def _small_file(ref: RepoRef, commit: str, name: str, size: int | None, cache: Path) -> None:
+    """Download config.json or the index into the Hugging Face cache, bounded, and keep it there
+    only if it parses: a bad copy already there (another tool's, a proxy's page) is discarded and
+    fetched again, once; a bad answer is discarded, so the next run asks again."""
+    from huggingface_hub import constants, hf_hub_download
+
+    from llmfit.sources import session
+    from llmfit.sources.config import MAX_CONFIG, config_from_bytes
+    from llmfit.sources.safetensors import MAX_INDEX, index_from_bytes
+
+    cap, check = (
+        (MAX_CONFIG, config_from_bytes) if name == "config.json" else (MAX_INDEX, index_from_bytes)
+    )
+    where = f"{ref.repo_id}/{name}"
+    if size is not None and size > cap:
+        # The listing said how large it is: a 300 MB config.json is not downloaded at all.
+        raise BadInputError(
+            f"{where} is {size:,} bytes, more than the {cap:,} llmfit reads of such a file; it "
+            "is not downloaded."
+        )
+    for force in (False, True):
+        try:
+            with session.limit(cap):
+                path = Path(
+                    hf_hub_download(
+                        ref.repo_id,
+                        name,
+                        revision=commit,
+                        cache_dir=cache,
+                        endpoint=endpoint(),
+                        etag_timeout=constants.HF_HUB_ETAG_TIMEOUT,
+                        force_download=force,
+                    )
+                )
+        except session.AnswerTooLarge:
+            raise BadInputError(
+                f"{where} is more than {cap:,} bytes, the most llmfit reads of such a file."
+            ) from None
+        except OSError as e:
+            if not _is_local(e):
+                raise
+            raise _unwritable(cache, e, ref) from None
+        try:
+            with path.open("rb") as f:
+                check(f.read(cap + 1), where)
+            return
+        except (LlmfitError, OSError):
+            _discard_download(path, repo_folder(cache, ref.repo_id))
+            if force:
+                raise
+
+
+def _is_local(e: OSError) -> bool:
+    """Whether an OSError from a download is the disk's (permissions, space, a name too long)
+    rather than the network's, which huggingface_hub raises as OSError subclasses too."""
+    return e.errno is not None and not isinstance(e, (ConnectionError, TimeoutError))
+
+
+def _unwritable(cache: Path, e: OSError, ref: RepoRef) -> CacheUnusable:
+    return CacheUnusable(
+        f"cannot write the Hugging Face cache at {cache} ({e.strerror or e}).",
+        hint=f"set HF_HUB_CACHE to a folder you can write, or: {_offline_hint(ref)}",
+    )
+
+
+def _discard_download(path: Path, folder: Path) -> None:
+    """Remove a downloaded file that did not parse: its link in the snapshot and the blob."""
+    try:
+        blob = Path(os.path.realpath(path))
+        path.unlink(missing_ok=True)
+        if inside(blob, folder):
+            blob.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def similar_repos(repo_id: str, limit: int = 5) -> list[str]:
@@ -210,20 +384,24 @@ def similar_repos(repo_id: str, limit: int = 5) -> list[str]:
     from huggingface_hub import constants
     from huggingface_hub.utils import build_hf_headers, get_session
 
+    from llmfit.sources import session
+
     name = repo_id.split("/")[-1]
     try:
-        r = get_session().get(
-            f"{endpoint()}/api/models",
-            params={"search": name, "limit": limit},
-            headers=build_hf_headers(),
-            timeout=constants.HF_HUB_ETAG_TIMEOUT,
-        )
+        with session.limit(1 << 20):
+            r = get_session().get(
+                f"{endpoint()}/api/models",
+                params={"search": name, "limit": limit},
+                headers=build_hf_headers(),
+                timeout=constants.HF_HUB_ETAG_TIMEOUT,
+            )
         if r.status_code != 200:
             return []
         found = [m.get("id") for m in r.json() if isinstance(m, dict)]
     except Exception:
         return []
-    return [f for f in found if isinstance(f, str) and f != repo_id][:limit]
+    # The names are the Hub's words, printed in a hint: only what could be a repository id.
+    return [f for f in found if isinstance(f, str) and is_repo_id(f) and f != repo_id][:limit]
 
 
 def _write_ref(folder: Path, revision: str, commit: str) -> None:
@@ -239,6 +417,9 @@ def _write_ref(folder: Path, revision: str, commit: str) -> None:
         if ref_file.is_file() and ref_file.read_text(encoding="utf-8").strip() == commit:
             return
         ref_file.parent.mkdir(parents=True, exist_ok=True)
+        # The revision was checked to be a ref name; a link planted in refs/ is not followed.
+        if not inside(ref_file.parent, folder / "refs"):
+            return
         tmp = ref_file.with_name(f".{ref_file.name}.{os.getpid()}.tmp")
         tmp.write_text(commit, encoding="utf-8")
         os.replace(tmp, ref_file)
@@ -268,34 +449,45 @@ def safetensors_headers(
         # listing lacks (or a name like ../x) is not read, nor used as a cache path.
         if sizes is not None and name not in sizes:
             raise WeightsError(
-                f"{repo_id}: the safetensors index names {name!r}, which the repository does not "
-                "have."
+                f"{repo_id}: the safetensors index names {show(name)}, which the repository does "
+                "not have."
             )
-    raw: dict[str, bytes] = {}
+        why = file_name_problem(name)
+        if why is not None:
+            raise WeightsError(f"{repo_id}: the safetensors index names {show(name)}: {why}.")
+    parsed: dict[str, SafetensorsHeader] = {}
     missing = []
     for name in names:
         cached = meta.header(repo_id, commit, name, "safetensors")
         if cached is not None:
-            raw[name] = cached
-        else:
-            missing.append(name)
+            try:
+                parsed[name] = parse_header(cached, f"{repo_id}/{name}")
+                continue
+            except WeightsError:
+                # llmfit keeps only bytes that parsed; these did not (a disk error, an older
+                # version's entry): discarded and read again.
+                meta.discard_header(repo_id, commit, name, "safetensors")
+        missing.append(name)
     if missing:
         from concurrent.futures import ThreadPoolExecutor
 
         ref = RepoRef(repo_id, commit)
+        _ready()
         progress.begin(f"{repo_id}: headers", len(missing))
 
-        def fetch(name: str) -> tuple[str, bytes]:
+        def fetch(name: str) -> tuple[str, SafetensorsHeader]:
             size = (sizes or {}).get(name)
             data = read_safetensors_header(repo_id, commit, name, size)
+            header = parse_header(data, f"{repo_id}/{name}")
+            # Cached only once it parsed: a bad answer is said, and asked again next time.
             meta.put_header(repo_id, commit, name, "safetensors", data)
             progress.advance()
-            return name, data
+            return name, header
 
         with translate_errors(ref), ThreadPoolExecutor(min(workers, len(missing))) as pool:
-            raw.update(pool.map(fetch, missing))
+            parsed.update(pool.map(fetch, missing))
         progress.end()
-    return [parse_header(raw[n], f"{repo_id}/{n}") for n in names]
+    return [parsed[n] for n in names]
 
 
 def read_safetensors_header(repo_id: str, commit: str, name: str, size: int | None) -> bytes:
@@ -325,8 +517,11 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
     body is streamed and the connection dropped at `stop`, so a server that ignores `Range` and
     starts sending the whole file (gigabytes of weights) costs `stop` bytes, not the file.
     """
+    import httpx2
     from huggingface_hub import constants, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+
+    from llmfit.sources import session
 
     if stop <= start:
         return b""
@@ -334,33 +529,75 @@ def read_range(repo_id: str, commit: str, name: str, start: int, stop: int) -> b
     headers = build_hf_headers()
     headers["Range"] = f"bytes={start}-{stop - 1}"
     headers["Accept-Encoding"] = "identity"
-    want = stop - start
+    where = f"{repo_id}/{name}"
+    # http_stream_backoff retries what fails as the answer opens; a body that fails half-way is
+    # tried again here (its retry loop would catch the error at its `yield` and fail itself).
+    for attempt in range(RANGE_RETRIES + 1):
+        failed: Exception | None = None
+        with (
+            session.limit(stop + (1 << 20)),
+            http_stream_backoff(
+                "GET",
+                url,
+                headers=headers,
+                timeout=constants.HF_HUB_ETAG_TIMEOUT,
+                max_retries=RANGE_RETRIES,
+                base_wait_time=0.25,
+                max_wait_time=1,
+            ) as response,
+        ):
+            if response.status_code == 416:
+                return b""  # the file ends before `start`
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            if response.headers.get("content-type", "").lower().startswith("text/html"):
+                raise HubError(
+                    f"the Hub ({shown_endpoint()}) answered a web page for {where}, not the file.",
+                    hint="check HF_ENDPOINT and any proxy",
+                )
+            if response.status_code == 206:
+                _check_range(response.headers.get("content-range"), start, stop, where)
+            try:
+                return _body(response, 0 if response.status_code == 206 else start, stop - start)
+            except (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError) as e:
+                failed = e
+        if attempt == RANGE_RETRIES:
+            raise failed
+        time.sleep(0.25 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _body(response, skip: int, want: int) -> bytes:
+    """`want` bytes of a streamed answer after the first `skip` (a 200 answer sends from byte 0),
+    and not one chunk more."""
     chunks: list[bytes] = []
     got = 0
-    with http_stream_backoff(
-        "GET",
-        url,
-        headers=headers,
-        timeout=constants.HF_HUB_ETAG_TIMEOUT,
-        max_retries=RANGE_RETRIES,
-        base_wait_time=0.25,
-        max_wait_time=1,
-    ) as response:
-        if response.status_code == 416:
-            return b""  # the file ends before `start`
-        if response.status_code >= 400:
-            response.read()
-            hf_raise_for_status(response)
-        skip = 0 if response.status_code == 206 else start  # 200: the server sent from byte 0
-        for chunk in response.iter_bytes():
-            if skip:
-                cut = min(skip, len(chunk))
-                chunk, skip = chunk[cut:], skip - cut
-            chunks.append(chunk[: want - got])
-            got += len(chunks[-1])
-            if got >= want:
-                break
+    for chunk in response.iter_bytes():
+        if skip:
+            cut = min(skip, len(chunk))
+            chunk, skip = chunk[cut:], skip - cut
+        chunks.append(chunk[: want - got])
+        got += len(chunks[-1])
+        if got >= want:
+            break
     return b"".join(chunks)
+
+
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)", re.ASCII)
+
+
+def _check_range(header: str | None, start: int, stop: int, where: str) -> None:
+    """A 206 answer must say it holds the bytes asked for, from `start`: bytes from elsewhere in
+    the file read as a header would size the weights wrong, or not parse for a reason not theirs."""
+    m = _CONTENT_RANGE.fullmatch((header or "").strip())
+    if m is None or int(m[1]) != start or int(m[2]) < int(m[1]) or int(m[2]) > stop - 1:
+        got = show(header) if header else "no Content-Range"
+        raise HubError(
+            f"the Hub ({shown_endpoint()}) answered {got} for {where} when asked for bytes "
+            f"{start}-{stop - 1}.",
+            hint="check HF_ENDPOINT and any proxy",
+        )
 
 
 # -- GGUF headers -------------------------------------------------------------------------------
@@ -383,9 +620,15 @@ def gguf_header(
     meta = meta or MetaCache()
     cached = meta.header(repo_id, commit, name, "gguf")
     if cached is not None:
-        result = parse(cached)
+        try:
+            result = parse(cached)
+        except WeightsError:
+            # llmfit keeps only bytes that parsed: these are discarded and read again.
+            meta.discard_header(repo_id, commit, name, "gguf")
+            result = NeedMore()
         if not isinstance(result, NeedMore):
             return result
+    _ready()
     with translate_errors(RepoRef(repo_id, commit)):
         result, held = read_growing(
             lambda a, b: read_range(repo_id, commit, name, a, b),
@@ -457,7 +700,13 @@ def translate_errors(ref: RepoRef) -> Iterator[None]:
 
 
 def _ref_text(ref: RepoRef) -> str:
-    return ref.repo_id + (f"@{ref.revision}" if ref.revision else "")
+    """The repository as an argument of a printed command: quoted, since a revision may hold
+    characters a shell acts on ($, ;, backquotes)."""
+    return shlex.quote(ref.repo_id + (f"@{ref.revision}" if ref.revision else ""))
+
+
+def _offline_hint(ref: RepoRef) -> str:
+    return f"llmfit {_ref_text(ref)} --offline  (plans from what is cached)"
 
 
 def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
@@ -474,9 +723,11 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
         RevisionNotFoundError,
     )
 
-    url = endpoint()
+    from llmfit.sources import session
+
+    url = shown_endpoint()
     repo = ref.repo_id
-    offline_hint = f"llmfit {_ref_text(ref)} --offline  (plans from what is cached)"
+    offline_hint = _offline_hint(ref)
     # hf_hub_download wraps a failed HEAD in LocalEntryNotFoundError: the cause is what happened.
     if isinstance(exc, LocalEntryNotFoundError) and exc.__cause__ is not None:
         return hub_error(exc.__cause__, ref)
@@ -498,8 +749,24 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
         )
     if isinstance(exc, RevisionNotFoundError):
         return RevisionNotFound(
-            f"{repo} has no branch, tag or commit {ref.revision!r}.",
+            f"{repo} has no branch, tag or commit {show(ref.revision)}.",
             hint=f"llmfit {repo}  (its default branch)",
+        )
+    if isinstance(exc, session.AnswerTooSlow):
+        return HubTimeout(
+            f"the Hub ({url}) did not finish answering within {session.DEADLINE:g} s.",
+            hint="try again later, or: " + offline_hint,
+        )
+    if isinstance(exc, session.AnswerTooLarge):
+        return HubError(
+            f"the Hub ({url}) answered with more than {exc.limit:,} bytes for {repo}, more than "
+            "llmfit reads of any answer.",
+            hint="check HF_ENDPOINT and any proxy",
+        )
+    if isinstance(exc, session.AnswerRefused):
+        return HubError(
+            f"the Hub ({url}) sent an answer llmfit cannot read for {repo}: {exc.why}.",
+            hint="check HF_ENDPOINT and any proxy",
         )
     if isinstance(exc, HfHubHTTPError) and exc.response is not None:
         status = exc.response.status_code
@@ -524,11 +791,27 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
         )
     if isinstance(exc, httpx2.RemoteProtocolError):
         return HubUnreachable(
-            f"the Hub ({url}) closed the connection without answering.",
+            f"the Hub ({url}) closed the connection before it had answered in full.",
             hint="try again, or: " + offline_hint,
         )
-    if isinstance(exc, (httpx2.TransportError, ConnectionError)):
+    if isinstance(exc, httpx2.TooManyRedirects):
+        return HubUnreachable(
+            f"the Hub ({url}) kept redirecting the request for {repo} (a loop?).",
+            hint="check HF_ENDPOINT and any proxy",
+        )
+    if isinstance(exc, httpx2.DecodingError):
+        return HubError(
+            f"the Hub ({url}) sent an answer llmfit cannot decode for {repo}.",
+            hint="check HF_ENDPOINT and any proxy",
+        )
+    if isinstance(exc, (httpx2.TransportError, ConnectionError, httpx2.InvalidURL)):
         return HubUnreachable(f"cannot reach the Hub at {url}.", hint=offline_hint)
+    if isinstance(exc, OSError) and exc.errno is None and "Consistency check" in str(exc):
+        # huggingface_hub's word for a download whose body ended short of its stated size.
+        return HubUnreachable(
+            f"the Hub ({url}) sent a file of {repo} cut short.",
+            hint="try again, or: " + offline_hint,
+        )
     if isinstance(exc, FileMetadataError):
         return HubError(
             f"the server at {url} does not answer as the Hub does (no commit or ETag); check "

@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 import os
-import re
+import shlex
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmfit.errors import ConfigError, HubUnreachable, RepoNotFound, UsageError, WeightsError
+from llmfit.errors import (
+    BadInputError,
+    CacheDamaged,
+    CacheUnusable,
+    ConfigError,
+    HubUnreachable,
+    RepoNotFound,
+    UsageError,
+    WeightsError,
+)
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.model import DTYPE_SHORT, Model
 from llmfit.plan.repo import Repo
-from llmfit.sources.cache import RepoRef, find_snapshot, parse_ref, require_snapshot
+from llmfit.sources.cache import (
+    COMMIT,
+    RepoRef,
+    check_revision,
+    file_name_problem,
+    find_snapshot,
+    inside,
+    parse_ref,
+    require_snapshot,
+    show,
+)
 from llmfit.sources.config import load_config, model_from_config
 from llmfit.sources.metacache import MetaCache
 from llmfit.sources.safetensors import SafetensorsHeader, parse_header, read_header, read_index
@@ -25,8 +45,12 @@ if TYPE_CHECKING:
 HeaderSource = Callable[[tuple[str, ...]], "list[SafetensorsHeader] | None"]
 
 INDEX = "model.safetensors.index.json"
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 SINGLE = "model.safetensors"
+# GGUF files sit at a repository's top or a folder or two down (unsloth's Q8_0/…-00001-of-00003);
+# the walk that finds them stops here, and at this many entries, so that `llmfit /` or a tree
+# nested a thousand deep costs a bounded look, not the whole disk.
+MAX_WALK_DEPTH = 4
+MAX_WALK_ENTRIES = 10_000
 
 
 def load_repo(
@@ -48,11 +72,14 @@ def load_repo(
     from llmfit.sources import hub
 
     ref = parse_ref(text)
+    if revision:
+        check_revision(revision, f"--revision {show(revision)}")
     if isinstance(ref, RepoRef):
         if revision:
             if ref.revision and ref.revision != revision:
                 raise UsageError(
-                    f"{text!r} names revision {ref.revision!r} but --revision says {revision!r}."
+                    f"{show(text)} names revision {show(ref.revision)} but --revision says "
+                    f"{show(revision)}."
                 )
             ref = RepoRef(ref.repo_id, revision)
         meta = meta or MetaCache()
@@ -60,7 +87,7 @@ def load_repo(
             return _from_cache(ref, cache_dir, meta)
         if (
             ref.revision
-            and _COMMIT.match(ref.revision)
+            and COMMIT.fullmatch(ref.revision)
             and meta.listing(ref.repo_id, ref.revision) is not None
             and find_snapshot(ref, cache_dir) is not None
         ):
@@ -112,7 +139,11 @@ def load_repo(
         )
     if revision:
         raise UsageError(f"--revision is for a repository id, not a directory ({ref}).")
-    if not ref.is_dir():
+    try:
+        is_dir = ref.is_dir()
+    except OSError as e:  # a name too long, a folder that may not be listed
+        raise ConfigError(f"{ref}: cannot be read ({e.strerror or e}).") from None
+    if not is_dir:
         raise ConfigError(f"{ref}: no such directory.")
     return _read_dir(ref, str(ref), None, None, "path")
 
@@ -126,34 +157,43 @@ def _from_cache(
 ) -> Repo:
     """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
     at = f"@{ref.revision}" if ref.revision else ""
+    # The argument as a printed command takes it: a revision may hold what a shell acts on.
+    arg = shlex.quote(ref.repo_id + at)
     try:
         snap = require_snapshot(ref, cache_dir)
     except RepoNotFound as e:
-        e.hint = f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: {e.hint}"
+        e.hint = f"llmfit {arg}  (online, once: it fetches metadata only), or: {e.hint}"
         raise
     # A GGUF-only repository (unsloth's, bartowski's) has no config.json: its files' headers say
     # what the model is, and _read_dir reads them (from disk, or from llmfit's cache).
     listing = meta.listing(ref.repo_id, snap.commit)
-    gguf_only = not (snap.path / "config.json").is_file() and (
-        any(snap.path.rglob("*.gguf")) or any(n.endswith(".gguf") for n in listing or {})
+    has_config = _usable(snap.path / "config.json", snap.path.parent.parent, ref.repo_id, "cache")
+    gguf_only = not has_config and (
+        bool(_local_ggufs(snap.path)) or any(n.endswith(".gguf") for n in listing or {})
     )
-    if not (snap.path / "config.json").is_file() and not gguf_only:
+    if not has_config and not gguf_only:
         raise RepoNotFound(
             f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
             f"(snapshot {snap.commit[:12]}).",
-            hint=f"llmfit {ref.repo_id}{at}  (online, once: it fetches metadata only), or: "
+            hint=f"llmfit {arg}  (online, once: it fetches metadata only), or: "
             f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
-            + (f" --revision {ref.revision}" if ref.revision else ""),
+            + (f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""),
         )
 
     def cached_headers(names: tuple[str, ...]) -> list[SafetensorsHeader] | None:
-        raws = [meta.header(ref.repo_id, snap.commit, n, "safetensors") for n in names]
-        found = [
-            parse_header(r, f"{ref.repo_id}/{n}")
-            for n, r in zip(names, raws, strict=True)
-            if r is not None
-        ]
-        return found if len(found) == len(names) else None
+        found = []
+        for name in names:
+            raw = meta.header(ref.repo_id, snap.commit, name, "safetensors")
+            if raw is None:
+                return None
+            try:
+                found.append(parse_header(raw, f"{ref.repo_id}/{name}"))
+            except WeightsError:
+                # Bytes that do not parse were not the Hub's answer (llmfit keeps only what
+                # parsed): discarded, so the next online run reads the header again.
+                meta.discard_header(ref.repo_id, snap.commit, name, "safetensors")
+                return None
+        return found
 
     return _read_dir(
         snap.path,
@@ -186,16 +226,10 @@ def _read_dir(
     gguf: RemoteHeaders | None = None,
 ) -> Repo:
     cfg_path = root / "config.json"
-    if cfg_path.is_symlink() and not cfg_path.exists():
-        # The Hugging Face cache links each snapshot file to a blob; a blob deleted by hand (or a
-        # cache copied without its blobs) leaves the link pointing nowhere.
-        raise ConfigError(
-            f"{repo_id}: config.json links to {os.readlink(cfg_path)}, which is not there: the "
-            "cache is damaged.",
-            hint=f"hf download {repo_id} config.json --force-download",
-        )
-    ggufs = _gguf_files(root, listing, gguf)
-    if not cfg_path.is_file():
+    boundary = _boundary(root, source)
+    has_config = _usable(cfg_path, boundary, repo_id, source)
+    ggufs = _gguf_files(root, boundary, repo_id, source, listing, gguf)
+    if not has_config:
         if ggufs and ggufs.first_header is not None:
             # A GGUF-only repository (most of unsloth's and bartowski's): its files' own headers
             # say what the model is.
@@ -209,10 +243,13 @@ def _read_dir(
         )
     # ModelOpt checkpoints describe their quantisation in hf_quant_config.json instead.
     quant_path = root / "hf_quant_config.json"
-    hf_quant = load_config(quant_path) if quant_path.is_file() else None
+    hf_quant = load_config(quant_path) if _usable(quant_path, boundary, repo_id, source) else None
     model = model_from_config(load_config(cfg_path), cfg_path, hf_quant)
     disagreements: list[str] = []
-    art, params, expert_params = _safetensors_artifact(root, model, headers, listing, disagreements)
+    usable = _Usable(boundary, repo_id, source)
+    art, params, expert_params = _safetensors_artifact(
+        root, model, headers, listing, disagreements, usable
+    )
     if params and not model.params:
         model = _with_params(model, params, expert_params)
     artifacts = ((art,) if art else ()) + (ggufs.artifacts if ggufs else ())
@@ -226,15 +263,115 @@ def _read_dir(
     return Repo(repo_id, revision, commit, source, model, artifacts, warnings)
 
 
+def _boundary(root: Path, source: str) -> Path:
+    """What a repository's files may lead into: its own directory, or, for a snapshot of the
+    Hugging Face cache (whose files link to ../../blobs), the repository's folder there."""
+    if source in ("cache", "hub") or Path(os.path.realpath(root)).parent.name == "snapshots":
+        return root.parent.parent
+    return root
+
+
+def _usable(path: Path, boundary: Path, repo_id: str, source: str) -> bool:
+    """Whether `path` is a file of the repository to read: False when it is not there.
+
+    A link to a blob that is gone is a damaged cache, said as such (not read as "no such file",
+    which would plan without it); a link that leads out of the repository (a cloned repository
+    can hold one to ~/.cache/huggingface/token) is refused before anything is read of it.
+    """
+    try:
+        if path.is_symlink() and not path.exists():
+            # The Hugging Face cache links each snapshot file to a blob; a blob deleted by hand
+            # (or a cache copied without its blobs) leaves the link pointing nowhere.
+            hint = None
+            if source != "path":
+                name = path.relative_to(boundary / "snapshots").as_posix().split("/", 1)[1]
+                hint = f"hf download {repo_id} {shlex.quote(name)} --force-download"
+            raise CacheDamaged(
+                f"{repo_id}: {path.name} links to {os.readlink(path)}, which is not there: the "
+                "cache is damaged.",
+                hint=hint,
+            )
+        if not path.is_file():
+            return False
+    except OSError as e:
+        cls = CacheUnusable if source != "path" else ConfigError
+        raise cls(f"{path}: cannot be read ({e.strerror or e}).") from None
+    if not inside(path, boundary):
+        cls = CacheDamaged if source != "path" else BadInputError
+        raise cls(
+            f"{path} leads to {os.path.realpath(path)}, outside {boundary}: llmfit reads only the "
+            "repository's own files."
+        )
+    return True
+
+
+@dataclass(frozen=True)
+class _Usable:
+    """`_usable` with the repository's boundary bound, for the weights' files."""
+
+    boundary: Path
+    repo_id: str
+    source: str
+
+    def __call__(self, path: Path) -> bool:
+        return _usable(path, self.boundary, self.repo_id, self.source)
+
+
+def _local_ggufs(root: Path) -> list[str]:
+    """The *.gguf files under root (relative paths), found by a walk bounded in depth and in
+    entries, through no hidden folder and no linked folder."""
+    found: list[str] = []
+    seen = 0
+    deeper = False
+    stack: list[tuple[str, int]] = [(str(root), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_WALK_ENTRIES:
+                        raise ConfigError(
+                            f"{root} holds more than {MAX_WALK_ENTRIES:,} files and folders "
+                            f"within {MAX_WALK_DEPTH} levels: it is not a model repository's "
+                            "directory."
+                        )
+                    if entry.name.startswith("."):
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        if depth + 1 < MAX_WALK_DEPTH:
+                            stack.append((entry.path, depth + 1))
+                        else:
+                            deeper = True
+                    elif entry.name.endswith(".gguf"):
+                        found.append(os.path.relpath(entry.path, root))
+        except OSError as e:
+            if folder == str(root):
+                raise ConfigError(f"{root}: cannot be read ({e.strerror or e}).") from None
+    if found and deeper:
+        # The GGUF reader walks the whole tree: one nested past any repository's is refused here.
+        raise ConfigError(
+            f"{root} nests folders more than {MAX_WALK_DEPTH} deep: it is not a model "
+            "repository's directory."
+        )
+    return sorted(found)
+
+
 def _gguf_files(
     root: Path,
+    boundary: Path,
+    repo_id: str,
+    source: str,
     listing: dict[str, int | None] | None = None,
     remote: RemoteHeaders | None = None,
 ):
     """The GGUF artifacts under root and, with `remote`, those the listing names; None when there
     are none (and gguf is not imported)."""
     listed = remote is not None and any(n.endswith(".gguf") for n in listing or {})
-    if not listed and not any(root.rglob("*.gguf")):
+    local = _local_ggufs(root)
+    for rel in local:
+        _usable(root / rel, boundary, repo_id, source)
+    if not listed and not local:
         return None
     from llmfit.sources.gguf import gguf_artifacts
 
@@ -260,7 +397,7 @@ def _gguf_headers(
 
         # A name the listing holds that could not be a file's (../x) is neither asked for nor
         # used as a cache path.
-        names = [n for n in names if not any(p in ("", ".", "..") for p in n.split("/"))]
+        names = [n for n in names if file_name_problem(n) is None]
 
         def parse_for(name: str):
             where, size = f"{repo_id}/{name}", sizes.get(name)
@@ -275,7 +412,13 @@ def _gguf_headers(
         out = {}
         for name in names:
             raw = meta.header(repo_id, commit, name, "gguf")
-            parsed = parse_for(name)(raw) if raw is not None else None
+            try:
+                parsed = parse_for(name)(raw) if raw is not None else None
+            except WeightsError:
+                # Not bytes llmfit kept from the Hub (it keeps only what parsed): discarded, and
+                # read as not cached.
+                meta.discard_header(repo_id, commit, name, "gguf")
+                continue
             if parsed is not None and not isinstance(parsed, NeedMore):
                 out[name] = parsed
         return out
@@ -307,6 +450,7 @@ def _safetensors_artifact(
     source: HeaderSource | None = None,
     listing: dict[str, int | None] | None = None,
     disagreements: list[str] | None = None,
+    usable: Callable[[Path], bool] = Path.is_file,
 ) -> tuple[Artifact | None, int | None, int]:
     """The original weights: bytes from the headers where they are at hand, else the index's.
 
@@ -315,9 +459,9 @@ def _safetensors_artifact(
     hand; otherwise the count stays unknown rather than guessed.
     """
     index_path = root / INDEX
-    if index_path.is_file():
+    if usable(index_path):
         index = read_index(index_path)
-        headers = _headers(root, index.shards, source)
+        headers = _headers(root, index.shards, source, usable)
         expert_params = 0
         if headers is not None:
             data = sum(h.data_bytes for h in headers)
@@ -353,8 +497,8 @@ def _safetensors_artifact(
         return art, params, expert_params
     single = root / SINGLE
     remote_single = listing is not None and SINGLE in listing and source is not None
-    if single.is_file() or remote_single:
-        found = _headers(root, (SINGLE,), source)
+    if usable(single) or remote_single:
+        found = _headers(root, (SINGLE,), source, usable)
         if found is None:
             return None, None, 0
         h = found[0]
@@ -372,10 +516,13 @@ def _safetensors_artifact(
 
 
 def _headers(
-    root: Path, shards: tuple[str, ...], source: HeaderSource | None = None
+    root: Path,
+    shards: tuple[str, ...],
+    source: HeaderSource | None = None,
+    usable: Callable[[Path], bool] = Path.is_file,
 ) -> list[SafetensorsHeader] | None:
     if not shards:
         return None
-    if all((root / s).is_file() for s in shards):
+    if all([usable(root / s) for s in shards]):
         return [read_header(root / s) for s in shards]
     return source(shards) if source is not None else None

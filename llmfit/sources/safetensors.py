@@ -8,7 +8,6 @@ package's own reader maps the whole file and imports numpy on the way, which cos
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 from collections import Counter
@@ -17,17 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from llmfit.errors import WeightsError
+from llmfit.sources.cache import file_name_problem, show
+from llmfit.sources.jsonfile import JsonProblem, parse
 
 # The safetensors format caps its header at 100 MB (MAX_HEADER_SIZE in the reference reader);
 # anything larger is not a safetensors file, and reading it would be a way to exhaust memory.
 MAX_HEADER = 100_000_000
 
-# Bytes per element of each safetensors dtype (the format's own dtype names).
-DTYPE_SIZES: dict[str, float] = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
-    "U16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
-    "F6_E2M3": 0.75, "F6_E3M2": 0.75, "F4": 0.5,
+# Bits per element of each safetensors dtype (the format's own dtype names). Sizes are counted in
+# whole numbers: a shape from outside can be any size, and a float would overflow or round.
+DTYPE_BITS: dict[str, int] = {
+    "F64": 64, "I64": 64, "U64": 64, "F32": 32, "I32": 32, "U32": 32, "F16": 16, "BF16": 16,
+    "I16": 16, "U16": 16, "F8_E4M3": 8, "F8_E5M2": 8, "F8_E8M0": 8, "I8": 8, "U8": 8, "BOOL": 8,
+    "F6_E2M3": 6, "F6_E3M2": 6, "F4": 4,
 }  # fmt: skip
+# The model.safetensors.index.json of a trillion-parameter checkpoint is about 10 MB (one line a
+# tensor); past this it is not an index worth reading.
+MAX_INDEX = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,9 @@ class SafetensorsHeader:
 def parse_header(raw: bytes, name: str) -> SafetensorsHeader:
     """Parse a header's JSON (the bytes after the 8-byte length) into sizes, checking its shape."""
     try:
-        header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise WeightsError(f"{name}: the safetensors header is not valid JSON ({e}).") from None
+        header = parse(raw, MAX_HEADER)
+    except JsonProblem as e:
+        raise WeightsError(f"{name}: the safetensors header {e.problem}.") from None
     if not isinstance(header, dict):
         raise WeightsError(f"{name}: the safetensors header is not a JSON object.")
     end = 0
@@ -72,19 +77,21 @@ def parse_header(raw: bytes, name: str) -> SafetensorsHeader:
                 raise ValueError
         except (KeyError, TypeError, ValueError):
             raise WeightsError(
-                f"{name}: tensor {tensor!r} in the safetensors header has no valid "
+                f"{name}: tensor {show(tensor)} in the safetensors header has no valid "
                 "dtype, shape and data_offsets."
             ) from None
-        if not isinstance(dtype, str) or dtype not in DTYPE_SIZES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
             raise WeightsError(
-                f"{name}: tensor {tensor!r} has dtype {dtype!r}, which is not a safetensors dtype."
+                f"{name}: tensor {show(tensor)} has dtype {show(dtype)}, which is not a "
+                "safetensors dtype."
             )
         # The byte range must hold exactly the elements the shape says: a header that disagrees
         # with itself would size the weights wrong whichever of the two were believed.
-        if stop - begin != -(-int(n * DTYPE_SIZES[dtype] * 4) // 4):
+        needs = -(-n * DTYPE_BITS[dtype] // 8)
+        if stop - begin != needs:
             raise WeightsError(
-                f"{name}: tensor {tensor!r} spans {stop - begin} bytes, but {dtype} of shape "
-                f"{list(shape)} needs {-(-int(n * DTYPE_SIZES[dtype] * 4) // 4)}."
+                f"{name}: tensor {show(tensor)} spans {stop - begin} bytes, but {dtype} of shape "
+                f"{show(list(shape))} needs {needs}."
             )
         counts[dtype] += n
         if ".experts." in tensor:
@@ -139,19 +146,40 @@ class SafetensorsIndex:
 def read_index(path: Path) -> SafetensorsIndex:
     """Read model.safetensors.index.json: total_size and the shard files its weight_map names."""
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as f:
+            raw = f.read(MAX_INDEX + 1)
     except OSError as e:
-        raise WeightsError(f"{path}: cannot be read ({e.strerror}).") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise WeightsError(f"{path} is not valid JSON: {e}.") from None
+        raise WeightsError(f"{path}: cannot be read ({e.strerror or e}).") from None
+    return index_from_bytes(raw, path)
+
+
+def index_from_bytes(raw: bytes, path: Path | str) -> SafetensorsIndex:
+    """An index's bytes as its total_size and shard names, each name checked to be one a file of
+    the repository can have before anything opens or fetches it."""
+    try:
+        data: Any = parse(raw, MAX_INDEX)
+    except JsonProblem as e:
+        raise WeightsError(f"{path} {e.problem}.") from None
     if not isinstance(data, dict):
         raise WeightsError(f"{path} is not a JSON object.")
     meta = data.get("metadata")
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if total is not None and (isinstance(total, bool) or not isinstance(total, int) or total <= 0):
-        raise WeightsError(f"{path}: metadata.total_size is {total!r}, not a positive byte count.")
+        raise WeightsError(
+            f"{path}: metadata.total_size is {show(total)}, not a positive byte count."
+        )
     wm = data.get("weight_map")
     if wm is not None and not isinstance(wm, dict):
         raise WeightsError(f"{path}: weight_map is not an object of tensor → file.")
-    shards = tuple(sorted({str(v) for v in (wm or {}).values()}))
-    return SafetensorsIndex(total_size=total, shards=shards)
+    shards = set()
+    for tensor, shard in (wm or {}).items():
+        # A name like ../../.cache/huggingface/token or /etc/passwd would be opened (and its first
+        # bytes shown as a header length) or fetched, or used as a cache path.
+        why = file_name_problem(shard)
+        if why is not None:
+            raise WeightsError(
+                f"{path}: weight_map gives tensor {show(tensor)} the file {show(shard)}, which "
+                f"cannot be a file of the repository: {why}."
+            )
+        shards.add(shard)
+    return SafetensorsIndex(total_size=total, shards=tuple(sorted(shards)))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from llmfit.errors import ConfigError, WeightsError
+from llmfit.errors import CacheDamaged, ConfigError, WeightsError
 from llmfit.sources.config import load_config, model_from_config
 from llmfit.sources.repo import load_repo
 from tests.conftest import HUB
@@ -56,7 +56,7 @@ def test_config_that_is_a_git_lfs_pointer(tmp_path):
 
 def test_config_link_to_a_missing_blob(tmp_path):
     (tmp_path / "config.json").symlink_to(tmp_path / "blobs" / "abc")
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(CacheDamaged) as e:
         load_repo(str(tmp_path))
     assert e.value.message == (
         f"{tmp_path}: config.json links to {tmp_path / 'blobs' / 'abc'}, which is not there: "

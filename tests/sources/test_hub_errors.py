@@ -83,7 +83,7 @@ def test_a_dropped_connection(run_online, hubserver):
     code, _, err = run_online("Qwen/Qwen3-8B", "--fleet", FLEET)
     assert code == 4
     assert err.splitlines()[0] == (
-        f"llmfit: the Hub ({hubserver.url}) closed the connection without answering."
+        f"llmfit: the Hub ({hubserver.url}) closed the connection before it had answered in full."
     )
 
 

@@ -74,7 +74,7 @@ def test_a_second_online_run_of_the_same_commit_reads_no_headers(hubserver):
     assert [r.path for r in hubserver.requests] == ["/api/models/Qwen/Qwen3-8B"]
 
 
-def test_an_index_naming_a_shard_the_repo_lacks_is_one_sentence(hubserver):
+def test_an_index_naming_a_shard_the_repo_lacks_is_one_sentence(hubserver, tmp_path):
     import pytest
 
     from llmfit.errors import WeightsError
@@ -87,8 +87,15 @@ def test_an_index_naming_a_shard_the_repo_lacks_is_one_sentence(hubserver):
     with pytest.raises(WeightsError) as e:
         load_repo("Qwen/Qwen3-8B")
     assert e.value.message == (
-        "Qwen/Qwen3-8B: the safetensors index names '../../outside.safetensors', which the "
-        "repository does not have."
+        "Qwen/Qwen3-8B/model.safetensors.index.json: weight_map gives tensor 'lm_head.weight' the "
+        "file '../../outside.safetensors', which cannot be a file of the repository: it has an "
+        "empty, '.' or '..' part."
     )
     assert e.value.exit_code == 3
     assert hubserver.count(contains="outside") == 0
+    # Refused before it was kept: the index that does not parse is not in the cache, so the
+    # next run asks for it again (twice this run: the copy found bad was fetched once more).
+    assert hubserver.count("GET", "model.safetensors.index.json") == 2
+    assert not list(
+        tmp_path.glob("hf-cache/models--Qwen--Qwen3-8B/snapshots/*/model.safetensors.index.json")
+    )

@@ -1,0 +1,49 @@
+"""Text from outside (configs, the Hub, fleet files, flags, file names) made safe to print.
+
+Anything a repository, a Hub, a fleet file or an argument says can hold bytes a terminal acts on:
+an escape sequence that recolours, retitles or rewrites the screen, a newline that forges an
+`llmfit:` line of its own, a bidi override that shows text in an order other than the bytes'. It
+is printed as data: one line, no control characters, bounded in length. The result is plain text,
+never markup: print it with `markup=False` or as a `rich.text.Text`.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Whole escape sequences go, not only their ESC (which would leave "[31m" on the screen):
+# ECMA-48's control strings (OSC, DCS, SOS, PM, APC, up to their terminator; one with none loses
+# only its introducer, so that it cannot swallow the rest of llmfit's sentence), its control
+# sequences (CSI, in the 7-bit and the 8-bit form), and the two- and three-byte escapes (ESC,
+# intermediates, a final byte).
+_SEQUENCES = re.compile(
+    r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"
+)
+# What separates lines or words, shown as one space: C0's line and tab characters, NEL, and
+# Unicode's line and paragraph separators.
+_BREAKS = re.compile(r"[\t\n\v\f\r\x85\u2028\u2029]+")
+# Every other C0 and C1 control and DEL; the bidi embeddings, overrides, isolates and marks (which
+# reorder what follows them on the screen); zero-width characters and the byte-order mark.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff]")
+# The lone surrogates an undecodable file name becomes: a UTF-8 terminal cannot even be sent them.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+# Long enough for a sentence naming a path and a value; a config's megabyte-long key is cut.
+LIMIT = 1000
+
+
+def clean(text: str, limit: int = LIMIT) -> str:
+    """`text` as one printable line of at most `limit` characters (an ellipsis marks where its
+    middle was cut)."""
+    text = _SEQUENCES.sub("", str(text))
+    text = _BREAKS.sub(" ", text)
+    text = _INVISIBLE.sub("", text)
+    text = _SURROGATES.sub("\ufffd", text)
+    if len(text) > limit:
+        # Cut in the middle: a sentence's end says what is wrong ("…: cannot be read (File name
+        # too long).") and must survive a long value inside it.
+        head = (limit - 1) // 2
+        text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+    return text

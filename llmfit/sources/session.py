@@ -1,0 +1,241 @@
+"""The HTTP client llmfit gives huggingface_hub: its own client, with the bounds it lacks.
+
+huggingface_hub sends every request through one `httpx2.Client` that a program may replace
+(`set_client_factory`). llmfit's is the same client (the same request hook, redirects followed,
+no client-wide timeout: each call passes its own), with three bounds a hostile or broken server
+would otherwise find missing:
+
+- a deadline for each request, from the moment it is sent to its last byte: the per-read timeout
+  (`HF_HUB_ETAG_TIMEOUT`) alone lets a server that sends a byte every few seconds hold a run for
+  ever. It is enforced where the socket is read, so that headers sent a byte at a time are given
+  up on as surely as a body;
+- a cap on the bytes of any answer, counted after decompression: a few megabytes of gzip can
+  inflate to gigabytes. Answers are asked for uncompressed or in gzip or deflate, and inflated
+  here, never past the cap; an encoding that was not asked for is refused;
+- at most MAX_REDIRECTS redirects (a loop is given up on at once, not after httpx's 20).
+
+Each bound raises its own exception (not one of httpx's, which huggingface_hub retries), carrying
+the URL; `sources.hub` turns them into sentences.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import httpcore2
+import httpx2
+
+# Seconds one request may take, from sending it to its last byte. The largest answer llmfit asks
+# for (a trillion-parameter checkpoint's index, ~10 MB) takes seconds on a slow line.
+DEADLINE = 60.0
+# Bytes any one answer may carry once inflated; a caller that knows what it asks for (a config,
+# a range) sets a tighter cap with `limit`. A listing of a repository of 100,000 files is ~30 MB.
+MAX_ANSWER = 64 << 20
+MAX_REDIRECTS = 5
+
+_limit: ContextVar[int | None] = ContextVar("llmfit_answer_limit", default=None)
+# The deadline of the request this thread is making: httpcore reads the socket in the thread that
+# sent the request, so the stream can find it here.
+_now = threading.local()
+
+
+class AnswerRefused(Exception):
+    """An answer llmfit gave up on: too slow, too large, or in an encoding it did not ask for."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(why)
+        self.url = url
+        self.why = why
+
+
+class AnswerTooSlow(AnswerRefused):
+    pass
+
+
+class AnswerTooLarge(AnswerRefused):
+    def __init__(self, url: str, limit: int) -> None:
+        super().__init__(url, f"more than {limit:,} bytes")
+        self.limit = limit
+
+
+class AnswerEncoding(AnswerRefused):
+    pass
+
+
+@contextmanager
+def limit(n: int) -> Iterator[None]:
+    """Cap the answers of requests made in this block (in this thread) at `n` bytes."""
+    token = _limit.set(n)
+    try:
+        yield
+    finally:
+        _limit.reset(token)
+
+
+def _left() -> float | None:
+    deadline = getattr(_now, "deadline", None)
+    return None if deadline is None else deadline - time.monotonic()
+
+
+def _timeout(timeout: float | None) -> float | None:
+    """The smaller of a socket operation's own timeout and what is left of the deadline; the
+    deadline's passing is its own error, not a timeout huggingface_hub would retry."""
+    left = _left()
+    if left is None:
+        return timeout
+    if left <= 0:
+        raise AnswerTooSlow(getattr(_now, "url", ""), f"not complete after {DEADLINE:g} s")
+    return left if timeout is None else min(timeout, left)
+
+
+def _passed(exc: Exception) -> Exception:
+    left = _left()
+    if left is not None and left <= 0.01:
+        return AnswerTooSlow(getattr(_now, "url", ""), f"not complete after {DEADLINE:g} s")
+    return exc
+
+
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A socket whose every read and write ends by the request's deadline."""
+
+    def __init__(self, inner: httpcore2.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            return self._inner.read(max_bytes, _timeout(timeout))
+        except httpcore2.ReadTimeout as e:
+            raise _passed(e) from None
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        try:
+            self._inner.write(buffer, _timeout(timeout))
+        except httpcore2.WriteTimeout as e:
+            raise _passed(e) from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout=None):
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.SyncBackend):
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        stream = super().connect_tcp(host, port, _timeout(timeout), local_address, socket_options)
+        return _DeadlineStream(stream)
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        return _DeadlineStream(super().connect_unix_socket(path, _timeout(timeout), socket_options))
+
+
+class _Transport(httpx2.HTTPTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        # httpx has no deadline for a whole request (encode/httpx#1450), and HTTPTransport takes
+        # no network backend: its connection pool's is replaced, the one place every read of the
+        # socket passes. A proxy from the environment gets httpx's own transport: its answers are
+        # still bounded by `_bound` below, between chunks.
+        pool = getattr(self, "_pool", None)
+        if pool is not None and hasattr(pool, "_network_backend"):
+            pool._network_backend = _DeadlineBackend()
+
+
+class _Bounded(httpx2.SyncByteStream):
+    """An answer's body, inflated here (gzip, deflate) and never past the cap or the deadline."""
+
+    def __init__(self, inner: httpx2.SyncByteStream, url: str, cap: int, coding: str) -> None:
+        self._inner = inner
+        self._url = url
+        self._cap = cap
+        self._inflate = None if coding == "identity" else zlib.decompressobj(_WBITS[coding])
+
+    def __iter__(self) -> Iterator[bytes]:
+        got = 0
+        for chunk in self._inner:
+            left = _left()
+            if left is not None and left <= 0:
+                raise AnswerTooSlow(self._url, f"not complete after {DEADLINE:g} s")
+            if self._inflate is not None:
+                try:
+                    # max_length stops inflating one byte past the cap: a bomb costs the cap.
+                    chunk = self._inflate.decompress(chunk, self._cap - got + 1)
+                except zlib.error:
+                    raise AnswerEncoding(self._url, "its compressed body is corrupt") from None
+            got += len(chunk)
+            if got > self._cap:
+                raise AnswerTooLarge(self._url, self._cap)
+            if chunk:
+                yield chunk
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+# zlib's window bits for each content coding: gzip's header and trailer, or zlib's (RFC 9110's
+# "deflate" is the zlib format).
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _start(request: httpx2.Request) -> None:
+    _now.deadline = time.monotonic() + DEADLINE
+    _now.url = str(request.url)
+
+
+def _bound(response: httpx2.Response) -> None:
+    url = str(response.request.url)
+    cap = _limit.get() or MAX_ANSWER
+    coding = response.headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if response.request.method == "HEAD":
+        return
+    if coding != "identity" and coding not in _WBITS:
+        response.close()
+        raise AnswerEncoding(url, f"it came in the {coding!r} encoding, not one llmfit asked for")
+    if coding != "identity":
+        # Inflated here, so httpx must neither inflate it again nor trust the compressed length.
+        del response.headers["content-encoding"]
+        if "content-length" in response.headers:
+            del response.headers["content-length"]
+    response.stream = _Bounded(response.stream, url, cap, coding)
+
+
+_hub_hooks: list[Any] = []
+
+
+def _client() -> httpx2.Client:
+    return httpx2.Client(
+        event_hooks={"request": [*_hub_hooks, _start], "response": [_bound]},
+        follow_redirects=True,
+        max_redirects=MAX_REDIRECTS,
+        timeout=None,
+        headers={"Accept-Encoding": "gzip, deflate"},
+        transport=_Transport(),
+    )
+
+
+_installed = False
+_install_lock = threading.Lock()
+
+
+def install() -> None:
+    """Make huggingface_hub send its requests through the bounded client (once a process)."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        from huggingface_hub import get_session, set_client_factory
+
+        # huggingface_hub's own request hook (offline mode, request ids) stays first, as its
+        # default client has it.
+        _hub_hooks[:] = get_session().event_hooks["request"]
+        set_client_factory(_client)
+        _installed = True
