@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from llmfit.errors import (
@@ -275,7 +275,9 @@ def _fetch_repo(ref: RepoRef, cache: Path, meta: MetaCache, progress: Progress) 
     return RemoteRepo(ref.repo_id, ref.revision, commit, files, snapshot)
 
 
-def _described(ref: RepoRef, sha: object, siblings: object) -> tuple[str, dict[str, int | None]]:
+def _described(
+    ref: RepoRef, sha: object, siblings: Iterable[Any] | None
+) -> tuple[str, dict[str, int | None]]:
     """The commit and the file list the Hub gave, checked: the commit becomes a folder name and
     each file name a path, so neither may be anything but what a repository can have."""
     if not isinstance(sha, str) or not COMMIT.fullmatch(sha):

@@ -15,6 +15,7 @@ from llmfit.errors import (
     CacheUnusable,
     ConfigError,
     HubUnreachable,
+    LlmfitError,
     RepoNotFound,
     UsageError,
     WeightsError,
@@ -294,11 +295,11 @@ def _usable(path: Path, boundary: Path, repo_id: str, source: str) -> bool:
         if not path.is_file():
             return False
     except OSError as e:
-        cls = CacheUnusable if source != "path" else ConfigError
+        cls: type[LlmfitError] = CacheUnusable if source != "path" else ConfigError
         raise cls(f"{path}: cannot be read ({e.strerror or e}).") from None
     if not inside(path, boundary):
-        cls = CacheDamaged if source != "path" else BadInputError
-        raise cls(
+        damaged: type[LlmfitError] = CacheDamaged if source != "path" else BadInputError
+        raise damaged(
             f"{path} leads to {os.path.realpath(path)}, outside {boundary}: llmfit reads only the "
             "repository's own files."
         )

@@ -205,7 +205,10 @@ def _bound(response: httpx2.Response) -> None:
         del response.headers["content-encoding"]
         if "content-length" in response.headers:
             del response.headers["content-length"]
-    response.stream = _Bounded(response.stream, url, cap, coding)
+    inner = response.stream
+    # A sync client's transport gives a sync stream; anything else is not ours to bound.
+    if isinstance(inner, httpx2.SyncByteStream):
+        response.stream = _Bounded(inner, url, cap, coding)
 
 
 _hub_hooks: list[Any] = []
