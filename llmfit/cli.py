@@ -26,7 +26,7 @@ from llmfit.plan.engines import keys as registered_engines
 from llmfit.plan.options import RANKINGS
 from llmfit.plan.settings import PRECISIONS, Pins
 from llmfit.render.commands import FORMATS
-from llmfit.render.safe import clean
+from llmfit.render.safe import clean, clean_lines
 
 
 class _DefaultGroup(click.Group):
@@ -353,12 +353,14 @@ def plan_cmd(
             from llmfit.render.table import nothing_to_run
 
             for line in nothing_to_run(advice):
-                click.echo(f"llmfit: {line}", err=True)
+                click.echo(clean(f"llmfit: {line}"), err=True)
         elif commands_only and fmt != "shell":
             if options:
                 from llmfit.render.deploy import render_deploy
 
-                click.echo(render_deploy(fmt, advice, options[chosen - 1], ray), nl=False)
+                click.echo(
+                    clean_lines(render_deploy(fmt, advice, options[chosen - 1], ray)), nl=False
+                )
         elif commands_only:
             if options:
                 render_commands(advice, console, options[chosen - 1], ray)
@@ -453,10 +455,10 @@ def check_cmd(
             from llmfit.render.deploy import render_deploy
 
             for line in check_lines(checked.argv, checked.request, checked.advice):
-                click.echo("# " + line.replace("\n", " "))
+                click.echo(clean("# " + line))
             if checked.fits:
                 options = checked.advice.plan.options
-                click.echo(render_deploy(fmt, checked.advice, options[0]), nl=False)
+                click.echo(clean_lines(render_deploy(fmt, checked.advice, options[0])), nl=False)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)
 
 
@@ -598,7 +600,7 @@ def fleet_show(fleet: str | None, json_: bool) -> None:
     from llmfit.sources.fleet import resolve_fleet
 
     summary = summarize(resolve_fleet(fleet))
-    click.echo(render_summary_json(summary) if json_ else render_summary(summary))
+    click.echo(render_summary_json(summary) if json_ else clean_lines(render_summary(summary)))
 
 
 @fleet_group.group(name="import")

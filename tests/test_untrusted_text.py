@@ -95,17 +95,20 @@ def test_errors_and_warnings_on_stderr_are_clean(offline, tmp_path, capsys, fiel
 # The table, the sentences and the commands print model_type, dtype, quantisation and notes: the
 # renderers are being rewritten to clean() them (the lead's sweep of render/). Strict, so that this
 # fails the day they do, and the marker is taken off.
-@pytest.mark.xfail(strict=True, reason="render/table.py etc. do not clean() outside text yet")
 @pytest.mark.parametrize("attack", ["\x1b[2J", "\x9b31m", "\u202e"])
 def test_the_table_prints_outside_text_cleaned(offline, tmp_path, capsys, attack):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros((4, 4), dtype=np.float16)}, str(tmp_path / "model.safetensors"))
     code, out, err = plan_dir(tmp_path, capsys, config_with("model_type", attack))
     assert code == 0, err
-    assert not any(_unsafe(c) for c in out)
+    assert "vllm serve" in out
+    assert not any(_unsafe(c) for c in out + err)
 
 
-# A quantisation name reaches a table cell, which rich reads as markup: "[/x]" raises MarkupError
-# (an internal error today). Strict, for the same reason as the test above.
-@pytest.mark.xfail(strict=True, reason="render/table.py puts outside text in cells as markup")
+# A quantisation name reaches a table cell, which rich would read as markup ("[/x]" raised
+# MarkupError): cells are Text, never markup.
 @pytest.mark.parametrize("markup", ["[/x]", "[/bold]"])
 def test_markup_in_a_quantisation_name_is_printed_as_text(offline, tmp_path, capsys, markup):
     import numpy as np
@@ -156,3 +159,24 @@ def test_any_string_in_any_field(offline, tmp_path, capsys, field, text):
 @given(st.sampled_from(STRING_FIELDS), hostile_strings)
 def test_any_string_in_any_field_long(offline, tmp_path, capsys, field, text):
     check_any_string(tmp_path, capsys, field, text)
+
+
+@pytest.mark.parametrize("view", [("--explain",), ("--why-not",), ("--commands",), ("--all",)])
+def test_every_view_prints_outside_text_cleaned(offline, tmp_path, capsys, view):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros((4, 4), dtype=np.float16)}, str(tmp_path / "model.safetensors"))
+    cfg = config_with("quant_method", "\x1b]0;owned\x07[/x]\u202e")
+    code, out, err = plan_dir(tmp_path, capsys, cfg, *view)
+    assert code in (0, 1), err
+    assert out and not any(_unsafe(c) for c in out + err)
+
+
+def test_a_cache_folder_named_with_escapes_is_listed_cleaned(tmp_path, capsys, monkeypatch):
+    hub = tmp_path / "hub"
+    (hub / "models--evil--\x1b[2Jx" / "snapshots" / ("a" * 40)).mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, out, err = invoke(capsys, ("models", "--fleet", FLEET))
+    assert not any(_unsafe(c) for c in out + err), out + err

@@ -11,6 +11,7 @@ from rich.text import Text
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import Request
 from llmfit.render.explain import explain_lines, print_wrapped
+from llmfit.render.safe import clean
 from llmfit.render.sentences import fits_instead, gib, rejection_reason
 
 
@@ -54,7 +55,7 @@ def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list
 def render_check(argv: tuple[str, ...], request: Request, advice: Advice, console: Console) -> None:
     command, *rest = check_lines(argv, request, advice)
     # The command whole, to copy; the verdict and the card wrapped as --explain wraps them.
-    console.print(Text(command), soft_wrap=True)
+    console.print(Text(clean(command, limit=100_000)), soft_wrap=True)
     for line in rest:
         print_wrapped(console, line)
 

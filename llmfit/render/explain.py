@@ -12,6 +12,7 @@ from llmfit.plan.engines import engine
 from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
+from llmfit.render.safe import clean
 from llmfit.render.sentences import describe, gib, rejection_reason, sequences, speed_line
 
 BAR = 30
@@ -165,6 +166,9 @@ def print_wrapped(console: Console, line: str, style: str | None = None) -> None
     under its first word (past a part's name and size, for the lines of a card's parts)."""
     import textwrap
 
+    # Every sentence may carry text from outside (a config's names, a fleet's, a note quoting
+    # them): printed as data, one line, before it is wrapped.
+    line = clean(line, limit=100_000)
     lead = len(line) - len(line.lstrip(" "))
     part = re.match(r"^ +\S+(?: \S+)? +[\d.]+ GiB  (?:[█·]+  )?", line)
     indent = len(part.group(0)) if part and len(part.group(0)) < console.width // 2 else lead + 4

@@ -13,6 +13,7 @@ from rich.text import Text
 from llmfit.plan.catalog import ModelResult, Models
 from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
+from llmfit.render.safe import clean
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
 
@@ -71,7 +72,7 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
             no_wrap=name not in ("what-if",),
         )
     for row in rows:
-        t.add_row(*(row[name] for name in names))
+        t.add_row(*(Text(clean(row[name])) for name in names))
     return t
 
 
@@ -114,7 +115,7 @@ def render_models(models: Models, console: Console) -> None:
             assert r.advice is not None
             o = r.advice.plan.options[0]
             what = o.what_if or quant(o)
-            console.print(Text(f"{i:>2} {_name(r)}", style="bold"), soft_wrap=True)
+            console.print(Text(clean(f"{i:>2} {_name(r)}"), style="bold"), soft_wrap=True)
             print_wrapped(
                 console,
                 f"    {what}, {o.engine}, {label(o)}, {gib(o.per_card.need)}/{gib(o.have)} GiB, "
@@ -130,7 +131,7 @@ def render_models(models: Models, console: Console) -> None:
         console.print()
         console.print(Text("does not fit:", style="bold"))
         for r in misses:
-            console.print(Text(f"  {_name(r)}: {_miss(r)}"), soft_wrap=True)
+            print_wrapped(console, f"  {_name(r)}: {_miss(r)}")
     if sizeless:
         console.print()
         print_wrapped(
@@ -143,7 +144,7 @@ def render_models(models: Models, console: Console) -> None:
         console.print(Text("could not be read:", style="bold"))
         for r in failed:
             hint = f" (hint: {r.hint})" if r.hint else ""
-            console.print(Text(f"  {_name(r)}: {r.error}{hint}"), soft_wrap=True)
+            print_wrapped(console, f"  {_name(r)}: {r.error}{hint}")
     if models.over_params:
         n = len(models.over_params)
         console.print(

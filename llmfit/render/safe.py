@@ -47,3 +47,9 @@ def clean(text: str, limit: int = LIMIT) -> str:
         head = (limit - 1) // 2
         text = text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
     return text
+
+
+def clean_lines(text: str, limit: int = 100_000) -> str:
+    """Each line of `text` cleaned as `clean` cleans one, its line breaks kept: for output made of
+    several lines (a launch as YAML, a summary) any of which may quote outside text."""
+    return "\n".join(clean(line, limit) for line in text.split("\n"))

@@ -11,6 +11,7 @@ from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
 from llmfit.render.explain import print_wrapped
+from llmfit.render.safe import clean, clean_lines
 from llmfit.render.sentences import (
     describe,
     fits_instead,
@@ -116,7 +117,8 @@ def options_table(options: list[Option], width: int = 120) -> Table:
             "hosts": str(o.hosts),
             "now": "free" if o.free_now else "busy",
         }
-        t.add_row(*(cells[name] for name, _, _ in keep))
+        # Cells as Text, never markup: an artifact's or a class's name is outside text.
+        t.add_row(*(Text(clean(cells[name])) for name, _, _ in keep))
     return t
 
 
@@ -140,13 +142,11 @@ def render_text(
     if line:
         print_wrapped(console, line)
     fleet = advice.fleet
-    console.print(
-        Text(
-            f"fleet: {fleet.source} · {_plural(fleet.node_count, 'node')} · "
-            f"{_plural(fleet.gpus, 'GPU')}",
-            style="dim",
-        ),
-        soft_wrap=True,
+    print_wrapped(
+        console,
+        f"fleet: {fleet.source} · {_plural(fleet.node_count, 'node')} · "
+        f"{_plural(fleet.gpus, 'GPU')}",
+        "dim",
     )
     for note in plan.notes + repo.warnings:
         print_wrapped(console, f"note: {note}", "yellow")
@@ -161,7 +161,7 @@ def render_text(
         console.print()
         head = f"Best: {describe(best)}"
         if len(head) <= console.width:
-            console.print(Text("Best: ", style="bold green") + Text(describe(best)))
+            console.print(Text("Best: ", style="bold green") + Text(clean(describe(best))))
         else:
             print_wrapped(console, head, "bold green")
         print_wrapped(console, "  " + breakdown(best))
@@ -219,10 +219,13 @@ def render_commands(
         from llmfit.render.deploy import render_deploy
 
         text = render_deploy(fmt, advice, o, ray)
-        console.print(text.rstrip("\n"), soft_wrap=True, markup=False, highlight=False)
+        shown = clean_lines(text.rstrip("\n"))
+        console.print(shown, soft_wrap=True, markup=False, highlight=False)
         return
     repo = advice.repo
     for cmd in commands(o, repo.id, repo.revision, ray):
         if cmd.node:
-            console.print(f"# {cmd.role} on {cmd.node}", soft_wrap=True, markup=False)
-        console.print(cmd.shell, soft_wrap=True, markup=False, highlight=False)
+            console.print(clean(f"# {cmd.role} on {cmd.node}"), soft_wrap=True, markup=False)
+        console.print(
+            clean(cmd.shell, limit=100_000), soft_wrap=True, markup=False, highlight=False
+        )
