@@ -19,7 +19,7 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Request, for_argv
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.settings import PlanSettings, VllmOptions
+from llmfit.plan.settings import MAX_CONTEXT, PlanSettings, VllmOptions
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
@@ -63,6 +63,12 @@ def check(
         request = engine.read_command(argv, defaults)
     except ValueError as e:
         raise UsageError(f"the command to check: {e}") from None
+    context = request.settings.context
+    if context is not None and context > MAX_CONTEXT:
+        raise UsageError(
+            f"the command to check: its context of {context:,} tokens is more than the "
+            f"{MAX_CONTEXT:,} llmfit plans for."
+        )
     repo = request.repo
     keep = None
     if request.path:

@@ -24,7 +24,7 @@ from llmfit.errors import (
 )
 from llmfit.plan.engines import keys as registered_engines
 from llmfit.plan.options import RANKINGS
-from llmfit.plan.settings import PRECISIONS, Pins
+from llmfit.plan.settings import MAX_CONTEXT, PRECISIONS, Pins
 from llmfit.render.commands import FORMATS
 from llmfit.render.safe import clean, clean_lines
 
@@ -42,7 +42,6 @@ class _DefaultGroup(click.Group):
 
 # No model is trained past a few million tokens; a billion is far beyond any, and a bound keeps a
 # mistyped exponent (1e300) from reaching the planner's arithmetic.
-MAX_CONTEXT = 1 << 30
 
 
 def _context(value: str | None) -> int | None:

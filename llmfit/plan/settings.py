@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 
 from llmfit.plan.layout import Layout
 
+# The longest context llmfit plans for: 2^30 tokens is past any model's, and bounds the arithmetic
+# (a KV pool of so many tokens a sequence) that a typo or a hostile number would send past sense.
+MAX_CONTEXT = 1 << 30
+
 
 @dataclass(frozen=True)
 class Pins:

@@ -3,11 +3,11 @@ nodes per fabric, CPU nodes and RAM; and the same as a JSON document (keys in do
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from llmfit.plan.fleet_summary import FleetSummary
+from llmfit.render.safe import safe_dumps
 
 GIB = 1 << 30
 BAR = 20
@@ -152,4 +152,4 @@ def document(s: FleetSummary) -> dict[str, Any]:
 
 
 def render_summary_json(s: FleetSummary) -> str:
-    return json.dumps(document(s), indent=2, sort_keys=True, ensure_ascii=False)
+    return safe_dumps(document(s))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import engine, field_names
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
+from llmfit.render.safe import safe_dumps
 from llmfit.render.sentences import describe, label, rejection_reason, unplaced_reason
 
 SCHEMA = 1
@@ -163,17 +162,5 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
     }
 
 
-# What a terminal acts on or shows out of order that json.dumps leaves raw with ensure_ascii=False
-# (it escapes C0 controls only): DEL and C1 controls (the 8-bit CSI), bidi controls, zero-width
-# characters, line and paragraph separators, and lone surrogates (an undecodable name, which
-# stdout could not even encode).
-_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
-
-
 def render_json(advice: Advice, ray: bool = False, limit: int | None = None) -> str:
-    # Names, notes and revisions come from repositories and fleet files. Those characters are
-    # written as \u escapes: a script still reads every string exactly as it was (cleaning them
-    # would change the data), the terminal is sent nothing it acts on, and everything else (×, a
-    # name in any script) stays readable, as ensure_ascii=True would not leave it.
-    text = json.dumps(document(advice, ray, limit), indent=2, sort_keys=True, ensure_ascii=False)
-    return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+    return safe_dumps(document(advice, ray, limit))

@@ -3,7 +3,6 @@ that do not fit, then those that could not be read; or the list of version-1 doc
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.console import Console
@@ -13,7 +12,7 @@ from rich.text import Text
 from llmfit.plan.catalog import ModelResult, Models
 from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
-from llmfit.render.safe import clean
+from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
 
@@ -171,4 +170,4 @@ def models_documents(models: Models) -> list[dict[str, Any]]:
 
 
 def render_models_json(models: Models) -> str:
-    return json.dumps(models_documents(models), indent=2, sort_keys=True, ensure_ascii=False)
+    return safe_dumps(models_documents(models))

@@ -9,6 +9,7 @@ never markup: print it with `markup=False` or as a `rich.text.Text`.
 
 from __future__ import annotations
 
+import json
 import re
 
 # Whole escape sequences go, not only their ESC (which would leave "[31m" on the screen):
@@ -53,3 +54,20 @@ def clean_lines(text: str, limit: int = 100_000) -> str:
     """Each line of `text` cleaned as `clean` cleans one, its line breaks kept: for output made of
     several lines (a launch as YAML, a summary) any of which may quote outside text."""
     return "\n".join(clean(line, limit) for line in text.split("\n"))
+
+
+# What a terminal acts on or shows out of order that json.dumps leaves raw with ensure_ascii=False
+# (it escapes C0 controls only): DEL and C1 controls (the 8-bit CSI), bidi controls, zero-width
+# characters, line and paragraph separators, and lone surrogates (an undecodable name, which
+# stdout could not even encode).
+_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+
+
+def safe_dumps(value: object) -> str:
+    """JSON as llmfit prints it. Names, notes and revisions come from repositories and fleet
+    files: what a terminal acts on is written as \\u escapes, so that a script still reads every
+    string exactly as it was (cleaning them would change the data), the terminal is sent nothing
+    it acts on, and everything else (×, a name in any script) stays readable, as
+    ensure_ascii=True would not leave it."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llmfit.errors import HubTimeout, HubUnreachable, LlmfitError
 from llmfit.sources.cache import RepoRef, hub_cache_dir
-from llmfit.sources.hub import endpoint, hub_error
+from llmfit.sources.hub import hub_error
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,10 @@ def search_models(query: str, limit: int, timeout: float | None = None) -> tuple
     """The Hub's model repositories matching `query`, most downloaded first, at most `limit`."""
     from huggingface_hub import HfApi, constants
 
+    from llmfit.sources.cache import is_repo_id
+    from llmfit.sources.hub import _ready, shown_endpoint
+
+    _ready()  # the bounded client, and the settings checked, before anything goes online
     wait = timeout if timeout is not None else constants.HF_HUB_ETAG_TIMEOUT
     found: list[str] = []
     failed: list[BaseException] = []
@@ -80,7 +84,8 @@ def search_models(query: str, limit: int, timeout: float | None = None) -> tuple
     worker.join(wait)
     if worker.is_alive():
         raise HubTimeout(
-            f"the Hub ({endpoint()}) did not answer the search for {query!r} within {wait:g} s.",
+            f"the Hub ({shown_endpoint()}) did not answer the search for {query!r} within "
+            f"{wait:g} s.",
             hint="raise HF_HUB_ETAG_TIMEOUT, or list what is cached: llmfit models",
         )
     if failed:
@@ -89,7 +94,9 @@ def search_models(query: str, limit: int, timeout: float | None = None) -> tuple
             raise err from None
         if isinstance(failed[0], Exception):
             raise HubUnreachable(
-                f"the Hub's search ({endpoint()}) failed: {type(failed[0]).__name__}."
+                f"the Hub's search ({shown_endpoint()}) failed: {type(failed[0]).__name__}."
             ) from None
         raise failed[0]
-    return tuple(Listed(r) for r in found[:limit])
+    # Only names a repository can have: a Hub's answer is outside text, and each name becomes a
+    # path in the cache and a request.
+    return tuple(Listed(r) for r in found[:limit] if isinstance(r, str) and is_repo_id(r))

@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from llmfit.sources.cache import is_repo_id
+
 # What a quantised sibling's name adds to its base's: a precision or a method.
 _QUANT = re.compile(
     r"(^|[-_.])(fp8|fp4|nvfp4|mxfp4|int8|int4|w8a8|w4a16|w8a16|awq|gptq|gguf|bnb|4bit|8bit|"
@@ -39,7 +41,12 @@ def quantised_siblings(repo_id: str, cache: Path) -> tuple[str, ...]:
                 if not other or f"{org}/{other}" == repo_id:
                     continue
                 low = other.lower()
-                if low.startswith(name) and _QUANT.search(low[len(name) :]):
+                # A folder name is anyone's text: only a repository's name is named back.
+                if (
+                    low.startswith(name)
+                    and _QUANT.search(low[len(name) :])
+                    and is_repo_id(f"{org}/{other}")
+                ):
                     found.append(f"{org}/{other}")
     except OSError:
         return ()

@@ -316,11 +316,7 @@ def check_plans(cfg: dict) -> None:
     except LlmfitError:
         return
     for o in result.options:
-        if o.per_card.weights < 0:
-            # The planner's defect pinned by test_parts_larger_than_the_checkpoint_never_weigh_
-            # less_than_nothing below (found by this test after the merge of main): once it is
-            # fixed, this exception goes.
-            continue
+        assert o.per_card.weights >= 0
         # A model with no trained context whose every layer is windowed or a state holds any
         # context: its max_context is 0 ("no bound"), which the planner's callers ask a
         # --context for.
@@ -329,11 +325,9 @@ def check_plans(cfg: dict) -> None:
 
 
 # Found by test_hostile_numbers_in_every_field_long once main's memory model was merged: a config
-# whose embedding (vocab_size × hidden_size) is more bytes than the checkpoint holds is planned
+# whose embedding (vocab_size × hidden_size) is more bytes than the checkpoint holds was planned
 # with a negative share of weights a card (-12 TB here; -33 GB for a 65,536-wide, 1M-token
-# vocabulary). The planner's to fix (plan/, not a source's: both numbers are valid alone);
-# strict, so that the day it is fixed this fails and the marker, and check_plans' exception, go.
-@pytest.mark.xfail(strict=True, reason="plan: parts from the config larger than the checkpoint")
+# vocabulary). The checkpoint's bytes are now spread as equal layers instead.
 @pytest.mark.parametrize(("hidden", "vocab"), [(1 << 20, 1 << 24), (1 << 16, 1 << 20)])
 def test_parts_larger_than_the_checkpoint_never_weigh_less_than_nothing(hidden, vocab):
     cfg = {
@@ -347,8 +341,10 @@ def test_parts_larger_than_the_checkpoint_never_weigh_less_than_nothing(hidden, 
     model = model_from_config(cfg, "config.json")  # type: ignore[arg-type]
     art = Artifact("safetensors", "safetensors", bytes=16 << 30, quant="bf16")
     result = plan(model, [art], FLEET, PlanSettings(context=4096))
-    assert result.options
+    # A million-wide hidden state's activations fit no card; the 65,536-wide model does fit.
+    assert bool(result.options) == (hidden == 1 << 16)
     assert all(o.per_card.weights >= 0 for o in result.options)
+    assert all(r.need >= 0 for r in result.rejected)
 
 
 @BRIEF

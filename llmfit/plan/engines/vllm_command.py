@@ -75,7 +75,7 @@ def _tokens(flag: str, value: str) -> int | None:
     digits = text[:-1] if scale > 1 else text
     try:
         n = int(float(digits) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):  # "inf" and "nan" are floats, but no count
         raise ValueError(f"{flag} {value!r} is not a token count.") from None
     if n <= 0:
         raise ValueError(f"{flag} {value!r} must be positive.")

@@ -985,6 +985,19 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
             output_bytes=output,
             vision_bytes=vision,
         )
+    if fixed + tied_head >= weight_bytes and rows:
+        # The config's 16-bit parts alone outweigh the checkpoint: config and bytes disagree,
+        # and a share of what is left would be negative (weights of less than nothing a card).
+        # The checkpoint's bytes are what loads: spread as equal layers, as weights.spread does.
+        each, extra = divmod(weight_bytes, len(rows))
+        return Parts(
+            layer_bytes=tuple(each + (1 if i < extra else 0) for i in range(len(rows))),
+            expert_bytes=(0,) * len(rows),
+            replicated_bytes=(0,) * len(rows),
+            embed_bytes=0,
+            output_bytes=0,
+            vision_bytes=0,
+        )
     rate = (weight_bytes - fixed - tied_head) / max(1, sum(linear) + mtp_params)
     layer_b, exp_b, repl_b = [], [], []
     for (_, exp, rep_lin, six), lin in zip(rows, linear, strict=True):
