@@ -39,6 +39,17 @@ class _DefaultGroup(click.Group):
             args = [self.default, *args]
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # `llmfit … | head`: the reader has what it wanted. Caught here, before click's own
+            # handler turns it into exit 1 (llmfit's "nothing fits").
+            from llmfit.render.console import quiet_exit
+
+            quiet_exit()
+            raise  # not reached: quiet_exit raises SystemExit(0)
+
 
 # No model is trained past a few million tokens; a billion is far beyond any, and a bound keeps a
 # mistyped exponent (1e300) from reaching the planner's arithmetic.
@@ -735,6 +746,19 @@ def _say(text: str, limit: int | None = None) -> None:
     click.echo(line, err=True)
 
 
+def _json_error(message: str, code: int, hint: str | None) -> None:
+    """The error as the JSON document a --json run prints instead of its plan (docs/json.md)."""
+    from llmfit.render.safe import safe_dumps
+
+    error: dict[str, object] = {"message": clean(_private(message)), "exit": code}
+    if hint:
+        error["hint"] = clean(_private(hint))
+    try:
+        click.echo(safe_dumps({"schema": 1, "error": error}))
+    except BrokenPipeError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; an LlmfitError becomes its sentence, its hint and its exit code.
 
@@ -742,6 +766,10 @@ def main(argv: list[str] | None = None) -> None:
     LLMFIT_DEBUG=1. Each kind of bad input is handled where it is read; this is the last net.
     """
     debug = bool(os.environ.get("LLMFIT_DEBUG"))
+    args = sys.argv[1:] if argv is None else argv
+    # Under --json (before any `--`, past which the words are a checked command's), an error is a
+    # JSON document on stdout too, so that a script reading stdout always reads JSON.
+    as_json = "--json" in (args[: args.index("--")] if "--" in args else args)
     try:
         cli.main(args=argv, prog_name="llmfit", standalone_mode=False)
     except LlmfitError as e:
@@ -750,6 +778,8 @@ def main(argv: list[str] | None = None) -> None:
             _say(f"hint: {e.hint}")
         if debug:
             raise
+        if as_json:
+            _json_error(e.message, e.exit_code, e.hint)
         sys.exit(e.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
         click.echo("Aborted.", err=True)
@@ -762,6 +792,8 @@ def main(argv: list[str] | None = None) -> None:
         e.show(file=shown)
         for line in shown.getvalue().splitlines():
             _say(line)
+        if as_json:
+            _json_error(e.format_message(), e.exit_code, None)
         sys.exit(e.exit_code)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
@@ -771,8 +803,11 @@ def main(argv: list[str] | None = None) -> None:
 
             for line in traceback.format_exc().splitlines():
                 _say(line, limit=10_000)
-        _say(
-            f"llmfit: internal error: {type(e).__name__}: {clean(str(e), 300)}; please report it "
-            "with LLMFIT_DEBUG=1 output"
+        message = (
+            f"internal error: {type(e).__name__}: {clean(str(e), 300)}; please report it with "
+            "LLMFIT_DEBUG=1 output"
         )
+        _say(f"llmfit: {message}")
+        if as_json:
+            _json_error(message, EXIT_INTERNAL, None)
         sys.exit(EXIT_INTERNAL)

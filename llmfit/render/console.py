@@ -11,6 +11,26 @@ from rich.console import Console
 UNWRAPPED = 1000
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # The reader went away (`llmfit … | head`): it has what it wanted. Quietly and with 0,
+        # not rich's 1, which is llmfit's "nothing fits".
+        quiet_exit()
+
+
+def quiet_exit() -> None:
+    """Stop without another word: stdout is pointed at /dev/null first, so that the interpreter's
+    last flush does not complain of the broken pipe on stderr."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(0)
+
+
 def make_console(width: int | None = None) -> Console:
     """A console as wide as the terminal, or piped as wide as COLUMNS says, else unwrapped.
 
@@ -18,4 +38,4 @@ def make_console(width: int | None = None) -> Console:
     if width is None and not os.isatty(1):
         columns = os.environ.get("COLUMNS", "")
         width = int(columns) if columns.isdigit() and 20 <= int(columns) <= UNWRAPPED else UNWRAPPED
-    return Console(width=width, highlight=False)
+    return _Console(width=width, highlight=False)

@@ -1,0 +1,60 @@
+"""Under --json an error is a JSON document on stdout with the same exit code (issue 16), and a
+reader that stops early ends the run quietly with 0."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import HUB
+
+
+def test_a_repository_that_cannot_be_had_is_a_json_error(run):
+    code, out, err = run("Nope/Nothing", "--fleet", "1xh100", "--json")
+    assert code == 4
+    assert json.loads(out) == {
+        "schema": 1,
+        "error": {
+            "message": f"Nope/Nothing is not in the local Hugging Face cache ({HUB}).",
+            "hint": "llmfit Nope/Nothing  (online, once: it fetches metadata only), or: hf "
+            "download Nope/Nothing --include config.json '*.safetensors.index.json'",
+            "exit": 4,
+        },
+    }
+    assert err.startswith("llmfit: Nope/Nothing is not in the local Hugging Face cache")
+
+
+def test_a_bad_flag_is_a_json_error(run):
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100", "--json", "--context", "abc")
+    assert code == 2
+    assert json.loads(out) == {
+        "schema": 1,
+        "error": {
+            "message": "--context 'abc' is not a token count (like 32768, 32k or 1m).",
+            "exit": 2,
+        },
+    }
+
+
+def test_a_bad_fleet_file_is_a_json_error(run, tmp_path):
+    f = tmp_path / "f.toml"
+    f.write_text("[[node]]\ngpus = 8\n")
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", str(f), "--json")
+    assert code == 3
+    assert json.loads(out) == {
+        "schema": 1,
+        "error": {
+            "message": f"{f}:2: node[0].gpus is given without a gpu class to say what they are.",
+            "exit": 3,
+        },
+    }
+
+
+def test_json_after_the_double_dash_is_the_checked_commands(run):
+    code, out, err = run("check", "--fleet", "1xh100", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+                         "--json")  # fmt: skip
+    # Read as a flag of vLLM's (not modelled), not as llmfit's: the verdict is text.
+    assert code == 0, err
+    assert out.startswith("$ vllm serve Qwen/Qwen3-8B --json\n")
+
+
+# A reader that stops early: test_cli_hostile.py::test_a_reader_that_goes_away_is_no_traceback.
