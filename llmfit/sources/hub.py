@@ -362,7 +362,7 @@ def _is_local(e: OSError) -> bool:
 def _unwritable(cache: Path, e: OSError, ref: RepoRef) -> CacheUnusable:
     return CacheUnusable(
         f"cannot write the Hugging Face cache at {cache} ({e.strerror or e}).",
-        hint=f"set HF_HUB_CACHE to a folder you can write, or: {_offline_hint(ref)}",
+        hint=f"set HF_HUB_CACHE to a folder you can write, or: {offline_hint(ref)}",
     )
 
 
@@ -707,7 +707,7 @@ def _ref_text(ref: RepoRef) -> str:
     return shlex.quote(ref.repo_id + (f"@{ref.revision}" if ref.revision else ""))
 
 
-def _offline_hint(ref: RepoRef) -> str:
+def offline_hint(ref: RepoRef) -> str:
     return f"llmfit {_ref_text(ref)} --offline  (plans from what is cached)"
 
 
@@ -729,14 +729,14 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
 
     url = shown_endpoint()
     repo = ref.repo_id
-    offline_hint = _offline_hint(ref)
+    offline = offline_hint(ref)
     # hf_hub_download wraps a failed HEAD in LocalEntryNotFoundError: the cause is what happened.
     if isinstance(exc, LocalEntryNotFoundError) and exc.__cause__ is not None:
         return hub_error(exc.__cause__, ref)
     if isinstance(exc, OfflineModeIsEnabled):
         return HubUnreachable(
             f"{repo} is needed from the Hub, but huggingface_hub is in offline mode.",
-            hint="unset HF_HUB_OFFLINE, or: " + offline_hint,
+            hint="unset HF_HUB_OFFLINE, or: " + offline,
         )
     # GatedRepoError before RepositoryNotFoundError: it is a subclass of it.
     if isinstance(exc, GatedRepoError):
@@ -757,7 +757,7 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
     if isinstance(exc, session.AnswerTooSlow):
         return HubTimeout(
             f"the Hub ({url}) did not finish answering within {session.DEADLINE:g} s.",
-            hint="try again later, or: " + offline_hint,
+            hint="try again later, or: " + offline,
         )
     if isinstance(exc, session.AnswerTooLarge):
         return HubError(
@@ -784,17 +784,17 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
             )
         return HubUnreachable(
             f"the Hub ({url}) answered {status} {exc.response.reason_phrase} for {repo}.",
-            hint="try again later, or: " + offline_hint,
+            hint="try again later, or: " + offline,
         )
     if isinstance(exc, httpx2.TimeoutException):
         return HubTimeout(
             f"the Hub ({url}) did not answer within {constants.HF_HUB_ETAG_TIMEOUT:g} s.",
-            hint="raise HF_HUB_ETAG_TIMEOUT, or: " + offline_hint,
+            hint="raise HF_HUB_ETAG_TIMEOUT, or: " + offline,
         )
     if isinstance(exc, httpx2.RemoteProtocolError):
         return HubUnreachable(
             f"the Hub ({url}) closed the connection before it had answered in full.",
-            hint="try again, or: " + offline_hint,
+            hint="try again, or: " + offline,
         )
     if isinstance(exc, httpx2.TooManyRedirects):
         return HubUnreachable(
@@ -807,12 +807,12 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
             hint="check HF_ENDPOINT and any proxy",
         )
     if isinstance(exc, (httpx2.TransportError, ConnectionError, httpx2.InvalidURL)):
-        return HubUnreachable(f"cannot reach the Hub at {url}.", hint=offline_hint)
+        return HubUnreachable(f"cannot reach the Hub at {url}.", hint=offline)
     if isinstance(exc, OSError) and exc.errno is None and "Consistency check" in str(exc):
         # huggingface_hub's word for a download whose body ended short of its stated size.
         return HubUnreachable(
             f"the Hub ({url}) sent a file of {repo} cut short.",
-            hint="try again, or: " + offline_hint,
+            hint="try again, or: " + offline,
         )
     if isinstance(exc, FileMetadataError):
         return HubError(

@@ -113,6 +113,8 @@ def load_repo(
             remote = hub.fetch_repo(ref, cache_dir=cache_dir, meta=meta, progress=progress)
         except HubUnreachable as e:
             if find_snapshot(ref, cache_dir) is None:
+                # Not cached: --offline cannot help, so the hint says what can instead.
+                e.hint = _not_cached_hint(e.hint, ref)
                 raise
             repo = _from_cache(ref, cache_dir, meta)
             note = f"{e.message[:1].upper()}{e.message[1:-1]}; planned from the local cache."
@@ -527,3 +529,23 @@ def _headers(
     if all([usable(root / s) for s in shards]):
         return [read_header(root / s) for s in shards]
     return source(shards) if source is not None else None
+
+
+def _not_cached_hint(hint: str | None, ref: RepoRef) -> str:
+    """The hint of a Hub that could not be asked, for a repository not in the cache: its own
+    advice (try again later, a longer timeout) kept, its `--offline` (which would find nothing)
+    replaced by the way to have the metadata from a machine that reaches the Hub."""
+    from llmfit.sources import hub
+
+    offline = hub.offline_hint(ref)
+    kept = (hint or "").replace(f", or: {offline}", "").replace(offline, "").strip(" ,;")
+    revision = f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""
+    fetch = (
+        f"where the Hub can be reached: hf download {shlex.quote(ref.repo_id)}{revision} "
+        "--include config.json '*.safetensors.index.json', then copy the cache here"
+    )
+    return (
+        f"{kept}, or {fetch}"
+        if kept
+        else f"check the network, HF_ENDPOINT and any proxy, or {fetch}"
+    )

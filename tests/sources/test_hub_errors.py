@@ -74,7 +74,9 @@ def test_a_server_error(run_online, hubserver):
     assert code == 4
     assert err == (
         f"llmfit: the Hub ({hubserver.url}) answered 500 Internal Server Error for Qwen/Qwen3-8B."
-        "\nhint: try again later, or: llmfit Qwen/Qwen3-8B --offline  (plans from what is cached)\n"
+        "\nhint: try again later, or where the Hub can be reached: "
+        "hf download Qwen/Qwen3-8B --include config.json '*.safetensors.index.json', then copy "
+        "the cache here\n"
     )
 
 
@@ -97,8 +99,9 @@ def test_a_slow_answer_times_out(run_online, hubserver, monkeypatch):
     assert code == 9
     assert err == (
         f"llmfit: the Hub ({hubserver.url}) did not answer within 0.3 s.\n"
-        "hint: raise HF_HUB_ETAG_TIMEOUT, or: llmfit Qwen/Qwen3-8B --offline  "
-        "(plans from what is cached)\n"
+        "hint: raise HF_HUB_ETAG_TIMEOUT, or where the Hub can be reached: "
+        "hf download Qwen/Qwen3-8B --include config.json '*.safetensors.index.json', then copy "
+        "the cache here\n"
     )
 
 
@@ -110,7 +113,9 @@ def test_no_hub_at_all(run_online, hubserver, monkeypatch):
     assert code == 4
     assert err == (
         "llmfit: cannot reach the Hub at http://127.0.0.1:9.\n"
-        "hint: llmfit Qwen/Qwen3-8B --offline  (plans from what is cached)\n"
+        "hint: check the network, HF_ENDPOINT and any proxy, or where the Hub can be reached: "
+        "hf download Qwen/Qwen3-8B --include config.json '*.safetensors.index.json', then copy "
+        "the cache here\n"
     )
 
 

@@ -345,8 +345,9 @@ def test_a_revision_with_shell_characters_is_quoted_in_hints(run_online, hubserv
     hubserver.mode = "error"
     code, _, err = run_online("Qwen/Qwen3-8B@$(touch${IFS}pwned)", "--fleet", FLEET)
     assert err.splitlines()[1] == (
-        "hint: try again later, or: llmfit 'Qwen/Qwen3-8B@$(touch${IFS}pwned)' --offline  "
-        "(plans from what is cached)"
+        "hint: try again later, or where the Hub can be reached: hf download Qwen/Qwen3-8B "
+        "--revision '$(touch${IFS}pwned)' --include config.json '*.safetensors.index.json', then "
+        "copy the cache here"
     )
 
 
@@ -444,7 +445,9 @@ def test_credentials_of_an_unreachable_endpoint_are_never_printed(run_online, mo
     assert code == 4
     assert err == (
         "llmfit: cannot reach the Hub at http://127.0.0.1:9.\n"
-        "hint: llmfit Qwen/Qwen3-8B --offline  (plans from what is cached)\n"
+        "hint: check the network, HF_ENDPOINT and any proxy, or where the Hub can be reached: "
+        "hf download Qwen/Qwen3-8B --include config.json '*.safetensors.index.json', then copy "
+        "the cache here\n"
     )
 
 
