@@ -65,7 +65,29 @@ def advise(
                 "(plan one with: llmfit NAME)"
             )
             planned = replace(planned, notes=(*planned.notes, note))
+        elif repo.source == "hub" and not offline:
+            published = _published_quantisations(repo.id)
+            if published:
+                note = (
+                    f"quantised versions of {repo.id} on the Hub (its model tree, most downloaded "
+                    f"first): {', '.join(published)} (plan one with: llmfit NAME)"
+                )
+                planned = replace(planned, notes=(*planned.notes, note))
     return Advice(repo, fleet, planned)
+
+
+def _published_quantisations(repo_id: str) -> tuple[str, ...]:
+    """The Hub's quantisations of `repo_id`, as model cards declare them; nothing when the Hub
+    does not say in time. A hint beside a plan, never a reason for the plan to fail."""
+    from llmfit.errors import LlmfitError
+    from llmfit.sources.listing import search_models
+    from llmfit.sources.siblings import MAX_SHOWN
+
+    try:
+        found = search_models("", MAX_SHOWN, quantised_from=repo_id)
+    except LlmfitError:
+        return ()
+    return tuple(r.repo_id for r in found)
 
 
 def _with_draft(

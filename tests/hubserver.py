@@ -6,7 +6,8 @@ for and what it sent. It answers:
 - `GET /api/models/{repo}` and `/api/models/{repo}/revision/{rev}`: the repository's info, its
   commit (`sha`) and its files (`siblings`, with `size`, `blobId` and `lfs` when `?blobs=true`);
 - `GET /api/models/{repo}/tree/{rev}[/{path}]`: the file tree with sizes;
-- `GET /api/models?search=…&limit=…`: repositories whose id contains the text;
+- `GET /api/models?search=…&limit=…`: repositories whose id contains the text; with
+  `filter=base_model:quantized:REPO`, those that say they quantise REPO;
 - `HEAD`/`GET /{repo}/resolve/{rev}/{file}`: the file, with `ETag`, `X-Repo-Commit`,
   `Content-Length` and `Accept-Ranges`; a `Range: bytes=a-b` request is answered with 206.
 
@@ -107,6 +108,8 @@ class FixtureRepo:
     files: dict[str, FileSpec]
     refs: dict[str, str] = field(default_factory=dict)  # branch or tag → commit (main → commit)
     gated: bool = False
+    # The model its card says it quantises (the Hub's model tree: base_model:quantized:…).
+    quantises: str | None = None
 
     def __post_init__(self) -> None:
         self.refs.setdefault("main", self.commit)
@@ -261,7 +264,12 @@ class _Handler(BaseHTTPRequestHandler):
             elif m := _TREE.match(path):
                 self._tree(m["repo"], m["rev"], m["path"] or "")
             elif path == "/api/models":
-                self._search(query.get("search", [""])[0], int(query.get("limit", ["20"])[0]))
+                limit = int(query.get("limit", ["20"])[0])
+                tree = query.get("filter", [""])[0]
+                if tree.startswith("base_model:quantized:"):
+                    self._quantisations(tree.split(":", 2)[2], limit)
+                else:
+                    self._search(query.get("search", [""])[0], limit)
             elif m := _INFO.match(path):
                 self._info(m["repo"], m["rev"], "true" in query.get("blobs", []))
             else:
@@ -403,6 +411,11 @@ class _Handler(BaseHTTPRequestHandler):
             },
             commit,
         )
+
+    def _quantisations(self, base: str, limit: int) -> None:
+        found = [r for r in sorted(self.hub.repos) if self.hub.repos[r].quantises == base][:limit]
+        body = json.dumps([{"_id": r, "id": r, "modelId": r} for r in found]).encode()
+        self._send(200, {"Content-Type": "application/json; charset=utf-8"}, body, len(body))
 
     def _search(self, text: str, limit: int) -> None:
         found = [r for r in sorted(self.hub.repos) if text.lower() in r.lower()][:limit]

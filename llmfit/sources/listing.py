@@ -60,8 +60,12 @@ def cached_models(cache_dir: Path | None = None) -> CacheListing:
     return CacheListing(tuple(repos), problems)
 
 
-def search_models(query: str, limit: int, timeout: float | None = None) -> tuple[Listed, ...]:
-    """The Hub's model repositories matching `query`, most downloaded first, at most `limit`."""
+def search_models(
+    query: str, limit: int, timeout: float | None = None, *, quantised_from: str | None = None
+) -> tuple[Listed, ...]:
+    """The Hub's model repositories matching `query`, most downloaded first, at most `limit`;
+    with `quantised_from`, instead those whose model card names it as the model they quantise
+    (the Hub's model tree: `base_model:quantized:REPO`)."""
     from huggingface_hub import HfApi, constants
 
     from llmfit.sources.cache import is_repo_id
@@ -74,7 +78,11 @@ def search_models(query: str, limit: int, timeout: float | None = None) -> tuple
 
     def ask() -> None:
         try:
-            for m in HfApi().list_models(search=query, sort="downloads", limit=limit):
+            tree = f"base_model:quantized:{quantised_from}" if quantised_from else None
+            listed = HfApi().list_models(
+                filter=tree, search=None if tree else query, sort="downloads", limit=limit
+            )
+            for m in listed:
                 found.append(m.id)
         except BaseException as e:  # handed to the caller's thread
             failed.append(e)

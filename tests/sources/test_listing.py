@@ -43,7 +43,7 @@ def test_search_asks_for_the_most_downloaded_first(monkeypatch):
 
     monkeypatch.setattr(HfApi, "list_models", list_models)
     assert search_models("qwen", 5) == (Listed("a/b"), Listed("c/d"))
-    assert asked == {"search": "qwen", "sort": "downloads", "limit": 5}
+    assert asked == {"filter": None, "search": "qwen", "sort": "downloads", "limit": 5}
 
 
 def test_a_search_the_hub_does_not_answer_in_time_is_a_timeout(monkeypatch):
