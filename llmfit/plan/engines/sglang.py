@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
-from llmfit.plan import speed as speeds
-from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.artifact import Artifact
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, serving
 from llmfit.plan.engines import sglang_sizes as sizes
+from llmfit.plan.engines.serving import Variant, split_refusal, where
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
 from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
@@ -54,7 +54,6 @@ HOST, PORT = "0.0.0.0", 30000
 # The head's port for torch.distributed across nodes (--dist-init-addr HOST:PORT; SGLang's
 # multi-node examples use 50000).
 DIST_INIT_PORT = 50000
-RAY_PORT = 6379
 # A --context-length past the model's own is refused unless this is set
 # (configs/model_config.py ModelConfig._derive_context_length).
 LONG_CONTEXT_ENV = ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
@@ -98,47 +97,11 @@ class SglangLaunch:
     user_max_total_tokens: int | None = None
 
 
-@dataclass(frozen=True)
-class Variant:
-    """The checkpoint as stored, or what an SGLang flag would make of it."""
-
-    weight_bytes: int
-    quant: str | None
-    kv_dtype: str
-    what_if: str | None = None
-    flags: tuple[str, ...] = ()
-    changes: int = 0
-
-
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
-    """The checkpoint as stored and, for a 16-bit one, what SGLang's flags would make of it.
-
-    `--quantization fp8` quantises the linear layers on load (Fp8LinearMethod, layers/
-    quantization/fp8.py); the embedding and the output head stay at 16 bits, so the what-if
-    weighs half of everything else, and none is offered without a vocabulary and hidden size to
-    tell the two apart. `--kv-cache-dtype fp8_e4m3` halves a 16-bit cache.
-    """
-    stored = Variant(art.bytes, art.quant, kv_dtype)
-    if settings.precision == "stored":
-        return [stored]
-    out = [stored] if settings.precision == "all" else []
-    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
-    fp8_weights = None
-    if sixteen and model.vocab_size and model.hidden_size:
-        head = 2 * model.vocab_size * model.hidden_size * 2
-        if art.bytes > head:
-            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
-    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
-    if settings.precision in ("all", "kv-fp8") and kv16:
-        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", FP8_KV, 1))
-    if settings.precision in ("all", "fp8") and fp8_weights:
-        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", FP8_WEIGHTS, 1))
-        if settings.precision == "all" and kv16:
-            out.append(
-                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache",
-                        FP8_WEIGHTS + FP8_KV, 2)
-            )  # fmt: skip
-    return out or [stored]
+    """The checkpoint as stored and, for a 16-bit one, what SGLang's `--quantization fp8`
+    (Fp8LinearMethod, layers/quantization/fp8.py) and `--kv-cache-dtype fp8_e4m3` would make of
+    it (serving.variants)."""
+    return serving.variants(art, model, kv_dtype, settings, fp8_weights=FP8_WEIGHTS, fp8_kv=FP8_KV)
 
 
 def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
@@ -159,8 +122,8 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
     KV heads, divisibility one way or the other (models/llama.py LlamaAttention, models/qwen3.py
     Qwen3Attention, with no message of their own). Quantisation blocks: a rank's share of a
     split intermediate size must be a whole number of blocks (layers/quantization/fp8.py and
-    fp8_utils.validate_fp8_block_shape, whose sentences these are), except for routed experts
-    kept whole by expert parallelism.
+    fp8_utils.validate_fp8_block_shape, whose sentences serving.split_refusal gives), except for
+    routed experts kept whole by expert parallelism.
     """
     if shape.attention_heads and shape.attention_heads % tp:
         return (
@@ -173,30 +136,7 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
             f"SGLang's attention asserts its {kv} KV heads divide evenly over {tp} cards, or "
             f"{tp} cards over them."
         )
-    for rule in shape.split_rules:
-        if tp == 1 or (rule.experts and expert_parallel):
-            continue
-        if rule.size % tp:
-            # distributed/utils.py ensure_divisibility.
-            return f"{rule.size} is not divisible by {tp}"
-        share = rule.size // tp
-        if share % rule.multiple == 0:
-            continue
-        if rule.check == "block_fp8_moe":
-            return (
-                f"The output_size of gate's and up's weight = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        if rule.check == "block_fp8":
-            return (
-                f"Weight output_partition_size = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        return (
-            "The input size is not aligned with the quantized weight shape. "
-            "This can be caused by too large tensor parallel size."
-        )
-    return None
+    return split_refusal(shape, tp, expert_parallel)
 
 
 def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
@@ -204,15 +144,6 @@ def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
     sglang/srt/distributed/utils.py): evenly, the remainder one each to the last stages."""
     base, extra = divmod(layers, pp)
     return tuple(base + (1 if s >= pp - extra else 0) for s in range(pp))
-
-
-def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
-    """ "4 × h200-141g", "8 × h100-80g (tp1×dp8+ep)", "2 nodes × 8 h100-80g on ib0"."""
-    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
-    shape = "" if plain else f" ({layout.short()})"
-    if layout.nodes > 1:
-        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
-    return f"{layout.cards} × {gpu_class}{shape}"
 
 
 @dataclass(frozen=True)
@@ -224,33 +155,6 @@ class _Sizing:
     reserve: sizes.Reserve
     server: sizes.ServerSizes
     pool: sizes.Pool
-
-
-def _speed(
-    model: Model,
-    weights: WeightLayout,
-    spec: cards.CardSpec | None,
-    layout: Layout,
-    context: int,
-    kv_per_token: int,
-    concurrency: float,
-    fp8: bool,
-) -> speeds.Speed | None:
-    """How fast the layout decodes and prefills (plan/speed.py, the constants fitted to vLLM and
-    SGLang together), its stages as SGLang splits them. A MoE's data-parallel attention ranks each
-    run their own batch and read 1/(tp·dp) of the routed experts."""
-    if spec is None or concurrency <= 0:
-        return None
-    inputs = speeds.inputs_for(
-        model, weights, spec, engine="sglang", context=context, kv_bytes_per_token=kv_per_token,
-        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
-        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
-        compute_dtype="fp8" if fp8 else "bf16",
-    )  # fmt: skip
-    if model.is_moe and layout.dp > 1:
-        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
-        inputs = replace(inputs, stages=stages)
-    return speeds.estimate(inputs)
 
 
 class Sglang:
@@ -466,7 +370,18 @@ class Sglang:
                 kv_per_token=worst_token,
                 kv_tokens=tokens,
                 extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest),
-                speed=_speed(model, weights, spec, layout, context, worst_token, concurrency, fp8),
+                speed=serving.speed(
+                    self.key,
+                    model,
+                    weights,
+                    spec,
+                    layout,
+                    context,
+                    worst_token,
+                    concurrency,
+                    fp8,
+                    pp_partition,
+                ),  # fmt: skip
             )
 
         return size
@@ -560,32 +475,20 @@ class Sglang:
             argv.append("--trust-remote-code")
         argv += ["--host", HOST, "--port", str(PORT)]
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
-        if lay.nodes <= 1:
-            return [Command("all", tuple(argv), env=env)]
-        names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(lay.nodes)]
-        head = names[0] or "<head-address>"
-        if ray:
-            # A Ray cluster (head, then each worker joining it), then one server on the head that
-            # places its ranks on the cluster's nodes (sglang/srt/ray/engine.py RayEngine).
-            out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
-            for name in names[1:]:
-                join = ("ray", "start", f"--address={head}:{RAY_PORT}")
-                out.append(Command("worker", join, name))
-            serve = (*argv, "--nnodes", str(lay.nodes), "--use-ray")
-            out.append(Command("head", serve, names[0], env))
-            return out
-        # The same command on every node, by rank; the head's address for torch.distributed
-        # given to all. Node 0 serves the API; the others run their ranks only.
-        out = []
-        for rank, name in enumerate(names):
-            role_args = [
+        # With --ray, one server on the head of a Ray cluster that places its ranks on the
+        # cluster's nodes (sglang/srt/ray/engine.py RayEngine). Else the same command on every
+        # node, by rank; the head's address for torch.distributed given to all. Node 0 serves the
+        # API; the others run their ranks only.
+        use_ray = ("--nnodes", str(lay.nodes), "--use-ray")
+
+        def by_rank(rank: int, head: str) -> list[str]:
+            return [
                 "--nnodes", str(lay.nodes),
                 "--node-rank", str(rank),
                 "--dist-init-addr", f"{head}:{DIST_INIT_PORT}",
             ]  # fmt: skip
-            role = "head" if rank == 0 else "worker"
-            out.append(Command(role, tuple(argv + role_args), name, env))
-        return out
+
+        return serving.processes(o, argv, env, ray=use_ray if ray else None, by_rank=by_rank)
 
     # -- explaining -----------------------------------------------------------------------------
 

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
-from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, serving
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
+from llmfit.plan.engines.serving import Variant, where
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
@@ -40,11 +40,14 @@ from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings, VllmOptions
 from llmfit.plan.weights import pp_partition
 
-RAY_PORT = 6379
 # The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
 # multi-node data-parallel example uses 13345; any free port will do).
 DP_RPC_PORT = 13345
 LONG_CONTEXT_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+# Online quantisation and KV dtype, as vLLM's parser spells them (the quantisation flag respelt
+# for the release modelled: VllmVersion.quantization_fp8_flag).
+FP8_WEIGHTS = ("--quantization", "fp8")
+FP8_KV = ("--kv-cache-dtype", "fp8")
 # The vLLM release the plan models (its memory arithmetic, its flags); the image a container runs
 # is this release's (`--vllm-version`, once it lands, sets VllmLaunch.version).
 # vLLM's image on Docker Hub: one tag a release, v0.X.Y (docs/deployment/docker.md); its
@@ -100,49 +103,10 @@ class VllmLaunch:
     limit_mm_per_prompt: str | None = None
 
 
-@dataclass(frozen=True)
-class Variant:
-    """The checkpoint as stored, or what an engine flag would make of it."""
-
-    weight_bytes: int
-    quant: str | None
-    kv_dtype: str
-    what_if: str | None = None
-    flags: tuple[str, ...] = ()
-    changes: int = 0
-
-
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
-    """The checkpoint as stored and, for a 16-bit one, what vLLM's flags would make of it.
-
-    `--quantization fp8` quantises the linear layers on load and keeps the embedding and the
-    output head at 16 bits (vLLM's Fp8LinearMethod covers Linear layers only), so the what-if
-    weighs half of everything else; without a vocabulary and hidden size the two are taken as
-    nothing, which would flatter the what-if, so then none is offered. `--kv-cache-dtype fp8`
-    halves a 16-bit cache.
-    """
-    stored = Variant(art.bytes, art.quant, kv_dtype)
-    if settings.precision == "stored":
-        return [stored]
-    out = [stored] if settings.precision == "all" else []
-    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
-    fp8_weights = None
-    if sixteen and model.vocab_size and model.hidden_size:
-        head = 2 * model.vocab_size * model.hidden_size * 2
-        if art.bytes > head:
-            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
-    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
-    kv_flag = ("--kv-cache-dtype", "fp8")
-    q_flag = ("--quantization", "fp8")
-    if settings.precision in ("all", "kv-fp8") and kv16:
-        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", kv_flag, 1))
-    if settings.precision in ("all", "fp8") and fp8_weights:
-        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", q_flag, 1))
-        if settings.precision == "all" and kv16:
-            out.append(
-                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache", q_flag + kv_flag, 2)
-            )
-    return out or [stored]
+    """The checkpoint as stored and, for a 16-bit one, what vLLM's `--quantization fp8` and
+    `--kv-cache-dtype fp8` would make of it (serving.variants)."""
+    return serving.variants(art, model, kv_dtype, settings, fp8_weights=FP8_WEIGHTS, fp8_kv=FP8_KV)
 
 
 def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
@@ -187,46 +151,6 @@ def _card(m: vm.VllmMemory) -> PerCard:
     graphs = m.cuda_graphs if m.cuda_graphs_in_budget else 0
     over = m.activation + m.persistent_buffers + m.non_torch + graphs + m.encoder_cache
     return PerCard(weights=m.weights.total, kv_cache=one, overhead=over)
-
-
-def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
-    """ "4 × h200-141g", "8 × h100-80g (tp4×pp2)", "2 nodes × 8 h100-80g on ib0"."""
-    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
-    shape = "" if plain else f" ({layout.short()})"
-    if layout.nodes > 1:
-        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
-    return f"{layout.cards} × {gpu_class}{shape}"
-
-
-def _speed(
-    engine: str,
-    model: Model,
-    weights: WeightLayout,
-    spec: cards.CardSpec | None,
-    layout: Layout,
-    context: int,
-    kv_per_token: int,
-    concurrency: float,
-    fp8: bool,
-) -> speeds.Speed | None:
-    """How fast the layout decodes and prefills (plan/speed.py), its stages as vLLM splits them.
-
-    A MoE's data-parallel ranks each run their own batch through their own attention and share
-    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
-    them, not the 1/tp a tensor-parallel replica would.
-    """
-    if spec is None or concurrency <= 0:
-        return None
-    inputs = speeds.inputs_for(
-        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
-        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
-        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
-        compute_dtype="fp8" if fp8 else "bf16",
-    )  # fmt: skip
-    if model.is_moe and layout.dp > 1:
-        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
-        inputs = replace(inputs, stages=stages)
-    return speeds.estimate(inputs)
 
 
 def _size(n: int) -> str:
@@ -485,9 +409,18 @@ class Vllm:
                 kv_tokens=tokens,
                 extra=fullest,
                 fits=all(m.fits for m in stages),
-                speed=_speed(
-                    self.key, model, weights, spec, layout, context, token, concurrency, fp8
-                ),
+                speed=serving.speed(
+                    self.key,
+                    model,
+                    weights,
+                    spec,
+                    layout,
+                    context,
+                    token,
+                    concurrency,
+                    fp8,
+                    pp_partition,
+                ),  # fmt: skip
             )
 
         return size
@@ -591,30 +524,20 @@ class Vllm:
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
-        if lay.nodes <= 1:
-            return [Command("all", tuple(argv), env=env)]
-        names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(lay.nodes)]
-        head = names[0] or "<head-address>"
-        if ray:
-            # Ray: a cluster first (head, then each worker joining it), then one serve on the
-            # head. vLLM no longer picks Ray by itself when the replica is wider than the node.
-            out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
-            for name in names[1:]:
-                join = ("ray", "start", f"--address={head}:{RAY_PORT}")
-                out.append(Command("worker", join, name))
-            backend = (
-                ("--data-parallel-backend", "ray")
-                if lay.dp > 1
-                else ("--distributed-executor-backend", "ray")
-            )
-            out.append(Command("head", (*argv, *backend), names[0], env))
-            return out
-        out = []
-        if lay.dp > 1:
-            # Data-parallel ranks across nodes (vLLM's multi-node data-parallel form): each node
-            # runs its share of the ranks; the head also serves the API, the others are headless.
-            local = lay.dp // lay.nodes
-            for rank, name in enumerate(names):
+        # Ray: a cluster first, then one serve on the head. vLLM no longer picks Ray by itself
+        # when the replica is wider than the node.
+        backend = (
+            ("--data-parallel-backend", "ray")
+            if lay.dp > 1
+            else ("--distributed-executor-backend", "ray")
+        )
+        local = lay.dp // lay.nodes
+
+        def by_rank(rank: int, head: str) -> list[str]:
+            if lay.dp > 1:
+                # Data-parallel ranks across nodes (vLLM's multi-node data-parallel form): each
+                # node runs its share of the ranks; the head also serves the API, the others are
+                # headless.
                 role_args = [
                     "--data-parallel-size-local", str(local),
                     "--data-parallel-address", head,
@@ -622,12 +545,10 @@ class Vllm:
                 ]  # fmt: skip
                 if rank:
                     role_args += ["--data-parallel-start-rank", str(rank * local), "--headless"]
-                role = "head" if rank == 0 else "worker"
-                out.append(Command(role, tuple(argv + role_args), name, env))
-            return out
-        # Pipeline stages across nodes without Ray (vLLM's multiprocessing executor): the same
-        # command on each node, by rank, the head's address given to all, the workers headless.
-        for rank, name in enumerate(names):
+                return role_args
+            # Pipeline stages across nodes without Ray (vLLM's multiprocessing executor): the
+            # same command on each node, by rank, the head's address given to all, the workers
+            # headless.
             role_args = [
                 "--nnodes",
                 str(lay.nodes),
@@ -638,9 +559,9 @@ class Vllm:
             ]
             if rank:
                 role_args.append("--headless")
-            role = "head" if rank == 0 else "worker"
-            out.append(Command(role, tuple(argv + role_args), name, env))
-        return out
+            return role_args
+
+        return serving.processes(o, argv, env, ray=backend if ray else None, by_rank=by_rank)
 
     # -- explaining -----------------------------------------------------------------------------
 
