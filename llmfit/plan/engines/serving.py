@@ -10,16 +10,20 @@ over pipeline stages, its memory model (vllm_memory, sglang_sizes), its flags an
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
+from llmfit.plan.engines import Found, Job
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Layout
+from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
 from llmfit.plan.model import Model, Shape
-from llmfit.plan.options import Option
+from llmfit.plan.options import Option, Rejection
+from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
 
 # The port a Ray cluster's head listens on (Ray's default), for both engines' --ray launches.
@@ -185,3 +189,210 @@ def processes(
         Command("head" if rank == 0 else "worker", (*argv, *by_rank(rank, head)), name, env)
         for rank, name in enumerate(names)
     ]
+
+
+def option(job: Job, engine: str, art: Artifact, pool: ClassPool, t: Tried, launch: object,
+           share: float) -> Option:  # fmt: skip
+    """The option of a layout that fits: where it stands and what it holds, with the engine's
+    launch part and the share of each card it counts on."""
+    layout, sized = t.spot.layout, t.sized
+    return Option(
+        artifact=art,
+        engine=engine,
+        layout=layout,
+        card=Card(pool.gpu_class, pool.card_bytes),
+        per_card=sized.per_card,
+        have=sized.have,
+        launch=launch,
+        fabric=t.spot.fabric or None,
+        hosts=t.spot.seats.hosts,
+        free_now=t.spot.seats.free_now(layout.nodes),
+        bits_per_weight=art.bits_per_weight(job.model.params),
+        context=job.context,
+        max_context=sized.max_context,
+        concurrency=sized.concurrency,
+        node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
+        share=share,
+        kv_per_token=sized.kv_per_token,
+        kv_tokens=sized.kv_tokens,
+        speed=sized.speed,
+    )
+
+
+class Serving(ABC):
+    """How vLLM and SGLang plan a job: each what-if of the checkpoint on each class of cards, the
+    widths the engine accepts searched over the shared layout space (plan/layouts.py), the misses
+    and the layouts not shown said why. An engine gives its what-ifs, its width rule, its sizing
+    of one layout and its launch part of an option."""
+
+    key: str
+    name: str
+    # Whether a plan that fits no node says that nodes without a fabric cannot be joined. vLLM's
+    # says it; SGLang's never has, and sharing the search was not to change what a plan says.
+    says_fabricless: bool = True
+
+    def runs(self, artifact: Artifact) -> bool:
+        return artifact.format == "safetensors"
+
+    def where(self, option: Option) -> str:
+        return where(option.layout, option.gpu_class or "", option.fabric)
+
+    def plan(self, job: Job) -> Found:
+        found = Found()
+        if any(n.is_cpu for n in job.fleet.nodes):
+            found.rejected.append(
+                Rejection(
+                    job.artifact.name,
+                    self.key,
+                    "CPU nodes",
+                    f"safetensors weights are planned for {self.name} on GPUs; a CPU node runs "
+                    "GGUF files with llama.cpp",
+                )
+            )
+        for v in self._variants(job):
+            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
+            shape = replace(job.shape, kv_dtype=v.kv_dtype)
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, v, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
+        return found
+
+    @abstractmethod
+    def _variants(self, job: Job) -> list[Variant]:
+        """The checkpoint as stored and the what-ifs of the engine's flags, as it spells them."""
+
+    @abstractmethod
+    def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
+        """Why the engine refuses this tensor-parallel width, in its words; None if it takes it."""
+
+    @abstractmethod
+    def _sizer(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
+    ) -> Callable[[Layout], Sized]:
+        """How one layout of the what-if `v` on the pool's cards is sized, by the engine's own
+        memory model."""
+
+    @abstractmethod
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
+        """The option of a layout that fits, with the engine's launch part (see `option`)."""
+
+    def _on_pool(
+        self,
+        job: Job,
+        art: Artifact,
+        shape: Shape,
+        pool: ClassPool,
+        v: Variant,
+        rejected: list[Rejection],
+    ) -> list[Option]:
+        model, settings = job.model, job.settings
+        pins = settings.pins
+        moe = model.is_moe
+        ep = pins.ep if moe else False
+        widths: list[int] = []
+        for tp in powers_of_two(pool.max_gpus):
+            if pins.tp is not None and tp != pins.tp:
+                continue
+            refusal = self._width_refusal(shape, tp, moe and ep is not False)
+            if refusal:
+                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
+            else:
+                widths.append(tp)
+        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    pool.gpu_class,
+                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
+                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
+                )
+            )
+        if not widths:
+            return []
+        space = Space(
+            widths=tuple(widths),
+            stages=tuple(powers_of_two(pool.max_gpus)),
+            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
+            moe=moe,
+            layers=shape.layers,
+            ep=ep,
+            stages_per_node=lambda tp, width: 1,
+            ranks_across_nodes=True,
+        )
+        size = self._sizer(job, art, shape, pool, v)
+        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
+        if pool.mig and not fits:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    f"several {pool.gpu_class}",
+                    "a MIG instance cannot be joined with others, on its node or across nodes",
+                )
+            )
+        elif not fits and not pins.any and self.says_fabricless:
+            no_fabric = [h for h in pool.hosts if not h.fabric]
+            if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
+                n = sum(h.count for h in no_fabric)
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        f"{n} nodes × {pool.max_gpus} {pool.gpu_class}",
+                        "these nodes have no fabric, so a replica cannot span them",
+                    )
+                )
+        for t in misses:
+            lay = t.spot.layout
+            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
+            if plain or pins.any or settings.concurrency is not None:
+                rejected.append(self._miss(art, pool, t, settings.concurrency))
+        out: list[Option] = []
+        groups: dict[str, list[Tried]] = {}
+        for t in fits:
+            groups.setdefault(t.spot.fabric, []).append(t)
+        for fabric, group in groups.items():
+            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
+            kept, dropped = select(group, width, every=settings.every_layout)
+            for t in kept:
+                out.append(self._option(job, art, pool, t))
+            for t, by in dropped:
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        where(t.spot.layout, pool.gpu_class, fabric or None),
+                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
+                        f"holds {by.sized.concurrency:g} sequences on "
+                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
+                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
+                        kind="dominated",
+                    )
+                )
+        return out
+
+    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
+        s = t.sized
+        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
+        if s.fits_memory and target is not None:
+            return Rejection(
+                art.name,
+                self.key,
+                here,
+                f"holds {s.concurrency:g} sequences of the context at once, "
+                f"fewer than the {target:g} asked for",
+                have=s.have,
+                max_context=s.max_context,
+                nodes=t.spot.layout.nodes,
+            )
+        return Rejection(
+            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
+            max_context=s.max_context, nodes=t.spot.layout.nodes,
+        )  # fmt: skip

@@ -27,19 +27,19 @@ The memory arithmetic of one card is sglang_sizes'.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, serving
+from llmfit.plan.engines import Explanation, Image, Job, Part, Request, serving
 from llmfit.plan.engines import sglang_sizes as sizes
-from llmfit.plan.engines.serving import Variant, split_refusal, where
+from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Card, Layout
-from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.layout import Layout
+from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionKind, Model, Shape
-from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
 from llmfit.plan.weights import layout_of, stage_parts
@@ -157,141 +157,24 @@ class _Sizing:
     pool: sizes.Pool
 
 
-class Sglang:
+class Sglang(serving.Serving):
     key = "sglang"
     name = "SGLang"
     # `sglang serve …`, and `python -m sglang.launch_server …` (for_argv reads the module name).
     programs = ("sglang", "sglang.launch_server")
-
-    def runs(self, artifact: Artifact) -> bool:
-        return artifact.format == "safetensors"
+    says_fabricless = False
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self, job: Job) -> Found:
-        found = Found()
-        if any(n.is_cpu for n in job.fleet.nodes):
-            found.rejected.append(
-                Rejection(
-                    job.artifact.name,
-                    self.key,
-                    "CPU nodes",
-                    "safetensors weights are planned for SGLang on GPUs; a CPU node runs GGUF "
-                    "files with llama.cpp",
-                )
-            )
-        for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
-            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
-            shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            for pool in job.pools:
-                refused: list[Rejection] = []
-                found.options += [
-                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                    for o in self._on_pool(job, art, shape, pool, refused)
-                ]
-                found.rejected += [
-                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
-                ]
-        return found
+    def _variants(self, job: Job) -> list[Variant]:
+        return variants(job.artifact, job.model, job.shape.kv_dtype, job.settings)
 
-    def _on_pool(
-        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, rejected: list[Rejection]
-    ) -> list[Option]:
-        model, settings = job.model, job.settings
-        pins = settings.pins
-        moe = model.is_moe
-        ep = pins.ep if moe else False
-        widths: list[int] = []
-        for tp in powers_of_two(pool.max_gpus):
-            if pins.tp is not None and tp != pins.tp:
-                continue
-            refusal = width_refusal(shape, tp, expert_parallel=moe and ep is not False)
-            if refusal:
-                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
-            else:
-                widths.append(tp)
-        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    pool.gpu_class,
-                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
-                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
-                )
-            )
-        if not widths:
-            return []
-        space = Space(
-            widths=tuple(widths),
-            stages=tuple(powers_of_two(pool.max_gpus)),
-            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
-            moe=moe,
-            layers=shape.layers,
-            ep=ep,
-            stages_per_node=lambda tp, width: 1,
-            ranks_across_nodes=True,
-        )
-        size = self._sizer(job, art, shape, pool)
-        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
-        if pool.mig and not fits:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    f"several {pool.gpu_class}",
-                    "a MIG instance cannot be joined with others, on its node or across nodes",
-                )
-            )
-        for t in misses:
-            lay = t.spot.layout
-            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
-            if plain or pins.any or settings.concurrency is not None:
-                rejected.append(self._miss(art, pool, t, settings.concurrency))
-        out: list[Option] = []
-        groups: dict[str, list[Tried]] = {}
-        for t in fits:
-            groups.setdefault(t.spot.fabric, []).append(t)
-        for fabric, group in groups.items():
-            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
-            kept, dropped = select(group, width, every=settings.every_layout)
-            for t in kept:
-                out.append(self._option(job, art, pool, t))
-            for t, by in dropped:
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        self.key,
-                        where(t.spot.layout, pool.gpu_class, fabric or None),
-                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
-                        f"holds {by.sized.concurrency:g} sequences on "
-                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
-                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
-                        kind="dominated",
-                    )
-                )
-        return out
+    def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
+        return width_refusal(shape, tp, expert_parallel=expert_parallel)
 
-    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
-        s = t.sized
-        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
-        if s.fits_memory and target is not None:
-            return Rejection(
-                art.name,
-                self.key,
-                here,
-                f"holds {s.concurrency:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for",
-                have=s.have,
-                max_context=s.max_context,
-                nodes=t.spot.layout.nodes,
-            )
-        return Rejection(
-            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
-            max_context=s.max_context, nodes=t.spot.layout.nodes,
-        )  # fmt: skip
-
-    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool):
+    def _sizer(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
+    ) -> Callable[[Layout], Sized]:
         model, settings, context = job.model, job.settings, job.context
         opts = settings.sglang
         weights = layout_of(art, model)
@@ -388,8 +271,7 @@ class Sglang:
 
     def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
         model, settings = job.model, job.settings
-        layout, sized = t.spot.layout, t.sized
-        extra = sized.extra
+        extra = t.sized.extra
         assert isinstance(extra, _Sizing)
         opts = settings.sglang
         launch = SglangLaunch(
@@ -411,27 +293,7 @@ class Sglang:
             user_chunked_prefill_size=opts.chunked_prefill_size,
             user_max_total_tokens=opts.max_total_tokens,
         )
-        return Option(
-            artifact=art,
-            engine=self.key,
-            layout=layout,
-            card=Card(pool.gpu_class, pool.card_bytes),
-            per_card=sized.per_card,
-            have=sized.have,
-            launch=launch,
-            fabric=t.spot.fabric or None,
-            hosts=t.spot.seats.hosts,
-            free_now=t.spot.seats.free_now(layout.nodes),
-            bits_per_weight=art.bits_per_weight(model.params),
-            context=job.context,
-            max_context=sized.max_context,
-            concurrency=sized.concurrency,
-            node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
-            share=extra.share,
-            kv_per_token=sized.kv_per_token,
-            kv_tokens=sized.kv_tokens,
-            speed=sized.speed,
-        )
+        return serving.option(job, self.key, art, pool, t, launch, share=extra.share)
 
     # -- launching ------------------------------------------------------------------------------
 
@@ -578,9 +440,6 @@ class Sglang:
             # --ipc=host or --shm-size 32g).
             shared_memory=True,
         )
-
-    def where(self, option: Option) -> str:
-        return where(option.layout, option.gpu_class or "", option.fabric)
 
     fields: tuple[str, ...] = ()
 

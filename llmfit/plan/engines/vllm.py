@@ -21,7 +21,7 @@ that release's code works it out; the refusals of a width are vllm_sizes'.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
@@ -29,13 +29,13 @@ from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, serving
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
-from llmfit.plan.engines.serving import Variant, where
+from llmfit.plan.engines.serving import Variant
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
-from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import Model, Shape
-from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings, VllmOptions
 from llmfit.plan.weights import pp_partition
@@ -197,176 +197,42 @@ def _verdicts(asked: list[Option], newest: list[Option], version: VllmVersion) -
     )
 
 
-class Vllm:
+class Vllm(serving.Serving):
     key = "vllm"
     name = "vLLM"
     programs = ("vllm",)
 
-    def runs(self, artifact: Artifact) -> bool:
-        return artifact.format == "safetensors"
-
     # -- planning -------------------------------------------------------------------------------
 
     def plan(self, job: Job) -> Found:
-        found = self._plan(job)
+        found = super().plan(job)
         asked = version_of(job.settings.vllm)
         if asked != NEWEST:
-            newest = self._plan(replace(job, settings=replace(
+            newest = super().plan(replace(job, settings=replace(
                 job.settings, vllm=replace(job.settings.vllm, version=None))))  # fmt: skip
             note = _verdicts(found.options, newest.options, asked)
             if note:
                 found.notes.append(note)
         return found
 
-    def _plan(self, job: Job) -> Found:
-        found = Found()
-        if any(n.is_cpu for n in job.fleet.nodes):
-            found.rejected.append(
-                Rejection(
-                    job.artifact.name,
-                    self.key,
-                    "CPU nodes",
-                    "safetensors weights are planned for vLLM on GPUs; a CPU node runs "
-                    "GGUF files with llama.cpp",
-                )
-            )
+    def _variants(self, job: Job) -> list[Variant]:
         version = version_of(job.settings.vllm)
+        out = []
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
             if "--quantization" in v.flags:
                 # Online fp8, spelled as the release modelled spells it (an alias from 0.31).
                 at = v.flags.index("--quantization") + 1
                 flags = (*v.flags[:at], version.quantization_fp8_flag, *v.flags[at + 1 :])
                 v = replace(v, flags=flags)
-            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
-            shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            for pool in job.pools:
-                refused: list[Rejection] = []
-                found.options += [
-                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                    for o in self._on_pool(job, art, shape, pool, v, refused)
-                ]
-                found.rejected += [
-                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
-                ]
-        return found
-
-    def _on_pool(
-        self,
-        job: Job,
-        art: Artifact,
-        shape: Shape,
-        pool: ClassPool,
-        v: Variant,
-        rejected: list[Rejection],
-    ) -> list[Option]:
-        model, settings = job.model, job.settings
-        pins = settings.pins
-        moe = model.is_moe
-        ep = pins.ep if moe else False
-        widths: list[int] = []
-        for tp in powers_of_two(pool.max_gpus):
-            if pins.tp is not None and tp != pins.tp:
-                continue
-            refusal = sizes.width_refusal(shape, tp, expert_parallel=moe and ep is not False)
-            if refusal:
-                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
-            else:
-                widths.append(tp)
-        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    pool.gpu_class,
-                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
-                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
-                )
-            )
-        if not widths:
-            return []
-        space = Space(
-            widths=tuple(widths),
-            stages=tuple(powers_of_two(pool.max_gpus)),
-            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
-            moe=moe,
-            layers=shape.layers,
-            ep=ep,
-            stages_per_node=lambda tp, width: 1,
-            ranks_across_nodes=True,
-        )
-        size = self._sizer(job, art, shape, pool, v)
-        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
-        if pool.mig and not fits:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    f"several {pool.gpu_class}",
-                    "a MIG instance cannot be joined with others, on its node or across nodes",
-                )
-            )
-        elif not fits and not pins.any:
-            no_fabric = [h for h in pool.hosts if not h.fabric]
-            if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
-                n = sum(h.count for h in no_fabric)
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        self.key,
-                        f"{n} nodes × {pool.max_gpus} {pool.gpu_class}",
-                        "these nodes have no fabric, so a replica cannot span them",
-                    )
-                )
-        for t in misses:
-            lay = t.spot.layout
-            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
-            if plain or pins.any or settings.concurrency is not None:
-                rejected.append(self._miss(art, pool, t, settings.concurrency))
-        out: list[Option] = []
-        groups: dict[str, list[Tried]] = {}
-        for t in fits:
-            groups.setdefault(t.spot.fabric, []).append(t)
-        for fabric, group in groups.items():
-            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
-            kept, dropped = select(group, width, every=settings.every_layout)
-            for t in kept:
-                out.append(self._option(job, art, shape, pool, t))
-            for t, by in dropped:
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        self.key,
-                        where(t.spot.layout, pool.gpu_class, fabric or None),
-                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
-                        f"holds {by.sized.concurrency:g} sequences on "
-                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
-                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
-                        kind="dominated",
-                    )
-                )
+            out.append(v)
         return out
 
-    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
-        s = t.sized
-        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
-        if s.fits_memory and target is not None:
-            return Rejection(
-                art.name,
-                self.key,
-                here,
-                f"holds {s.concurrency:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for",
-                need=0,
-                have=s.have,
-                max_context=s.max_context,
-                nodes=t.spot.layout.nodes,
-            )
-        return Rejection(
-            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
-            max_context=s.max_context, nodes=t.spot.layout.nodes,
-        )  # fmt: skip
+    def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
+        return sizes.width_refusal(shape, tp, expert_parallel=expert_parallel)
 
-    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant):
+    def _sizer(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
+    ) -> Callable[[Layout], Sized]:
         """Each layout's fullest card under the release modelled (vllm_memory): every pipeline
         stage is estimated, the stages share the fewest blocks any of them has, and the card
         checked is the stage that needs the most."""
@@ -425,11 +291,10 @@ class Vllm:
 
         return size
 
-    def _option(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, t: Tried) -> Option:
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
         model, settings = job.model, job.settings
         o = settings.vllm
-        layout, sized = t.spot.layout, t.sized
-        memory = sized.extra
+        memory = t.sized.extra
         assert isinstance(memory, vm.VllmMemory)
         launch = VllmLaunch(
             max_model_len=job.context,
@@ -450,26 +315,8 @@ class Vllm:
             speculative_config=o.speculative_config,
             limit_mm_per_prompt=o.limit_mm_per_prompt_text,
         )
-        return Option(
-            artifact=art,
-            engine=self.key,
-            layout=layout,
-            card=Card(pool.gpu_class, pool.card_bytes),
-            per_card=sized.per_card,
-            have=sized.have,
-            launch=launch,
-            fabric=t.spot.fabric or None,
-            hosts=t.spot.seats.hosts,
-            free_now=t.spot.seats.free_now(layout.nodes),
-            bits_per_weight=art.bits_per_weight(model.params),
-            context=job.context,
-            max_context=sized.max_context,
-            concurrency=sized.concurrency,
-            node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
-            share=settings.gpu_memory_utilization,
-            kv_per_token=sized.kv_per_token,
-            kv_tokens=sized.kv_tokens,
-            speed=sized.speed,
+        return serving.option(
+            job, self.key, art, pool, t, launch, share=settings.gpu_memory_utilization
         )
 
     # -- launching ------------------------------------------------------------------------------
@@ -628,9 +475,6 @@ class Vllm:
         if lay.dp > 1:
             assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"
         return Explanation(parts, assumes)
-
-    def where(self, option: Option) -> str:
-        return where(option.layout, option.gpu_class or "", option.fabric)
 
     def image(self, option: Option) -> Image:
         launch = option.launch
