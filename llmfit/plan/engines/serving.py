@@ -162,6 +162,25 @@ def speed(
     return speeds.estimate(inputs)
 
 
+def weights_share(layout: Layout, width: str, *, experts_over: int, copy: str) -> str:
+    """What share of the weights a card holds, in words (--explain), `width` the layout as the
+    engine names its sizes: a MoE's data-parallel ranks (`experts_over` > 0: the cards its routed
+    experts are sharded over) hold a rank's attention and dense weights and their share of the
+    experts; data-parallel copies (`copy`: what the engine calls one, "" for none) hold the model
+    whole; pipeline stages their fullest stage's share."""
+    tp = layout.tp
+    if experts_over:
+        return (
+            f"the attention and dense weights over the {tp} card{'s' if tp > 1 else ''} of a "
+            f"rank, the routed experts over all {experts_over} ({width})"
+        )
+    if copy:
+        return f"a whole copy a {copy}, 1/{tp} a card ({width})"
+    if layout.pp > 1:
+        return f"its fullest pipeline stage's share ({width})"
+    return f"1/{tp} ({width})"
+
+
 def processes(
     option: Option,
     argv: Sequence[str],

@@ -245,6 +245,10 @@ class Sglang(serving.Serving):
             per_rank = min(tokens / context, reqs) if tokens and context else 0.0
             concurrency = round(per_rank * ss.ranks, 2)
             longest = min(tokens, trained) if trained else tokens
+            speed = serving.speed(
+                self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8,
+                pp_partition,
+            )  # fmt: skip
             return Sized(
                 per_card=worst,
                 have=have,
@@ -253,18 +257,7 @@ class Sglang(serving.Serving):
                 kv_per_token=worst_token,
                 kv_tokens=tokens,
                 extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest),
-                speed=serving.speed(
-                    self.key,
-                    model,
-                    weights,
-                    spec,
-                    layout,
-                    context,
-                    worst_token,
-                    concurrency,
-                    fp8,
-                    pp_partition,
-                ),  # fmt: skip
+                speed=speed,
             )
 
         return size
@@ -304,6 +297,8 @@ class Sglang(serving.Serving):
         launch = o.launch
         assert isinstance(launch, SglangLaunch)
         lay, ss = o.layout, launch.server
+        # The serve line itself stays SGLang's own: vLLM's is built alike, but of other flags,
+        # from the layout rather than SGLang's server sizes.
         argv = [*LAUNCHER, "--model-path", repo_id]
         if revision:
             argv += ["--revision", revision]
@@ -364,18 +359,12 @@ class Sglang(serving.Serving):
             width += f" × attention data parallel {ss.attn_dp_size}"
         elif ss.dp_size > 1:
             width += f" × {ss.dp_size} replicas"
-        if model.is_moe and ss.attn_dp_size > 1:
-            share = (
-                f"the attention and dense weights over the {lay.tp} card"
-                f"{'s' if lay.tp > 1 else ''} of a rank, the routed experts over all "
-                f"{ss.tp_size} ({width})"
-            )
-        elif ss.dp_size > 1:
-            share = f"a whole copy a replica, 1/{lay.tp} a card ({width})"
-        elif lay.pp > 1:
-            share = f"its fullest pipeline stage's share ({width})"
-        else:
-            share = f"1/{lay.tp} ({width})"
+        share = serving.weights_share(
+            lay,
+            width,
+            experts_over=ss.tp_size if model.is_moe and ss.attn_dp_size > 1 else 0,
+            copy="replica" if ss.dp_size > 1 else "",
+        )
         per_token = f"{o.kv_per_token:,} B a token a card"
         kv_why = f"{o.context:,} tokens × {per_token}"
         if launch.state_slots:

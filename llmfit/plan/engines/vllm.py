@@ -266,6 +266,10 @@ class Vllm(serving.Serving):
             n = vm.pp_indices(model.layers, stages.index(fullest), layout.pp)
             token = shape.stage(n[1] - n[0]).kv_bytes_per_token(layout.tp)
             concurrency = round(per_rank * layout.dp, 2)
+            speed = serving.speed(
+                self.key, model, weights, spec, layout, context, token, concurrency, fp8,
+                pp_partition,
+            )  # fmt: skip
             return Sized(
                 per_card=per_card,
                 have=fullest.requested,
@@ -275,18 +279,7 @@ class Vllm(serving.Serving):
                 kv_tokens=tokens,
                 extra=fullest,
                 fits=all(m.fits for m in stages),
-                speed=serving.speed(
-                    self.key,
-                    model,
-                    weights,
-                    spec,
-                    layout,
-                    context,
-                    token,
-                    concurrency,
-                    fp8,
-                    pp_partition,
-                ),  # fmt: skip
+                speed=speed,
             )
 
         return size
@@ -328,6 +321,8 @@ class Vllm(serving.Serving):
         launch = o.launch
         assert isinstance(launch, VllmLaunch)
         lay = o.layout
+        # The serve line itself stays vLLM's own: SGLang's is built alike, but of other flags and
+        # of its own parallel sizes (a --tp-size of tp × dp with data-parallel attention).
         argv = ["vllm", "serve", repo_id]
         if revision:
             argv += ["--revision", revision]
@@ -422,18 +417,12 @@ class Vllm(serving.Serving):
         width = f"tensor parallel {lay.tp} × pipeline {lay.pp}"
         if lay.dp > 1:
             width += f" × data parallel {lay.dp}"
-        if model.is_moe and lay.dp > 1:
-            share = (
-                f"the attention and dense weights over the {lay.tp} card"
-                f"{'s' if lay.tp > 1 else ''} of a rank, the routed experts over all "
-                f"{lay.tp * lay.dp} ({width})"
-            )
-        elif lay.dp > 1:
-            share = f"a whole copy a rank, 1/{lay.tp} a card ({width})"
-        elif lay.pp > 1:
-            share = f"its fullest pipeline stage's share ({width})"
-        else:
-            share = f"1/{lay.tp} ({width})"
+        share = serving.weights_share(
+            lay,
+            width,
+            experts_over=lay.tp * lay.dp if model.is_moe and lay.dp > 1 else 0,
+            copy="rank" if lay.dp > 1 else "",
+        )
         w = m.weights
         named = [
             (w.experts, "routed experts"), (w.replicated, "kept whole on every rank"),
