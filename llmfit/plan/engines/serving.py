@@ -210,8 +210,9 @@ def processes(
     ]
 
 
-def option(job: Job, engine: str, art: Artifact, pool: ClassPool, t: Tried, launch: object,
-           share: float) -> Option:  # fmt: skip
+def option_of(
+    job: Job, engine: str, art: Artifact, pool: ClassPool, t: Tried, launch: object, share: float
+) -> Option:
     """The option of a layout that fits: where it stands and what it holds, with the engine's
     launch part and the share of each card it counts on."""
     layout, sized = t.spot.layout, t.sized
@@ -299,7 +300,7 @@ class Serving(ABC):
 
     @abstractmethod
     def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
-        """The option of a layout that fits, with the engine's launch part (see `option`)."""
+        """The option of a layout that fits, with the engine's launch part (see `option_of`)."""
 
     def _on_pool(
         self,

@@ -105,8 +105,8 @@ def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings)
 
 
 def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
-    """The --kv-cache-dtype the plan relied on, in SGLang's spelling; None where auto gives the
-    model's own dtype."""
+    """The --kv-cache-dtype the plan relied on, in SGLang's spelling (fp8_e4m3, bfloat16: not
+    vLLM's, hence not vllm.engine_kv_dtype); None where auto gives the model's own dtype."""
     chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
     if not chosen:
         return None
@@ -125,6 +125,8 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
     fp8_utils.validate_fp8_block_shape, whose sentences serving.split_refusal gives), except for
     routed experts kept whole by expert parallelism.
     """
+    # The same head checks as vLLM's (vllm_sizes.width_refusal), kept apart for their words:
+    # vLLM's are its own sentences, SGLang asserts with none, so these say it in llmfit's.
     if shape.attention_heads and shape.attention_heads % tp:
         return (
             f"SGLang's attention asserts its {shape.attention_heads} heads divide evenly over "
@@ -141,7 +143,8 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
 
 def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
     """Layers per pipeline stage as SGLang splits them (get_pp_indices in
-    sglang/srt/distributed/utils.py): evenly, the remainder one each to the last stages."""
+    sglang/srt/distributed/utils.py): evenly, the remainder one each to the last stages. Not
+    vLLM's split (weights.pp_partition), which gives it to the stages before the last."""
     base, extra = divmod(layers, pp)
     return tuple(base + (1 if s >= pp - extra else 0) for s in range(pp))
 
@@ -184,6 +187,7 @@ class Sglang(serving.Serving):
         # The multimodal cache SGLang keeps back from the KV budget (mm_runtime_reservation_gb).
         vlm = sizes.VLM_CACHE if sizes.multimodal(model.architecture, model.vision_tower) else 0
         spec = cards.spec(pool.gpu_class)
+        # The methods SGLang computes in fp8 (vLLM's list has ptpc_fp8 in place of w8a8_fp8).
         fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
             "fp8", "modelopt", "fbgemm_fp8", "w8a8_fp8",
         )  # fmt: skip
@@ -286,7 +290,7 @@ class Sglang(serving.Serving):
             user_chunked_prefill_size=opts.chunked_prefill_size,
             user_max_total_tokens=opts.max_total_tokens,
         )
-        return serving.option(job, self.key, art, pool, t, launch, share=extra.share)
+        return serving.option_of(job, self.key, art, pool, t, launch, share=extra.share)
 
     # -- launching ------------------------------------------------------------------------------
 

@@ -308,7 +308,7 @@ class Vllm(serving.Serving):
             speculative_config=o.speculative_config,
             limit_mm_per_prompt=o.limit_mm_per_prompt_text,
         )
-        return serving.option(
+        return serving.option_of(
             job, self.key, art, pool, t, launch, share=settings.gpu_memory_utilization
         )
 
