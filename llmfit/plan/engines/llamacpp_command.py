@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from llmfit.plan.engines import Request
+from llmfit.plan.engines.argv import scan, whole
 from llmfit.plan.settings import LlamaCppOptions, Pins, PlanSettings
 
 VALUED = {
@@ -35,47 +36,13 @@ LAUNCH_SWITCHES = {"--jinja", "--no-jinja", "--metrics", "--offline"}
 CACHE_TYPES = ("f16", "q8_0")
 
 
-def _int(flag: str, value: str, *, zero: bool = False) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"{flag} {value!r} is not a whole number.") from None
-    if n < 0 or (n == 0 and not zero):
-        raise ValueError(f"{flag} {value!r} must be {'0 or more' if zero else 'positive'}.")
-    return n
-
-
 def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     """`llama-server (-m FILE | -hf REPO[:QUANT]) [flags]` → the repository or file, the quant,
     the settings and the exact placement."""
     args = list(argv[1:]) if argv and argv[0].rsplit("/", 1)[-1] == "llama-server" else list(argv)
-    got: dict[str, str] = {}
-    on: set[str] = set()
-    ignored: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        flag, eq, inline = a.partition("=")
-        if flag in VALUED:
-            if eq:
-                value = inline
-            elif i + 1 < len(args):
-                value = args[i + 1]
-                i += 1
-            else:
-                raise ValueError(f"{flag} needs a value.")
-            got[VALUED[flag]] = value
-        elif flag in SWITCHES:
-            on.add(SWITCHES[flag])
-        elif flag in LAUNCH_ONLY:
-            if not eq and flag not in LAUNCH_SWITCHES and i + 1 < len(args):
-                i += 1
-        elif not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
-            ignored.append(f"{a} {args[i + 1]}")
-            i += 1
-        else:
-            ignored.append(a)
-        i += 1
+    # The model is named by -m or -hf only: a bare word is read as any unknown flag is.
+    words = scan(args, VALUED, SWITCHES, LAUNCH_ONLY, LAUNCH_SWITCHES, positional=False)
+    got, on, ignored = words.got, words.on, words.ignored
     path = got.get("model")
     hf = got.get("hf")
     if not path and not hf:
@@ -88,7 +55,7 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     elif ngl in (None, "auto"):
         gpu_layers = None
     else:
-        gpu_layers = _int("--n-gpu-layers", ngl, zero=True)
+        gpu_layers = whole("--n-gpu-layers", ngl, zero=True)
     cache = {got.get("cache_k", "f16"), got.get("cache_v", "f16")}
     if len(cache) > 1 or not cache <= set(CACHE_TYPES):
         raise ValueError(
@@ -111,12 +78,12 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     rpc = tuple(h for h in got.get("rpc", "").split(",") if h)
     opts = LlamaCppOptions(
         n_gpu_layers=gpu_layers,
-        parallel=_int("--parallel", got["parallel"]) if "parallel" in got else None,
-        ubatch=_int("--ubatch-size", got["ubatch"]) if "ubatch" in got else None,
+        parallel=whole("--parallel", got["parallel"]) if "parallel" in got else None,
+        ubatch=whole("--ubatch-size", got["ubatch"]) if "ubatch" in got else None,
         n_cpu_moe=(
             1 << 30
             if "cpu_moe" in on
-            else _int("--n-cpu-moe", got["n_cpu_moe"], zero=True)
+            else whole("--n-cpu-moe", got["n_cpu_moe"], zero=True)
             if "n_cpu_moe" in got
             else None
         ),  # fmt: skip
@@ -124,7 +91,7 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         tensor_split=split,
         rpc=rpc,
     )
-    ctx = _int("--ctx-size", got["ctx"], zero=True) if "ctx" in got else None
+    ctx = whole("--ctx-size", got["ctx"], zero=True) if "ctx" in got else None
     settings = replace(
         defaults,
         context=ctx or None,

@@ -27,19 +27,19 @@ The memory arithmetic of one card is sglang_sizes'.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from llmfit.plan import cards
-from llmfit.plan import speed as speeds
-from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.artifact import Artifact
+from llmfit.plan.engines import Explanation, Image, Job, Part, Request, serving
 from llmfit.plan.engines import sglang_sizes as sizes
+from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Card, Layout
-from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.layout import Layout
+from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionKind, Model, Shape
-from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
 from llmfit.plan.weights import layout_of, stage_parts
@@ -54,7 +54,6 @@ HOST, PORT = "0.0.0.0", 30000
 # The head's port for torch.distributed across nodes (--dist-init-addr HOST:PORT; SGLang's
 # multi-node examples use 50000).
 DIST_INIT_PORT = 50000
-RAY_PORT = 6379
 # A --context-length past the model's own is refused unless this is set
 # (configs/model_config.py ModelConfig._derive_context_length).
 LONG_CONTEXT_ENV = ("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1")
@@ -98,52 +97,16 @@ class SglangLaunch:
     user_max_total_tokens: int | None = None
 
 
-@dataclass(frozen=True)
-class Variant:
-    """The checkpoint as stored, or what an SGLang flag would make of it."""
-
-    weight_bytes: int
-    quant: str | None
-    kv_dtype: str
-    what_if: str | None = None
-    flags: tuple[str, ...] = ()
-    changes: int = 0
-
-
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
-    """The checkpoint as stored and, for a 16-bit one, what SGLang's flags would make of it.
-
-    `--quantization fp8` quantises the linear layers on load (Fp8LinearMethod, layers/
-    quantization/fp8.py); the embedding and the output head stay at 16 bits, so the what-if
-    weighs half of everything else, and none is offered without a vocabulary and hidden size to
-    tell the two apart. `--kv-cache-dtype fp8_e4m3` halves a 16-bit cache.
-    """
-    stored = Variant(art.bytes, art.quant, kv_dtype)
-    if settings.precision == "stored":
-        return [stored]
-    out = [stored] if settings.precision == "all" else []
-    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
-    fp8_weights = None
-    if sixteen and model.vocab_size and model.hidden_size:
-        head = 2 * model.vocab_size * model.hidden_size * 2
-        if art.bytes > head:
-            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
-    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
-    if settings.precision in ("all", "kv-fp8") and kv16:
-        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", FP8_KV, 1))
-    if settings.precision in ("all", "fp8") and fp8_weights:
-        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", FP8_WEIGHTS, 1))
-        if settings.precision == "all" and kv16:
-            out.append(
-                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache",
-                        FP8_WEIGHTS + FP8_KV, 2)
-            )  # fmt: skip
-    return out or [stored]
+    """The checkpoint as stored and, for a 16-bit one, what SGLang's `--quantization fp8`
+    (Fp8LinearMethod, layers/quantization/fp8.py) and `--kv-cache-dtype fp8_e4m3` would make of
+    it (serving.variants)."""
+    return serving.variants(art, model, kv_dtype, settings, fp8_weights=FP8_WEIGHTS, fp8_kv=FP8_KV)
 
 
 def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
-    """The --kv-cache-dtype the plan relied on, in SGLang's spelling; None where auto gives the
-    model's own dtype."""
+    """The --kv-cache-dtype the plan relied on, in SGLang's spelling (fp8_e4m3, bfloat16: not
+    vLLM's, hence not vllm.engine_kv_dtype); None where auto gives the model's own dtype."""
     chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
     if not chosen:
         return None
@@ -159,9 +122,11 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
     KV heads, divisibility one way or the other (models/llama.py LlamaAttention, models/qwen3.py
     Qwen3Attention, with no message of their own). Quantisation blocks: a rank's share of a
     split intermediate size must be a whole number of blocks (layers/quantization/fp8.py and
-    fp8_utils.validate_fp8_block_shape, whose sentences these are), except for routed experts
-    kept whole by expert parallelism.
+    fp8_utils.validate_fp8_block_shape, whose sentences serving.split_refusal gives), except for
+    routed experts kept whole by expert parallelism.
     """
+    # The same head checks as vLLM's (vllm_sizes.width_refusal), kept apart for their words:
+    # vLLM's are its own sentences, SGLang asserts with none, so these say it in llmfit's.
     if shape.attention_heads and shape.attention_heads % tp:
         return (
             f"SGLang's attention asserts its {shape.attention_heads} heads divide evenly over "
@@ -173,46 +138,15 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
             f"SGLang's attention asserts its {kv} KV heads divide evenly over {tp} cards, or "
             f"{tp} cards over them."
         )
-    for rule in shape.split_rules:
-        if tp == 1 or (rule.experts and expert_parallel):
-            continue
-        if rule.size % tp:
-            # distributed/utils.py ensure_divisibility.
-            return f"{rule.size} is not divisible by {tp}"
-        share = rule.size // tp
-        if share % rule.multiple == 0:
-            continue
-        if rule.check == "block_fp8_moe":
-            return (
-                f"The output_size of gate's and up's weight = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        if rule.check == "block_fp8":
-            return (
-                f"Weight output_partition_size = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        return (
-            "The input size is not aligned with the quantized weight shape. "
-            "This can be caused by too large tensor parallel size."
-        )
-    return None
+    return split_refusal(shape, tp, expert_parallel)
 
 
 def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
     """Layers per pipeline stage as SGLang splits them (get_pp_indices in
-    sglang/srt/distributed/utils.py): evenly, the remainder one each to the last stages."""
+    sglang/srt/distributed/utils.py): evenly, the remainder one each to the last stages. Not
+    vLLM's split (weights.pp_partition), which gives it to the stages before the last."""
     base, extra = divmod(layers, pp)
     return tuple(base + (1 if s >= pp - extra else 0) for s in range(pp))
-
-
-def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
-    """ "4 × h200-141g", "8 × h100-80g (tp1×dp8+ep)", "2 nodes × 8 h100-80g on ib0"."""
-    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
-    shape = "" if plain else f" ({layout.short()})"
-    if layout.nodes > 1:
-        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
-    return f"{layout.cards} × {gpu_class}{shape}"
 
 
 @dataclass(frozen=True)
@@ -226,168 +160,24 @@ class _Sizing:
     pool: sizes.Pool
 
 
-def _speed(
-    model: Model,
-    weights: WeightLayout,
-    spec: cards.CardSpec | None,
-    layout: Layout,
-    context: int,
-    kv_per_token: int,
-    concurrency: float,
-    fp8: bool,
-) -> speeds.Speed | None:
-    """How fast the layout decodes and prefills (plan/speed.py, the constants fitted to vLLM and
-    SGLang together), its stages as SGLang splits them. A MoE's data-parallel attention ranks each
-    run their own batch and read 1/(tp·dp) of the routed experts."""
-    if spec is None or concurrency <= 0:
-        return None
-    inputs = speeds.inputs_for(
-        model, weights, spec, engine="sglang", context=context, kv_bytes_per_token=kv_per_token,
-        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
-        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
-        compute_dtype="fp8" if fp8 else "bf16",
-    )  # fmt: skip
-    if model.is_moe and layout.dp > 1:
-        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
-        inputs = replace(inputs, stages=stages)
-    return speeds.estimate(inputs)
-
-
-class Sglang:
+class Sglang(serving.Serving):
     key = "sglang"
     name = "SGLang"
     # `sglang serve …`, and `python -m sglang.launch_server …` (for_argv reads the module name).
     programs = ("sglang", "sglang.launch_server")
-
-    def runs(self, artifact: Artifact) -> bool:
-        return artifact.format == "safetensors"
+    says_fabricless = False
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self, job: Job) -> Found:
-        found = Found()
-        if any(n.is_cpu for n in job.fleet.nodes):
-            found.rejected.append(
-                Rejection(
-                    job.artifact.name,
-                    self.key,
-                    "CPU nodes",
-                    "safetensors weights are planned for SGLang on GPUs; a CPU node runs GGUF "
-                    "files with llama.cpp",
-                )
-            )
-        for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
-            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
-            shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            for pool in job.pools:
-                refused: list[Rejection] = []
-                found.options += [
-                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                    for o in self._on_pool(job, art, shape, pool, refused)
-                ]
-                found.rejected += [
-                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
-                ]
-        return found
+    def _variants(self, job: Job) -> list[Variant]:
+        return variants(job.artifact, job.model, job.shape.kv_dtype, job.settings)
 
-    def _on_pool(
-        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, rejected: list[Rejection]
-    ) -> list[Option]:
-        model, settings = job.model, job.settings
-        pins = settings.pins
-        moe = model.is_moe
-        ep = pins.ep if moe else False
-        widths: list[int] = []
-        for tp in powers_of_two(pool.max_gpus):
-            if pins.tp is not None and tp != pins.tp:
-                continue
-            refusal = width_refusal(shape, tp, expert_parallel=moe and ep is not False)
-            if refusal:
-                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
-            else:
-                widths.append(tp)
-        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    pool.gpu_class,
-                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
-                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
-                )
-            )
-        if not widths:
-            return []
-        space = Space(
-            widths=tuple(widths),
-            stages=tuple(powers_of_two(pool.max_gpus)),
-            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
-            moe=moe,
-            layers=shape.layers,
-            ep=ep,
-            stages_per_node=lambda tp, width: 1,
-            ranks_across_nodes=True,
-        )
-        size = self._sizer(job, art, shape, pool)
-        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
-        if pool.mig and not fits:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    f"several {pool.gpu_class}",
-                    "a MIG instance cannot be joined with others, on its node or across nodes",
-                )
-            )
-        for t in misses:
-            lay = t.spot.layout
-            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
-            if plain or pins.any or settings.concurrency is not None:
-                rejected.append(self._miss(art, pool, t, settings.concurrency))
-        out: list[Option] = []
-        groups: dict[str, list[Tried]] = {}
-        for t in fits:
-            groups.setdefault(t.spot.fabric, []).append(t)
-        for fabric, group in groups.items():
-            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
-            kept, dropped = select(group, width, every=settings.every_layout)
-            for t in kept:
-                out.append(self._option(job, art, pool, t))
-            for t, by in dropped:
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        self.key,
-                        where(t.spot.layout, pool.gpu_class, fabric or None),
-                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
-                        f"holds {by.sized.concurrency:g} sequences on "
-                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
-                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
-                        kind="dominated",
-                    )
-                )
-        return out
+    def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
+        return width_refusal(shape, tp, expert_parallel=expert_parallel)
 
-    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
-        s = t.sized
-        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
-        if s.fits_memory and target is not None:
-            return Rejection(
-                art.name,
-                self.key,
-                here,
-                f"holds {s.concurrency:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for",
-                have=s.have,
-                max_context=s.max_context,
-                nodes=t.spot.layout.nodes,
-            )
-        return Rejection(
-            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
-            max_context=s.max_context, nodes=t.spot.layout.nodes,
-        )  # fmt: skip
-
-    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool):
+    def _sizer(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
+    ) -> Callable[[Layout], Sized]:
         model, settings, context = job.model, job.settings, job.context
         opts = settings.sglang
         weights = layout_of(art, model)
@@ -397,6 +187,7 @@ class Sglang:
         # The multimodal cache SGLang keeps back from the KV budget (mm_runtime_reservation_gb).
         vlm = sizes.VLM_CACHE if sizes.multimodal(model.architecture, model.vision_tower) else 0
         spec = cards.spec(pool.gpu_class)
+        # The methods SGLang computes in fp8 (vLLM's list has ptpc_fp8 in place of w8a8_fp8).
         fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
             "fp8", "modelopt", "fbgemm_fp8", "w8a8_fp8",
         )  # fmt: skip
@@ -458,6 +249,10 @@ class Sglang:
             per_rank = min(tokens / context, reqs) if tokens and context else 0.0
             concurrency = round(per_rank * ss.ranks, 2)
             longest = min(tokens, trained) if trained else tokens
+            speed = serving.speed(
+                self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8,
+                pp_partition,
+            )  # fmt: skip
             return Sized(
                 per_card=worst,
                 have=have,
@@ -466,15 +261,14 @@ class Sglang:
                 kv_per_token=worst_token,
                 kv_tokens=tokens,
                 extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest),
-                speed=_speed(model, weights, spec, layout, context, worst_token, concurrency, fp8),
+                speed=speed,
             )
 
         return size
 
     def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
         model, settings = job.model, job.settings
-        layout, sized = t.spot.layout, t.sized
-        extra = sized.extra
+        extra = t.sized.extra
         assert isinstance(extra, _Sizing)
         opts = settings.sglang
         launch = SglangLaunch(
@@ -496,27 +290,7 @@ class Sglang:
             user_chunked_prefill_size=opts.chunked_prefill_size,
             user_max_total_tokens=opts.max_total_tokens,
         )
-        return Option(
-            artifact=art,
-            engine=self.key,
-            layout=layout,
-            card=Card(pool.gpu_class, pool.card_bytes),
-            per_card=sized.per_card,
-            have=sized.have,
-            launch=launch,
-            fabric=t.spot.fabric or None,
-            hosts=t.spot.seats.hosts,
-            free_now=t.spot.seats.free_now(layout.nodes),
-            bits_per_weight=art.bits_per_weight(model.params),
-            context=job.context,
-            max_context=sized.max_context,
-            concurrency=sized.concurrency,
-            node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
-            share=extra.share,
-            kv_per_token=sized.kv_per_token,
-            kv_tokens=sized.kv_tokens,
-            speed=sized.speed,
-        )
+        return serving.option_of(job, self.key, art, pool, t, launch, share=extra.share)
 
     # -- launching ------------------------------------------------------------------------------
 
@@ -527,6 +301,8 @@ class Sglang:
         launch = o.launch
         assert isinstance(launch, SglangLaunch)
         lay, ss = o.layout, launch.server
+        # The serve line itself stays SGLang's own: vLLM's is built alike, but of other flags,
+        # from the layout rather than SGLang's server sizes.
         argv = [*LAUNCHER, "--model-path", repo_id]
         if revision:
             argv += ["--revision", revision]
@@ -560,32 +336,20 @@ class Sglang:
             argv.append("--trust-remote-code")
         argv += ["--host", HOST, "--port", str(PORT)]
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
-        if lay.nodes <= 1:
-            return [Command("all", tuple(argv), env=env)]
-        names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(lay.nodes)]
-        head = names[0] or "<head-address>"
-        if ray:
-            # A Ray cluster (head, then each worker joining it), then one server on the head that
-            # places its ranks on the cluster's nodes (sglang/srt/ray/engine.py RayEngine).
-            out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
-            for name in names[1:]:
-                join = ("ray", "start", f"--address={head}:{RAY_PORT}")
-                out.append(Command("worker", join, name))
-            serve = (*argv, "--nnodes", str(lay.nodes), "--use-ray")
-            out.append(Command("head", serve, names[0], env))
-            return out
-        # The same command on every node, by rank; the head's address for torch.distributed
-        # given to all. Node 0 serves the API; the others run their ranks only.
-        out = []
-        for rank, name in enumerate(names):
-            role_args = [
+        # With --ray, one server on the head of a Ray cluster that places its ranks on the
+        # cluster's nodes (sglang/srt/ray/engine.py RayEngine). Else the same command on every
+        # node, by rank; the head's address for torch.distributed given to all. Node 0 serves the
+        # API; the others run their ranks only.
+        use_ray = ("--nnodes", str(lay.nodes), "--use-ray")
+
+        def by_rank(rank: int, head: str) -> list[str]:
+            return [
                 "--nnodes", str(lay.nodes),
                 "--node-rank", str(rank),
                 "--dist-init-addr", f"{head}:{DIST_INIT_PORT}",
             ]  # fmt: skip
-            role = "head" if rank == 0 else "worker"
-            out.append(Command(role, tuple(argv + role_args), name, env))
-        return out
+
+        return serving.processes(o, argv, env, ray=use_ray if ray else None, by_rank=by_rank)
 
     # -- explaining -----------------------------------------------------------------------------
 
@@ -599,18 +363,12 @@ class Sglang:
             width += f" × attention data parallel {ss.attn_dp_size}"
         elif ss.dp_size > 1:
             width += f" × {ss.dp_size} replicas"
-        if model.is_moe and ss.attn_dp_size > 1:
-            share = (
-                f"the attention and dense weights over the {lay.tp} card"
-                f"{'s' if lay.tp > 1 else ''} of a rank, the routed experts over all "
-                f"{ss.tp_size} ({width})"
-            )
-        elif ss.dp_size > 1:
-            share = f"a whole copy a replica, 1/{lay.tp} a card ({width})"
-        elif lay.pp > 1:
-            share = f"its fullest pipeline stage's share ({width})"
-        else:
-            share = f"1/{lay.tp} ({width})"
+        share = serving.weights_share(
+            lay,
+            width,
+            experts_over=ss.tp_size if model.is_moe and ss.attn_dp_size > 1 else 0,
+            copy="replica" if ss.dp_size > 1 else "",
+        )
         per_token = f"{o.kv_per_token:,} B a token a card"
         kv_why = f"{o.context:,} tokens × {per_token}"
         if launch.state_slots:
@@ -675,9 +433,6 @@ class Sglang:
             # --ipc=host or --shm-size 32g).
             shared_memory=True,
         )
-
-    def where(self, option: Option) -> str:
-        return where(option.layout, option.gpu_class or "", option.fabric)
 
     fields: tuple[str, ...] = ()
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 
 from llmfit.plan.engines import Request
+from llmfit.plan.engines.argv import number, scan, whole
 from llmfit.plan.settings import Pins, PlanSettings, SglangOptions
 
 # Flags that take a value, by every spelling SGLang accepts (and the unique prefixes its docs
@@ -51,16 +52,6 @@ KV_DTYPES = {
     "auto": "auto", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
 }  # fmt: skip
-
-
-def _int(flag: str, value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"{flag} {value!r} is not a whole number.") from None
-    if n <= 0:
-        raise ValueError(f"{flag} {value!r} must be positive.")
-    return n
 
 
 def _tokens(flag: str, value: str) -> int:
@@ -102,51 +93,18 @@ def _strip_launcher(argv: Sequence[str]) -> list[str]:
 
 def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     """An SGLang launch → the repository, the settings and the exact layout."""
-    args = _strip_launcher(argv)
-    got: dict[str, str] = {}
-    on: set[str] = set()
-    ignored: list[str] = []
-    positional: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        flag, eq, inline = a.partition("=")
-        if not a.startswith("-") or a == "-":
-            positional.append(a)
-            i += 1
-            continue
-        if flag in VALUED:
-            if eq:
-                value = inline
-            elif i + 1 < len(args):
-                value = args[i + 1]
-                i += 1
-            else:
-                raise ValueError(f"{flag} needs a value.")
-            got[VALUED[flag]] = value
-        elif flag in SWITCHES:
-            on.add(SWITCHES[flag])
-        elif flag in LAUNCH_ONLY:
-            if not eq and flag not in LAUNCH_SWITCHES and i + 1 < len(args):
-                i += 1
-        else:
-            # A flag llmfit does not model: it takes a value when one follows it.
-            if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
-                ignored.append(f"{flag} {args[i + 1]}")
-                i += 1
-            else:
-                ignored.append(a)
-        i += 1
+    words = scan(_strip_launcher(argv), VALUED, SWITCHES, LAUNCH_ONLY, LAUNCH_SWITCHES)
+    got, on, ignored, positional = words.got, words.on, words.ignored, words.positional
     # `sglang serve REPO` takes the first word as the model (cli/serve.py
     # _normalize_positional_model_path).
     repo = got.get("model") or (positional[0] if positional else None)
     if not repo:
         raise ValueError("the SGLang command names no model: sglang serve --model-path REPO ….")
     ignored += positional[1:] if not got.get("model") else positional
-    tp = _int("--tp-size", got.get("tp", "1"))
-    dp = _int("--dp-size", got.get("dp", "1"))
-    attn_dp = _int("--attn-dp-size", got.get("attn_dp", "1"))
-    ep = _int("--ep-size", got.get("ep", "1"))
+    tp = whole("--tp-size", got.get("tp", "1"))
+    dp = whole("--dp-size", got.get("dp", "1"))
+    attn_dp = whole("--attn-dp-size", got.get("attn_dp", "1"))
+    ep = whole("--ep-size", got.get("ep", "1"))
     if "dp_attention" in on and attn_dp == 1:
         attn_dp, dp = dp, 1
     if attn_dp > 1:
@@ -159,7 +117,7 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     else:
         pins = Pins(
             tp=tp,
-            pp=_int("--pp-size", got.get("pp", "1")),
+            pp=whole("--pp-size", got.get("pp", "1")),
             dp=dp,
             ep=ep > 1,
         )
@@ -176,23 +134,18 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         ignored.append(f"--quantization {quant}")
     share = None
     if "mem_fraction_static" in got:
-        try:
-            share = float(got["mem_fraction_static"])
-        except ValueError:
-            raise ValueError(
-                f"--mem-fraction-static {got['mem_fraction_static']!r} is not a number."
-            ) from None
+        share = number("--mem-fraction-static", got["mem_fraction_static"])
         if not 0 < share < 1:
             raise ValueError(f"--mem-fraction-static {share:g} must be between 0 and 1.")
     options = SglangOptions(
         mem_fraction_static=share,
         max_running_requests=(
-            _int("--max-running-requests", got["max_running_requests"])
+            whole("--max-running-requests", got["max_running_requests"])
             if "max_running_requests" in got
             else None
         ),
         chunked_prefill_size=(
-            _int("--chunked-prefill-size", got["chunked_prefill_size"])
+            whole("--chunked-prefill-size", got["chunked_prefill_size"])
             if "chunked_prefill_size" in got
             else None
         ),

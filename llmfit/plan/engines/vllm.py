@@ -21,30 +21,33 @@ that release's code works it out; the refusals of a width are vllm_sizes'.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
-from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, serving
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
+from llmfit.plan.engines.serving import Variant
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
-from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import Model, Shape
-from llmfit.plan.options import Option, PerCard, Rejection
+from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings, VllmOptions
 from llmfit.plan.weights import pp_partition
 
-RAY_PORT = 6379
 # The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
 # multi-node data-parallel example uses 13345; any free port will do).
 DP_RPC_PORT = 13345
 LONG_CONTEXT_ENV = ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+# Online quantisation and KV dtype, as vLLM's parser spells them (the quantisation flag respelt
+# for the release modelled: VllmVersion.quantization_fp8_flag).
+FP8_WEIGHTS = ("--quantization", "fp8")
+FP8_KV = ("--kv-cache-dtype", "fp8")
 # The vLLM release the plan models (its memory arithmetic, its flags); the image a container runs
 # is this release's (`--vllm-version`, once it lands, sets VllmLaunch.version).
 # vLLM's image on Docker Hub: one tag a release, v0.X.Y (docs/deployment/docker.md); its
@@ -100,49 +103,10 @@ class VllmLaunch:
     limit_mm_per_prompt: str | None = None
 
 
-@dataclass(frozen=True)
-class Variant:
-    """The checkpoint as stored, or what an engine flag would make of it."""
-
-    weight_bytes: int
-    quant: str | None
-    kv_dtype: str
-    what_if: str | None = None
-    flags: tuple[str, ...] = ()
-    changes: int = 0
-
-
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
-    """The checkpoint as stored and, for a 16-bit one, what vLLM's flags would make of it.
-
-    `--quantization fp8` quantises the linear layers on load and keeps the embedding and the
-    output head at 16 bits (vLLM's Fp8LinearMethod covers Linear layers only), so the what-if
-    weighs half of everything else; without a vocabulary and hidden size the two are taken as
-    nothing, which would flatter the what-if, so then none is offered. `--kv-cache-dtype fp8`
-    halves a 16-bit cache.
-    """
-    stored = Variant(art.bytes, art.quant, kv_dtype)
-    if settings.precision == "stored":
-        return [stored]
-    out = [stored] if settings.precision == "all" else []
-    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
-    fp8_weights = None
-    if sixteen and model.vocab_size and model.hidden_size:
-        head = 2 * model.vocab_size * model.hidden_size * 2
-        if art.bytes > head:
-            fp8_weights = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
-    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
-    kv_flag = ("--kv-cache-dtype", "fp8")
-    q_flag = ("--quantization", "fp8")
-    if settings.precision in ("all", "kv-fp8") and kv16:
-        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", kv_flag, 1))
-    if settings.precision in ("all", "fp8") and fp8_weights:
-        out.append(Variant(fp8_weights, "fp8", kv_dtype, "fp8 weights", q_flag, 1))
-        if settings.precision == "all" and kv16:
-            out.append(
-                Variant(fp8_weights, "fp8", "fp8", "fp8 weights and KV cache", q_flag + kv_flag, 2)
-            )
-    return out or [stored]
+    """The checkpoint as stored and, for a 16-bit one, what vLLM's `--quantization fp8` and
+    `--kv-cache-dtype fp8` would make of it (serving.variants)."""
+    return serving.variants(art, model, kv_dtype, settings, fp8_weights=FP8_WEIGHTS, fp8_kv=FP8_KV)
 
 
 def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
@@ -189,46 +153,6 @@ def _card(m: vm.VllmMemory) -> PerCard:
     return PerCard(weights=m.weights.total, kv_cache=one, overhead=over)
 
 
-def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
-    """ "4 × h200-141g", "8 × h100-80g (tp4×pp2)", "2 nodes × 8 h100-80g on ib0"."""
-    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
-    shape = "" if plain else f" ({layout.short()})"
-    if layout.nodes > 1:
-        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
-    return f"{layout.cards} × {gpu_class}{shape}"
-
-
-def _speed(
-    engine: str,
-    model: Model,
-    weights: WeightLayout,
-    spec: cards.CardSpec | None,
-    layout: Layout,
-    context: int,
-    kv_per_token: int,
-    concurrency: float,
-    fp8: bool,
-) -> speeds.Speed | None:
-    """How fast the layout decodes and prefills (plan/speed.py), its stages as vLLM splits them.
-
-    A MoE's data-parallel ranks each run their own batch through their own attention and share
-    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
-    them, not the 1/tp a tensor-parallel replica would.
-    """
-    if spec is None or concurrency <= 0:
-        return None
-    inputs = speeds.inputs_for(
-        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
-        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
-        concurrency=max(1, int(concurrency)), stage_layers=pp_partition(weights.layers, layout.pp),
-        compute_dtype="fp8" if fp8 else "bf16",
-    )  # fmt: skip
-    if model.is_moe and layout.dp > 1:
-        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
-        inputs = replace(inputs, stages=stages)
-    return speeds.estimate(inputs)
-
-
 def _size(n: int) -> str:
     """ "0.98 GiB", or "32.0 MiB" below a tenth of a GiB."""
     return f"{n / (1 << 30):.2f} GiB" if n >= (1 << 30) // 10 else f"{n / (1 << 20):.1f} MiB"
@@ -273,176 +197,42 @@ def _verdicts(asked: list[Option], newest: list[Option], version: VllmVersion) -
     )
 
 
-class Vllm:
+class Vllm(serving.Serving):
     key = "vllm"
     name = "vLLM"
     programs = ("vllm",)
 
-    def runs(self, artifact: Artifact) -> bool:
-        return artifact.format == "safetensors"
-
     # -- planning -------------------------------------------------------------------------------
 
     def plan(self, job: Job) -> Found:
-        found = self._plan(job)
+        found = super().plan(job)
         asked = version_of(job.settings.vllm)
         if asked != NEWEST:
-            newest = self._plan(replace(job, settings=replace(
+            newest = super().plan(replace(job, settings=replace(
                 job.settings, vllm=replace(job.settings.vllm, version=None))))  # fmt: skip
             note = _verdicts(found.options, newest.options, asked)
             if note:
                 found.notes.append(note)
         return found
 
-    def _plan(self, job: Job) -> Found:
-        found = Found()
-        if any(n.is_cpu for n in job.fleet.nodes):
-            found.rejected.append(
-                Rejection(
-                    job.artifact.name,
-                    self.key,
-                    "CPU nodes",
-                    "safetensors weights are planned for vLLM on GPUs; a CPU node runs "
-                    "GGUF files with llama.cpp",
-                )
-            )
+    def _variants(self, job: Job) -> list[Variant]:
         version = version_of(job.settings.vllm)
+        out = []
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
             if "--quantization" in v.flags:
                 # Online fp8, spelled as the release modelled spells it (an alias from 0.31).
                 at = v.flags.index("--quantization") + 1
                 flags = (*v.flags[:at], version.quantization_fp8_flag, *v.flags[at + 1 :])
                 v = replace(v, flags=flags)
-            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
-            shape = replace(job.shape, kv_dtype=v.kv_dtype)
-            for pool in job.pools:
-                refused: list[Rejection] = []
-                found.options += [
-                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
-                    for o in self._on_pool(job, art, shape, pool, v, refused)
-                ]
-                found.rejected += [
-                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
-                ]
-        return found
-
-    def _on_pool(
-        self,
-        job: Job,
-        art: Artifact,
-        shape: Shape,
-        pool: ClassPool,
-        v: Variant,
-        rejected: list[Rejection],
-    ) -> list[Option]:
-        model, settings = job.model, job.settings
-        pins = settings.pins
-        moe = model.is_moe
-        ep = pins.ep if moe else False
-        widths: list[int] = []
-        for tp in powers_of_two(pool.max_gpus):
-            if pins.tp is not None and tp != pins.tp:
-                continue
-            refusal = sizes.width_refusal(shape, tp, expert_parallel=moe and ep is not False)
-            if refusal:
-                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
-            else:
-                widths.append(tp)
-        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    pool.gpu_class,
-                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
-                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
-                )
-            )
-        if not widths:
-            return []
-        space = Space(
-            widths=tuple(widths),
-            stages=tuple(powers_of_two(pool.max_gpus)),
-            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
-            moe=moe,
-            layers=shape.layers,
-            ep=ep,
-            stages_per_node=lambda tp, width: 1,
-            ranks_across_nodes=True,
-        )
-        size = self._sizer(job, art, shape, pool, v)
-        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
-        if pool.mig and not fits:
-            rejected.append(
-                Rejection(
-                    art.name,
-                    self.key,
-                    f"several {pool.gpu_class}",
-                    "a MIG instance cannot be joined with others, on its node or across nodes",
-                )
-            )
-        elif not fits and not pins.any:
-            no_fabric = [h for h in pool.hosts if not h.fabric]
-            if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
-                n = sum(h.count for h in no_fabric)
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        self.key,
-                        f"{n} nodes × {pool.max_gpus} {pool.gpu_class}",
-                        "these nodes have no fabric, so a replica cannot span them",
-                    )
-                )
-        for t in misses:
-            lay = t.spot.layout
-            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
-            if plain or pins.any or settings.concurrency is not None:
-                rejected.append(self._miss(art, pool, t, settings.concurrency))
-        out: list[Option] = []
-        groups: dict[str, list[Tried]] = {}
-        for t in fits:
-            groups.setdefault(t.spot.fabric, []).append(t)
-        for fabric, group in groups.items():
-            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
-            kept, dropped = select(group, width, every=settings.every_layout)
-            for t in kept:
-                out.append(self._option(job, art, shape, pool, t))
-            for t, by in dropped:
-                rejected.append(
-                    Rejection(
-                        art.name,
-                        self.key,
-                        where(t.spot.layout, pool.gpu_class, fabric or None),
-                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
-                        f"holds {by.sized.concurrency:g} sequences on "
-                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
-                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
-                        kind="dominated",
-                    )
-                )
+            out.append(v)
         return out
 
-    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
-        s = t.sized
-        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
-        if s.fits_memory and target is not None:
-            return Rejection(
-                art.name,
-                self.key,
-                here,
-                f"holds {s.concurrency:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for",
-                need=0,
-                have=s.have,
-                max_context=s.max_context,
-                nodes=t.spot.layout.nodes,
-            )
-        return Rejection(
-            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
-            max_context=s.max_context, nodes=t.spot.layout.nodes,
-        )  # fmt: skip
+    def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
+        return sizes.width_refusal(shape, tp, expert_parallel=expert_parallel)
 
-    def _sizer(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant):
+    def _sizer(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
+    ) -> Callable[[Layout], Sized]:
         """Each layout's fullest card under the release modelled (vllm_memory): every pipeline
         stage is estimated, the stages share the fewest blocks any of them has, and the card
         checked is the stage that needs the most."""
@@ -476,6 +266,10 @@ class Vllm:
             n = vm.pp_indices(model.layers, stages.index(fullest), layout.pp)
             token = shape.stage(n[1] - n[0]).kv_bytes_per_token(layout.tp)
             concurrency = round(per_rank * layout.dp, 2)
+            speed = serving.speed(
+                self.key, model, weights, spec, layout, context, token, concurrency, fp8,
+                pp_partition,
+            )  # fmt: skip
             return Sized(
                 per_card=per_card,
                 have=fullest.requested,
@@ -485,18 +279,15 @@ class Vllm:
                 kv_tokens=tokens,
                 extra=fullest,
                 fits=all(m.fits for m in stages),
-                speed=_speed(
-                    self.key, model, weights, spec, layout, context, token, concurrency, fp8
-                ),
+                speed=speed,
             )
 
         return size
 
-    def _option(self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, t: Tried) -> Option:
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
         model, settings = job.model, job.settings
         o = settings.vllm
-        layout, sized = t.spot.layout, t.sized
-        memory = sized.extra
+        memory = t.sized.extra
         assert isinstance(memory, vm.VllmMemory)
         launch = VllmLaunch(
             max_model_len=job.context,
@@ -517,26 +308,8 @@ class Vllm:
             speculative_config=o.speculative_config,
             limit_mm_per_prompt=o.limit_mm_per_prompt_text,
         )
-        return Option(
-            artifact=art,
-            engine=self.key,
-            layout=layout,
-            card=Card(pool.gpu_class, pool.card_bytes),
-            per_card=sized.per_card,
-            have=sized.have,
-            launch=launch,
-            fabric=t.spot.fabric or None,
-            hosts=t.spot.seats.hosts,
-            free_now=t.spot.seats.free_now(layout.nodes),
-            bits_per_weight=art.bits_per_weight(model.params),
-            context=job.context,
-            max_context=sized.max_context,
-            concurrency=sized.concurrency,
-            node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
-            share=settings.gpu_memory_utilization,
-            kv_per_token=sized.kv_per_token,
-            kv_tokens=sized.kv_tokens,
-            speed=sized.speed,
+        return serving.option_of(
+            job, self.key, art, pool, t, launch, share=settings.gpu_memory_utilization
         )
 
     # -- launching ------------------------------------------------------------------------------
@@ -548,6 +321,8 @@ class Vllm:
         launch = o.launch
         assert isinstance(launch, VllmLaunch)
         lay = o.layout
+        # The serve line itself stays vLLM's own: SGLang's is built alike, but of other flags and
+        # of its own parallel sizes (a --tp-size of tp × dp with data-parallel attention).
         argv = ["vllm", "serve", repo_id]
         if revision:
             argv += ["--revision", revision]
@@ -591,30 +366,20 @@ class Vllm:
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
-        if lay.nodes <= 1:
-            return [Command("all", tuple(argv), env=env)]
-        names = [o.node_ids[i] if i < len(o.node_ids) else None for i in range(lay.nodes)]
-        head = names[0] or "<head-address>"
-        if ray:
-            # Ray: a cluster first (head, then each worker joining it), then one serve on the
-            # head. vLLM no longer picks Ray by itself when the replica is wider than the node.
-            out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
-            for name in names[1:]:
-                join = ("ray", "start", f"--address={head}:{RAY_PORT}")
-                out.append(Command("worker", join, name))
-            backend = (
-                ("--data-parallel-backend", "ray")
-                if lay.dp > 1
-                else ("--distributed-executor-backend", "ray")
-            )
-            out.append(Command("head", (*argv, *backend), names[0], env))
-            return out
-        out = []
-        if lay.dp > 1:
-            # Data-parallel ranks across nodes (vLLM's multi-node data-parallel form): each node
-            # runs its share of the ranks; the head also serves the API, the others are headless.
-            local = lay.dp // lay.nodes
-            for rank, name in enumerate(names):
+        # Ray: a cluster first, then one serve on the head. vLLM no longer picks Ray by itself
+        # when the replica is wider than the node.
+        backend = (
+            ("--data-parallel-backend", "ray")
+            if lay.dp > 1
+            else ("--distributed-executor-backend", "ray")
+        )
+        local = lay.dp // lay.nodes
+
+        def by_rank(rank: int, head: str) -> list[str]:
+            if lay.dp > 1:
+                # Data-parallel ranks across nodes (vLLM's multi-node data-parallel form): each
+                # node runs its share of the ranks; the head also serves the API, the others are
+                # headless.
                 role_args = [
                     "--data-parallel-size-local", str(local),
                     "--data-parallel-address", head,
@@ -622,12 +387,10 @@ class Vllm:
                 ]  # fmt: skip
                 if rank:
                     role_args += ["--data-parallel-start-rank", str(rank * local), "--headless"]
-                role = "head" if rank == 0 else "worker"
-                out.append(Command(role, tuple(argv + role_args), name, env))
-            return out
-        # Pipeline stages across nodes without Ray (vLLM's multiprocessing executor): the same
-        # command on each node, by rank, the head's address given to all, the workers headless.
-        for rank, name in enumerate(names):
+                return role_args
+            # Pipeline stages across nodes without Ray (vLLM's multiprocessing executor): the
+            # same command on each node, by rank, the head's address given to all, the workers
+            # headless.
             role_args = [
                 "--nnodes",
                 str(lay.nodes),
@@ -638,9 +401,9 @@ class Vllm:
             ]
             if rank:
                 role_args.append("--headless")
-            role = "head" if rank == 0 else "worker"
-            out.append(Command(role, tuple(argv + role_args), name, env))
-        return out
+            return role_args
+
+        return serving.processes(o, argv, env, ray=backend if ray else None, by_rank=by_rank)
 
     # -- explaining -----------------------------------------------------------------------------
 
@@ -654,18 +417,12 @@ class Vllm:
         width = f"tensor parallel {lay.tp} × pipeline {lay.pp}"
         if lay.dp > 1:
             width += f" × data parallel {lay.dp}"
-        if model.is_moe and lay.dp > 1:
-            share = (
-                f"the attention and dense weights over the {lay.tp} card"
-                f"{'s' if lay.tp > 1 else ''} of a rank, the routed experts over all "
-                f"{lay.tp * lay.dp} ({width})"
-            )
-        elif lay.dp > 1:
-            share = f"a whole copy a rank, 1/{lay.tp} a card ({width})"
-        elif lay.pp > 1:
-            share = f"its fullest pipeline stage's share ({width})"
-        else:
-            share = f"1/{lay.tp} ({width})"
+        share = serving.weights_share(
+            lay,
+            width,
+            experts_over=lay.tp * lay.dp if model.is_moe and lay.dp > 1 else 0,
+            copy="rank" if lay.dp > 1 else "",
+        )
         w = m.weights
         named = [
             (w.experts, "routed experts"), (w.replicated, "kept whole on every rank"),
@@ -707,9 +464,6 @@ class Vllm:
         if lay.dp > 1:
             assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"
         return Explanation(parts, assumes)
-
-    def where(self, option: Option) -> str:
-        return where(option.layout, option.gpu_class or "", option.fabric)
 
     def image(self, option: Option) -> Image:
         launch = option.launch

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from llmfit.plan.engines import Request
+from llmfit.plan.engines.argv import number, scan, whole
 from llmfit.plan.engines.vllm_options import vllm_options
 from llmfit.plan.settings import Pins, PlanSettings
 
@@ -56,16 +57,6 @@ LAUNCH_SWITCHES = {"--trust-remote-code", "--headless", "--disable-log-requests"
                    "--disable-log-stats"}  # fmt: skip
 
 
-def _int(flag: str, value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"{flag} {value!r} is not a whole number.") from None
-    if n <= 0:
-        raise ValueError(f"{flag} {value!r} must be positive.")
-    return n
-
-
 def _tokens(flag: str, value: str) -> int | None:
     """--max-model-len: a count, with vLLM's k/K/m/M suffixes (1k = 1000, 1K = 1024), or auto."""
     text = value.strip()
@@ -89,41 +80,8 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         args = args[1:]
     if args[:1] != ["serve"]:
         raise ValueError("a vLLM command to check starts `vllm serve REPO`.")
-    args = args[1:]
-    got: dict[str, str] = {}
-    on: set[str] = set()
-    ignored: list[str] = []
-    positional: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        flag, eq, inline = a.partition("=")
-        if not a.startswith("-") or a == "-":
-            positional.append(a)
-            i += 1
-            continue
-        if flag in VALUED:
-            if eq:
-                value = inline
-            elif i + 1 < len(args):
-                value = args[i + 1]
-                i += 1
-            else:
-                raise ValueError(f"{flag} needs a value.")
-            got[VALUED[flag]] = value
-        elif flag in SWITCHES:
-            on.add(SWITCHES[flag])
-        elif flag in LAUNCH_ONLY:
-            if not eq and flag not in LAUNCH_SWITCHES and i + 1 < len(args):
-                i += 1
-        else:
-            # A flag llmfit does not model: it takes a value when one follows it.
-            if not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
-                ignored.append(f"{flag} {args[i + 1]}")
-                i += 1
-            else:
-                ignored.append(a)
-        i += 1
+    words = scan(args[1:], VALUED, SWITCHES, LAUNCH_ONLY, LAUNCH_SWITCHES)
+    got, on, ignored, positional = words.got, words.on, words.ignored, words.positional
     repo = got.get("model") or (positional[0] if positional else None)
     if not repo:
         raise ValueError("the vLLM command names no model: vllm serve REPO ….")
@@ -138,36 +96,33 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         ignored.append(f"--quantization {quant}")
     gmu = defaults.gpu_memory_utilization
     if "gpu_memory_utilization" in got:
-        try:
-            gmu = float(got["gpu_memory_utilization"])
-        except ValueError:
-            raise ValueError(
-                f"--gpu-memory-utilization {got['gpu_memory_utilization']!r} is not a number."
-            ) from None
+        gmu = number("--gpu-memory-utilization", got["gpu_memory_utilization"])
         if not 0 < gmu <= 1:
             raise ValueError(f"--gpu-memory-utilization {gmu:g} must be in (0, 1].")
     pins = Pins(
-        tp=_int("--tensor-parallel-size", got.get("tp", "1")),
-        pp=_int("--pipeline-parallel-size", got.get("pp", "1")),
-        dp=_int("--data-parallel-size", got.get("dp", "1")),
+        tp=whole("--tensor-parallel-size", got.get("tp", "1")),
+        pp=whole("--pipeline-parallel-size", got.get("pp", "1")),
+        dp=whole("--data-parallel-size", got.get("dp", "1")),
         ep="ep" in on,
     )
     lora = "lora" in on
     vllm = vllm_options(
         version=defaults.vllm.version,
         max_num_batched_tokens=(
-            _int("--max-num-batched-tokens", got["max_num_batched_tokens"])
+            whole("--max-num-batched-tokens", got["max_num_batched_tokens"])
             if "max_num_batched_tokens" in got
             else None
         ),
-        max_num_seqs=_int("--max-num-seqs", got["max_num_seqs"]) if "max_num_seqs" in got else None,
+        max_num_seqs=whole("--max-num-seqs", got["max_num_seqs"])
+        if "max_num_seqs" in got
+        else None,
         enforce_eager="enforce_eager" in on,
         enable_prefix_caching=(
             True if "prefix_on" in on else False if "prefix_off" in on else None
         ),
         # vLLM's own defaults for a LoRA launch: one adapter slot of rank 16 (LoRAConfig).
-        max_loras=_int("--max-loras", got.get("max_loras", "1")) if lora else 0,
-        max_lora_rank=_int("--max-lora-rank", got.get("max_lora_rank", "16")) if lora else 0,
+        max_loras=whole("--max-loras", got.get("max_loras", "1")) if lora else 0,
+        max_lora_rank=whole("--max-lora-rank", got.get("max_lora_rank", "16")) if lora else 0,
         speculative_config=got.get("speculative_config"),
         limit_mm_per_prompt=got.get("limit_mm_per_prompt"),
     )

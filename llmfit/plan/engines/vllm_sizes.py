@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmfit.plan.engines.serving import split_refusal
 from llmfit.plan.fleet import GIB
 from llmfit.plan.model import AttentionCharge, AttentionKind, Shape
 from llmfit.plan.options import PerCard
@@ -116,11 +117,8 @@ def per_card(
 
 
 def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
-    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it.
-
-    With expert parallelism the routed experts stay whole on each rank, so their quantisation
-    blocks are never split and their rule does not apply.
-    """
+    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it: its
+    attention heads, in vLLM's words, then the layers it splits (serving.split_refusal)."""
     if shape.attention_heads and shape.attention_heads % tp:
         # ModelConfig.verify_with_parallel_config, word for word.
         return (
@@ -134,33 +132,7 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
             f"{kv} KV heads can be neither split evenly across nor replicated evenly over "
             f"{tp} cards."
         )
-    for rule in shape.split_rules:
-        if tp == 1 or (rule.experts and expert_parallel):
-            continue
-        if rule.size % tp:
-            # vllm/distributed/utils.py ensure_divisibility.
-            return f"{rule.size} is not divisible by {tp}"
-        share = rule.size // tp
-        if share % rule.multiple == 0:
-            continue
-        if rule.check == "block_fp8_moe":
-            # Fp8MoEMethod.create_weights (vllm/model_executor/layers/quantization/fp8.py).
-            return (
-                f"The output_size of gate's and up's weight = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        if rule.check == "block_fp8":
-            # validate_fp8_block_shape, the column-parallel gate_up_proj (fp8_utils.py).
-            return (
-                f"Weight output_partition_size = {share} is not divisible by "
-                f"weight quantization block_n = {rule.multiple}."
-            )
-        # GPTQ/AWQ create_weights, the row-parallel down_proj (gptq.py, awq.py).
-        return (
-            "The input size is not aligned with the quantized weight shape. "
-            "This can be caused by too large tensor parallel size."
-        )
-    return None
+    return split_refusal(shape, tp, expert_parallel)
 
 
 def max_context(

@@ -1,0 +1,95 @@
+"""Reading an engine's command line back (`llmfit check -- …`): the walk over its words that every
+engine's reader makes, and the numbers they parse alike.
+
+The engines differ in their flags, not in how a command line is split into them: each flag table
+(which flags take a value, which are switches, which only shape a launch) stays with its engine's
+reader, as do the rules that are an engine's own (vLLM's and SGLang's token suffixes, the range of
+a memory share).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Words:
+    """A command line's words, sorted by what the engine's flag tables make of them."""
+
+    # A valued flag's key (from the table) → its value, the last one given winning.
+    got: dict[str, str] = field(default_factory=dict)
+    # The keys of the switches given.
+    on: set[str] = field(default_factory=set)
+    # Flags llmfit does not model, each with the value that followed it, as given.
+    ignored: list[str] = field(default_factory=list)
+    # Words that are no flag's (a model named in front).
+    positional: list[str] = field(default_factory=list)
+
+
+def scan(
+    args: Sequence[str],
+    valued: Mapping[str, str],
+    switches: Mapping[str, str],
+    launch_only: Set[str],
+    launch_switches: Set[str],
+    *,
+    positional: bool = True,
+) -> Words:
+    """The words after the program, by the engine's tables: `--flag value` and `--flag=value`
+    for a valued flag; launch-only flags passed over with their value; any other flag kept as
+    ignored, with the word after it where that is not a flag (it takes a value, as far as can be
+    told without the engine's parser).
+
+    `positional=False` is for an engine that names its model by a flag only (llama-server): a
+    bare word is then read as an unknown flag would be, not set aside as the model.
+    """
+    out = Words()
+    i = 0
+    while i < len(args):
+        a = args[i]
+        flag, eq, inline = a.partition("=")
+        if positional and (not a.startswith("-") or a == "-"):
+            out.positional.append(a)
+            i += 1
+            continue
+        if flag in valued:
+            if eq:
+                value = inline
+            elif i + 1 < len(args):
+                value = args[i + 1]
+                i += 1
+            else:
+                raise ValueError(f"{flag} needs a value.")
+            out.got[valued[flag]] = value
+        elif flag in switches:
+            out.on.add(switches[flag])
+        elif flag in launch_only:
+            if not eq and flag not in launch_switches and i + 1 < len(args):
+                i += 1
+        elif not eq and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            out.ignored.append(f"{flag} {args[i + 1]}")
+            i += 1
+        else:
+            out.ignored.append(a)
+        i += 1
+    return out
+
+
+def whole(flag: str, value: str, *, zero: bool = False) -> int:
+    """A flag's whole number: positive, or (`zero`) 0 or more."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"{flag} {value!r} is not a whole number.") from None
+    if n < 0 or (n == 0 and not zero):
+        raise ValueError(f"{flag} {value!r} must be {'0 or more' if zero else 'positive'}.")
+    return n
+
+
+def number(flag: str, value: str) -> float:
+    """A flag's number, as the engine's float() reads it; its range is the engine's to check."""
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{flag} {value!r} is not a number.") from None

@@ -1,0 +1,418 @@
+"""What vLLM and SGLang share as llmfit plans them.
+
+The two serve the same safetensors checkpoints on the same layouts (tensor × pipeline parallel
+within a node or across the nodes of a fabric, data-parallel ranks, expert parallelism for a MoE),
+quantise the same linear layers on load, and start across nodes the same way (a Ray cluster, or
+the same command on every node by rank). What is written once here is what they do alike; each
+engine keeps what is its own: the widths it refuses and its words for them, how it splits layers
+over pipeline stages, its memory model (vllm_memory, sglang_sizes), its flags and their spelling.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from llmfit.plan import cards
+from llmfit.plan import speed as speeds
+from llmfit.plan.artifact import Artifact, WeightLayout
+from llmfit.plan.engines import Found, Job
+from llmfit.plan.launch import Command
+from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
+from llmfit.plan.model import Model, Shape
+from llmfit.plan.options import Option, Rejection
+from llmfit.plan.pools import ClassPool
+from llmfit.plan.settings import PlanSettings
+
+# The port a Ray cluster's head listens on (Ray's default), for both engines' --ray launches.
+RAY_PORT = 6379
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The checkpoint as stored, or what an engine flag would make of it."""
+
+    weight_bytes: int
+    quant: str | None
+    kv_dtype: str
+    what_if: str | None = None
+    flags: tuple[str, ...] = ()
+    changes: int = 0
+
+
+def variants(
+    art: Artifact,
+    model: Model,
+    kv_dtype: str,
+    settings: PlanSettings,
+    *,
+    fp8_weights: tuple[str, ...],
+    fp8_kv: tuple[str, ...],
+) -> list[Variant]:
+    """The checkpoint as stored and, for a 16-bit one, what the engine's flags would make of it:
+    `fp8_weights` and `fp8_kv`, as the engine spells them.
+
+    Online fp8 quantises the linear layers on load and keeps the embedding and the output head at
+    16 bits (both engines' Fp8LinearMethod covers Linear layers only), so the what-if weighs half
+    of everything else; without a vocabulary and hidden size the two are taken as nothing, which
+    would flatter the what-if, so then none is offered. An fp8 KV cache halves a 16-bit one.
+    """
+    stored = Variant(art.bytes, art.quant, kv_dtype)
+    if settings.precision == "stored":
+        return [stored]
+    out = [stored] if settings.precision == "all" else []
+    sixteen = model.dtype in ("bfloat16", "float16", "float32") and not model.quantization
+    fp8_bytes = None
+    if sixteen and model.vocab_size and model.hidden_size:
+        head = 2 * model.vocab_size * model.hidden_size * 2
+        if art.bytes > head:
+            fp8_bytes = (art.bytes - head) // (4 if model.dtype == "float32" else 2) + head
+    kv16 = kv_dtype in ("bfloat16", "float16") and settings.kv_cache_dtype == "auto"
+    if settings.precision in ("all", "kv-fp8") and kv16:
+        out.append(Variant(art.bytes, art.quant, "fp8", "fp8 KV cache", fp8_kv, 1))
+    if settings.precision in ("all", "fp8") and fp8_bytes:
+        out.append(Variant(fp8_bytes, "fp8", kv_dtype, "fp8 weights", fp8_weights, 1))
+        if settings.precision == "all" and kv16:
+            out.append(
+                Variant(fp8_bytes, "fp8", "fp8", "fp8 weights and KV cache",
+                        fp8_weights + fp8_kv, 2)
+            )  # fmt: skip
+    return out or [stored]
+
+
+def split_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
+    """Why a tensor-parallel width splits a layer the engine cannot split, in its words, or None.
+
+    SGLang's linear layers and fp8 block checks are vLLM's (the same sentences in both engines'
+    code), so the rule is one here; the attention heads each engine checks in its own words
+    (vllm_sizes.width_refusal, sglang.width_refusal). With expert parallelism the routed experts
+    stay whole on each rank, so their quantisation blocks are never split and their rule does not
+    apply.
+    """
+    for rule in shape.split_rules:
+        if tp == 1 or (rule.experts and expert_parallel):
+            continue
+        if rule.size % tp:
+            # distributed/utils.py ensure_divisibility.
+            return f"{rule.size} is not divisible by {tp}"
+        share = rule.size // tp
+        if share % rule.multiple == 0:
+            continue
+        if rule.check == "block_fp8_moe":
+            # Fp8MoEMethod.create_weights (layers/quantization/fp8.py).
+            return (
+                f"The output_size of gate's and up's weight = {share} is not divisible by "
+                f"weight quantization block_n = {rule.multiple}."
+            )
+        if rule.check == "block_fp8":
+            # validate_fp8_block_shape, the column-parallel gate_up_proj (fp8_utils.py).
+            return (
+                f"Weight output_partition_size = {share} is not divisible by "
+                f"weight quantization block_n = {rule.multiple}."
+            )
+        # GPTQ/AWQ create_weights, the row-parallel down_proj (gptq.py, awq.py).
+        return (
+            "The input size is not aligned with the quantized weight shape. "
+            "This can be caused by too large tensor parallel size."
+        )
+    return None
+
+
+def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
+    """ "4 × h200-141g", "8 × h100-80g (tp4×pp2)", "2 nodes × 8 h100-80g on ib0"."""
+    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
+    shape = "" if plain else f" ({layout.short()})"
+    if layout.nodes > 1:
+        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
+    return f"{layout.cards} × {gpu_class}{shape}"
+
+
+def speed(
+    engine: str,
+    model: Model,
+    weights: WeightLayout,
+    spec: cards.CardSpec | None,
+    layout: Layout,
+    context: int,
+    kv_per_token: int,
+    concurrency: float,
+    fp8: bool,
+    partition: Callable[[int, int], tuple[int, ...]],
+) -> speeds.Speed | None:
+    """How fast the layout decodes and prefills (plan/speed.py), its stages as the engine splits
+    them (`partition`: layers and stages → layers a stage).
+
+    A MoE's data-parallel ranks each run their own batch through their own attention and share
+    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
+    them, not the 1/tp a tensor-parallel replica would.
+    """
+    if spec is None or concurrency <= 0:
+        return None
+    inputs = speeds.inputs_for(
+        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
+        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
+        concurrency=max(1, int(concurrency)), stage_layers=partition(weights.layers, layout.pp),
+        compute_dtype="fp8" if fp8 else "bf16",
+    )  # fmt: skip
+    if model.is_moe and layout.dp > 1:
+        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
+        inputs = replace(inputs, stages=stages)
+    return speeds.estimate(inputs)
+
+
+def weights_share(layout: Layout, width: str, *, experts_over: int, copy: str) -> str:
+    """What share of the weights a card holds, in words (--explain), `width` the layout as the
+    engine names its sizes: a MoE's data-parallel ranks (`experts_over` > 0: the cards its routed
+    experts are sharded over) hold a rank's attention and dense weights and their share of the
+    experts; data-parallel copies (`copy`: what the engine calls one, "" for none) hold the model
+    whole; pipeline stages their fullest stage's share."""
+    tp = layout.tp
+    if experts_over:
+        return (
+            f"the attention and dense weights over the {tp} card{'s' if tp > 1 else ''} of a "
+            f"rank, the routed experts over all {experts_over} ({width})"
+        )
+    if copy:
+        return f"a whole copy a {copy}, 1/{tp} a card ({width})"
+    if layout.pp > 1:
+        return f"its fullest pipeline stage's share ({width})"
+    return f"1/{tp} ({width})"
+
+
+def processes(
+    option: Option,
+    argv: Sequence[str],
+    env: tuple[tuple[str, str], ...],
+    *,
+    ray: Sequence[str] | None,
+    by_rank: Callable[[int, str], Sequence[str]],
+) -> list[Command]:
+    """The processes of a serve line `argv`: itself on one node; across nodes, with `ray` (the
+    flags the head's serve adds), a Ray cluster and then one serve on its head; else the same
+    line on every node, node 0 the head, each with `by_rank(rank, head address)` added."""
+    if option.layout.nodes <= 1:
+        return [Command("all", tuple(argv), env=env)]
+    ids = option.node_ids
+    names = [ids[i] if i < len(ids) else None for i in range(option.layout.nodes)]
+    head = names[0] or "<head-address>"
+    if ray is not None:
+        out = [Command("head", ("ray", "start", "--head", f"--port={RAY_PORT}"), names[0])]
+        for name in names[1:]:
+            join = ("ray", "start", f"--address={head}:{RAY_PORT}")
+            out.append(Command("worker", join, name))
+        out.append(Command("head", (*argv, *ray), names[0], env))
+        return out
+    return [
+        Command("head" if rank == 0 else "worker", (*argv, *by_rank(rank, head)), name, env)
+        for rank, name in enumerate(names)
+    ]
+
+
+def option_of(
+    job: Job, engine: str, art: Artifact, pool: ClassPool, t: Tried, launch: object, share: float
+) -> Option:
+    """The option of a layout that fits: where it stands and what it holds, with the engine's
+    launch part and the share of each card it counts on."""
+    layout, sized = t.spot.layout, t.sized
+    return Option(
+        artifact=art,
+        engine=engine,
+        layout=layout,
+        card=Card(pool.gpu_class, pool.card_bytes),
+        per_card=sized.per_card,
+        have=sized.have,
+        launch=launch,
+        fabric=t.spot.fabric or None,
+        hosts=t.spot.seats.hosts,
+        free_now=t.spot.seats.free_now(layout.nodes),
+        bits_per_weight=art.bits_per_weight(job.model.params),
+        context=job.context,
+        max_context=sized.max_context,
+        concurrency=sized.concurrency,
+        node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
+        share=share,
+        kv_per_token=sized.kv_per_token,
+        kv_tokens=sized.kv_tokens,
+        speed=sized.speed,
+    )
+
+
+class Serving(ABC):
+    """How vLLM and SGLang plan a job: each what-if of the checkpoint on each class of cards, the
+    widths the engine accepts searched over the shared layout space (plan/layouts.py), the misses
+    and the layouts not shown said why. An engine gives its what-ifs, its width rule, its sizing
+    of one layout and its launch part of an option."""
+
+    key: str
+    name: str
+    # Whether a plan that fits no node says that nodes without a fabric cannot be joined. vLLM's
+    # says it; SGLang's never has, and sharing the search was not to change what a plan says.
+    says_fabricless: bool = True
+
+    def runs(self, artifact: Artifact) -> bool:
+        return artifact.format == "safetensors"
+
+    def where(self, option: Option) -> str:
+        return where(option.layout, option.gpu_class or "", option.fabric)
+
+    def plan(self, job: Job) -> Found:
+        found = Found()
+        if any(n.is_cpu for n in job.fleet.nodes):
+            found.rejected.append(
+                Rejection(
+                    job.artifact.name,
+                    self.key,
+                    "CPU nodes",
+                    f"safetensors weights are planned for {self.name} on GPUs; a CPU node runs "
+                    "GGUF files with llama.cpp",
+                )
+            )
+        for v in self._variants(job):
+            art = replace(job.artifact, bytes=v.weight_bytes, quant=v.quant)
+            shape = replace(job.shape, kv_dtype=v.kv_dtype)
+            for pool in job.pools:
+                refused: list[Rejection] = []
+                found.options += [
+                    replace(o, what_if=v.what_if, engine_flags=v.flags, changes=v.changes)
+                    for o in self._on_pool(job, art, shape, pool, v, refused)
+                ]
+                found.rejected += [
+                    replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
+                ]
+        return found
+
+    @abstractmethod
+    def _variants(self, job: Job) -> list[Variant]:
+        """The checkpoint as stored and the what-ifs of the engine's flags, as it spells them."""
+
+    @abstractmethod
+    def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
+        """Why the engine refuses this tensor-parallel width, in its words; None if it takes it."""
+
+    @abstractmethod
+    def _sizer(
+        self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
+    ) -> Callable[[Layout], Sized]:
+        """How one layout of the what-if `v` on the pool's cards is sized, by the engine's own
+        memory model."""
+
+    @abstractmethod
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
+        """The option of a layout that fits, with the engine's launch part (see `option_of`)."""
+
+    def _on_pool(
+        self,
+        job: Job,
+        art: Artifact,
+        shape: Shape,
+        pool: ClassPool,
+        v: Variant,
+        rejected: list[Rejection],
+    ) -> list[Option]:
+        model, settings = job.model, job.settings
+        pins = settings.pins
+        moe = model.is_moe
+        ep = pins.ep if moe else False
+        widths: list[int] = []
+        for tp in powers_of_two(pool.max_gpus):
+            if pins.tp is not None and tp != pins.tp:
+                continue
+            refusal = self._width_refusal(shape, tp, moe and ep is not False)
+            if refusal:
+                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
+            else:
+                widths.append(tp)
+        if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    pool.gpu_class,
+                    f"--tp {pins.tp} is wider than any {pool.gpu_class} node "
+                    f"({pool.max_gpus} cards): tensor parallelism stays within a node",
+                )
+            )
+        if not widths:
+            return []
+        space = Space(
+            widths=tuple(widths),
+            stages=tuple(powers_of_two(pool.max_gpus)),
+            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
+            moe=moe,
+            layers=shape.layers,
+            ep=ep,
+            stages_per_node=lambda tp, width: 1,
+            ranks_across_nodes=True,
+        )
+        size = self._sizer(job, art, shape, pool, v)
+        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
+        if pool.mig and not fits:
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    f"several {pool.gpu_class}",
+                    "a MIG instance cannot be joined with others, on its node or across nodes",
+                )
+            )
+        elif not fits and not pins.any and self.says_fabricless:
+            no_fabric = [h for h in pool.hosts if not h.fabric]
+            if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
+                n = sum(h.count for h in no_fabric)
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        f"{n} nodes × {pool.max_gpus} {pool.gpu_class}",
+                        "these nodes have no fabric, so a replica cannot span them",
+                    )
+                )
+        for t in misses:
+            lay = t.spot.layout
+            plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
+            if plain or pins.any or settings.concurrency is not None:
+                rejected.append(self._miss(art, pool, t, settings.concurrency))
+        out: list[Option] = []
+        groups: dict[str, list[Tried]] = {}
+        for t in fits:
+            groups.setdefault(t.spot.fabric, []).append(t)
+        for fabric, group in groups.items():
+            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
+            kept, dropped = select(group, width, every=settings.every_layout)
+            for t in kept:
+                out.append(self._option(job, art, pool, t))
+            for t, by in dropped:
+                rejected.append(
+                    Rejection(
+                        art.name,
+                        self.key,
+                        where(t.spot.layout, pool.gpu_class, fabric or None),
+                        f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
+                        f"holds {by.sized.concurrency:g} sequences on "
+                        f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
+                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
+                        kind="dominated",
+                    )
+                )
+        return out
+
+    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
+        s = t.sized
+        here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
+        if s.fits_memory and target is not None:
+            return Rejection(
+                art.name,
+                self.key,
+                here,
+                f"holds {s.concurrency:g} sequences of the context at once, "
+                f"fewer than the {target:g} asked for",
+                have=s.have,
+                max_context=s.max_context,
+                nodes=t.spot.layout.nodes,
+            )
+        return Rejection(
+            art.name, self.key, here, "", need=s.per_card.need, have=s.have,
+            max_context=s.max_context, nodes=t.spot.layout.nodes,
+        )  # fmt: skip
