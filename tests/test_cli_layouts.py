@@ -253,3 +253,16 @@ def test_gpt_oss_20b_pinned_at_tp2_and_its_vllm_serve_line_agree(run):
     # The command asked for no expert parallelism, and the check plans it as given; a card holds
     # the same either way (its experts are split over both ranks).
     assert (pinned["ep"], checked["ep"]) == (True, False)
+
+
+def test_sglang_says_nodes_without_a_fabric_cannot_be_joined(run):
+    # Llama 3.1 70B bf16 (141 GB) holds no single H100; two one-card nodes with no fabric cannot
+    # be one replica, for SGLang as for vLLM.
+    code, out, _ = run("meta-llama/Meta-Llama-3.1-70B", "--fleet", "2x1xh100", "--engine",
+                       "sglang", "--precision", "stored", "--json")  # fmt: skip
+    assert code == 1
+    assert {
+        "engine": "sglang",
+        "where": "2 nodes × 1 h100-80g",
+        "reason": "these nodes have no fabric, so a replica cannot span them",
+    }.items() <= next(r for r in json.loads(out)["rejected"] if "fabric" in r["reason"]).items()

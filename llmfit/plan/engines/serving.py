@@ -247,9 +247,6 @@ class Serving(ABC):
 
     key: str
     name: str
-    # Whether a plan that fits no node says that nodes without a fabric cannot be joined. vLLM's
-    # says it; SGLang's never has, and sharing the search was not to change what a plan says.
-    says_fabricless: bool = True
 
     def runs(self, artifact: Artifact) -> bool:
         return artifact.format == "safetensors"
@@ -357,7 +354,7 @@ class Serving(ABC):
                     "a MIG instance cannot be joined with others, on its node or across nodes",
                 )
             )
-        elif not fits and not pins.any and self.says_fabricless:
+        elif not fits and not pins.any:
             no_fabric = [h for h in pool.hosts if not h.fabric]
             if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
                 n = sum(h.count for h in no_fabric)

@@ -165,7 +165,6 @@ class Sglang(serving.Serving):
     name = "SGLang"
     # `sglang serve …`, and `python -m sglang.launch_server …` (for_argv reads the module name).
     programs = ("sglang", "sglang.launch_server")
-    says_fabricless = False
 
     # -- planning -------------------------------------------------------------------------------
 
