@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
@@ -669,56 +670,26 @@ def kv_layout(ctx: _Context, notes: list[str]) -> KvLayout | None:
     if hybrid and state_page > page:
         page = state_page
 
-    # Specs, in layer order: vLLM buckets like specs in order of first appearance.
-    def key(kind: str) -> tuple[str, int]:
-        if kind in ("sliding", "chunked"):
-            g = _group_of(m, kind)
-            return kind, g.window if g else 0
-        if kind == "draft":
-            return ("full" if draft_token == per_token else "draft"), 0
-        if kind in STATE_KINDS:
-            return "state", 0
-        return kind, 0
-
     if draft_token != per_token and "draft" in kinds:
         notes.append(
             "The draft's cached layers cost a token what the target's do not; vLLM unifies "
             "their pages, which this estimate leaves out."
         )
-    buckets: dict[tuple[str, int], list[int]] = {}
-    for i, k in enumerate(kinds):
-        if k:
-            buckets.setdefault(key(k), []).append(i)
-    counts = [len(b) for b in buckets.values()]
-    if len(buckets) == 1:
-        group_size = counts[0]
-    else:
-        # _get_kv_cache_groups_uniform_page_size: the smallest type's count, or the largest's
-        # when under 1.5 × the smallest (from 0.18); every type is padded to whole groups and
-        # group i of a type takes layers[i::groups] (so pipeline stages share the groups).
-        group_size = min(counts)
-        if v.has("group_size_max_under_1_5") and max(counts) < 1.5 * min(counts):
-            group_size = max(counts)
     start, end = rank.layer_range(m.layers)
-    # MTP and draft layers run on the last stage (the drafter lives with the sampler).
-    last = rank.stage == rank.pp - 1
-
-    def on_rank(i: int) -> bool:
-        return start <= i < end if i < m.layers else last
-
+    group_size, groups, fullest = _kv_groups(
+        m,
+        tuple(kinds),
+        draft_token == per_token,
+        v.has("group_size_max_under_1_5"),
+        start,
+        end,
+        rank.stage == rank.pp - 1,
+    )
     retained = 0
     if spec and spec.method in ("mtp", "eagle", "eagle3") and v.minor >= 28:
         # get_global_kv_cache_groups: multi-module MTP retains lookahead − 1 tokens more.
         retained = max(0, (spec.num_speculative_tokens if spec.method == "mtp" else 1) - 1)
-    kinds_out: list[KvGroup] = []
-    fullest = 0
-    for (kind, window), layers in buckets.items():
-        n_groups = cdiv(len(layers), group_size)
-        here = [sum(1 for i in layers[j::n_groups] if on_rank(i)) for j in range(n_groups)]
-        fullest = max(fullest, max(here))
-        if kind == "state":
-            kind = m.shapes.mamba.kind if m.shapes and m.shapes.mamba else "mamba2"
-        kinds_out.append(KvGroup(kind, sum(here), n_groups, 0, window))
+    kinds_out = [KvGroup(kind, here, n, 0, window) for kind, window, here, n in groups]
     layout = KvLayout(
         block_size=block,
         page_bytes=page,
@@ -738,6 +709,63 @@ def kv_layout(ctx: _Context, notes: list[str]) -> KvLayout | None:
             replace(k, blocks_per_request=b) for k, b in zip(layout.kinds, blocks, strict=True)
         ),
     )
+
+
+# Like rank_weights' layer sums: the same stage recurs on every card class a plan tries.
+@lru_cache(maxsize=256)
+def _kv_groups(
+    m: Model,
+    kinds: tuple[str, ...],
+    draft_is_full: bool,
+    max_under_1_5: bool,
+    start: int,
+    end: int,
+    last: bool,
+) -> tuple[int, tuple[tuple[str, int, int, int], ...], int]:
+    """(group size, (kind, window, layers on this rank, groups) for each kind of cached layer,
+    the most layers of one group on this rank) for layers [start, end) of `kinds`; MTP and draft
+    layers (index ≥ m.layers) on the last stage."""
+
+    # Specs, in layer order: vLLM buckets like specs in order of first appearance.
+    def key(kind: str) -> tuple[str, int]:
+        if kind in ("sliding", "chunked"):
+            g = _group_of(m, kind)
+            return kind, g.window if g else 0
+        if kind == "draft":
+            return ("full" if draft_is_full else "draft"), 0
+        if kind in STATE_KINDS:
+            return "state", 0
+        return kind, 0
+
+    buckets: dict[tuple[str, int], list[int]] = {}
+    for i, k in enumerate(kinds):
+        if k:
+            buckets.setdefault(key(k), []).append(i)
+    counts = [len(b) for b in buckets.values()]
+    if len(buckets) == 1:
+        group_size = counts[0]
+    else:
+        # _get_kv_cache_groups_uniform_page_size: the smallest type's count, or the largest's
+        # when under 1.5 × the smallest (from 0.18); every type is padded to whole groups and
+        # group i of a type takes layers[i::groups] (so pipeline stages share the groups).
+        group_size = min(counts)
+        if max_under_1_5 and max(counts) < 1.5 * min(counts):
+            group_size = max(counts)
+
+    # MTP and draft layers run on the last stage (the drafter lives with the sampler).
+    def on_rank(i: int) -> bool:
+        return start <= i < end if i < m.layers else last
+
+    out = []
+    fullest = 0
+    for (kind, window), layers in buckets.items():
+        n_groups = cdiv(len(layers), group_size)
+        here = [sum(1 for i in layers[j::n_groups] if on_rank(i)) for j in range(n_groups)]
+        fullest = max(fullest, max(here))
+        if kind == "state":
+            kind = m.shapes.mamba.kind if m.shapes and m.shapes.mamba else "mamba2"
+        out.append((kind, window, sum(here), n_groups))
+    return group_size, tuple(out), fullest
 
 
 def kind_blocks(ctx: _Context, layout: KvLayout, max_model_len: int) -> list[int]:
@@ -903,6 +931,10 @@ class Parts:
     tied_head_bytes: int = 0
 
 
+# A plan sizes every layout of every pool with the same model and checkpoint (a 94-layer MoE
+# on the example fleet: 140 estimates, 2 distinct parts): walking the layers each time was
+# most of the plan's time. Model, WeightLayout and Parts are frozen, so one result is shared.
+@lru_cache(maxsize=64)
 def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Parts:
     """The checkpoint's bytes by part: from the artifact's WeightLayout when it has one, else
     spread over the config's parameters.
@@ -1034,21 +1066,19 @@ def mxfp4_padded(model: Model, card: Card) -> tuple[int, int]:
     return h, round_up(inter, 64)
 
 
-def rank_weights(ctx: _Context, weight_bytes: int, layout: WeightLayout | None) -> Weights:
-    """What "Model loading took" reports on this rank."""
-    m, rank, v, s = ctx.model, ctx.rank, ctx.version, ctx.settings
-    shapes = m.shapes or ModelShapes()
-    p = parts_of(m, weight_bytes, layout)
-    tp, pp, dp = rank.tp, rank.pp, rank.dp
-    start, end = rank.layer_range(m.layers)
-    first, last = rank.stage == 0, rank.stage == pp - 1
+# The same stage of the same split recurs on every card class a plan tries (120 estimates of
+# a 94-layer MoE on the example fleet, about 15 distinct stages); its per-layer sums are kept.
+@lru_cache(maxsize=256)
+def _stage_layer_bytes(
+    m: Model, p: Parts, start: int, end: int, tp: int, dp: int, online_fp8: bool
+) -> tuple[int, int, int]:
+    """(layer, routed-expert, replicated) bytes of layers [start, end) on one rank, rounded up
+    layer by layer as each layer's tensors are split."""
     elem = _elem(m)
-    h, vocab = m.hidden_size or 0, m.vocab_size or 0
-    online_fp8 = s.quantization in ("fp8", "fp8_per_tensor") and m.quantization is None
-
+    h = m.hidden_size or 0
+    kinds = layer_kinds(m)
     layers = experts = replicated = 0
     kv_extra = 0
-    kinds = layer_kinds(m)
     for i in range(start, min(end, len(p.layer_bytes))):
         whole = p.layer_bytes[i]
         exp = p.expert_bytes[i]
@@ -1066,7 +1096,23 @@ def rank_weights(ctx: _Context, weight_bytes: int, layout: WeightLayout | None) 
             # 1/kv_heads of them, not 1/tp.
             kv = 2 * h * m.kv_heads * m.head_dim * (1 if online_fp8 else elem)
             kv_extra += kv // m.kv_heads - cdiv(kv, tp)
-    layers += kv_extra
+    return layers + kv_extra, experts, replicated
+
+
+def rank_weights(ctx: _Context, weight_bytes: int, layout: WeightLayout | None) -> Weights:
+    """What "Model loading took" reports on this rank."""
+    m, rank, v, s = ctx.model, ctx.rank, ctx.version, ctx.settings
+    shapes = m.shapes or ModelShapes()
+    p = parts_of(m, weight_bytes, layout)
+    tp, pp, dp = rank.tp, rank.pp, rank.dp
+    start, end = rank.layer_range(m.layers)
+    first, last = rank.stage == 0, rank.stage == pp - 1
+    elem = _elem(m)
+    h, vocab = m.hidden_size or 0, m.vocab_size or 0
+    online_fp8 = s.quantization in ("fp8", "fp8_per_tensor") and m.quantization is None
+
+    kinds = layer_kinds(m)
+    layers, experts, replicated = _stage_layer_bytes(m, p, start, end, tp, dp, online_fp8)
 
     # VocabParallelEmbedding / ParallelLMHead: the vocabulary padded to a multiple of 64,
     # split across TP (replicated across DP).
@@ -1222,7 +1268,7 @@ def cuda_graph_bytes(ctx: _Context) -> int:
     m = ctx.model
     start, end = ctx.rank.layer_range(m.layers)
     dense = m.shapes.dense_layers if m.shapes else 0
-    moe_layers = sum(1 for i in range(start, end) if m.is_moe and i >= dense)
+    moe_layers = max(0, end - max(start, dense)) if m.is_moe else 0
     dense_layers = (end - start) - moe_layers
     sizes = capture_sizes(ctx.version, m, ctx.card, ctx.seqs, ctx.batched, ctx.num_spec)
     per_size = dense_layers * GRAPH_BYTES_DENSE_LAYER + moe_layers * GRAPH_BYTES_MOE_LAYER
