@@ -10,9 +10,15 @@ round by round. Times are the process's own CPU time (user + system, from the ke
 of the finished child) and wall time; the first round warms the caches and is not counted.
 
     python benchmarks/bench.py [--rounds 12] [--only st,gguf] [--skip rpc-1600] [--source DIR]
+                               [--python PATH]
 
 `--source DIR` times the llmfit of another tree (an older commit, `git archive` into DIR) with
-the same cases; a case it cannot run is said and left out.
+the same cases; a case it cannot run is said and left out. `--python PATH` runs every case (and
+the start) with another interpreter, whose environment supplies click, rich and huggingface_hub:
+a regular install, as the README's `pip install .` makes one, has no editable finder for site to
+load (`python3 -m venv /tmp/reg && /tmp/reg/bin/pip install .`, then `--python
+/tmp/reg/bin/python`). The llmfit timed is still this tree's (or --source's): `python -m` finds
+it first, in the directory it runs in.
 
 The cases, on the bundled fixture cache (fixtures/hub) unless said:
   start        python -S -c pass (the reference)
@@ -212,7 +218,13 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated case names (start is always run)")
     ap.add_argument("--skip", help="comma-separated case names to leave out")
     ap.add_argument("--source", help="the tree whose llmfit is timed (default: this one)")
+    ap.add_argument("--python", help="the interpreter that runs the cases (default: this one)")
     args = ap.parse_args()
+    if args.python:
+        global PY, LLMFIT, START
+        PY = args.python
+        LLMFIT = [PY, "-m", "llmfit"]
+        START = [PY, "-S", "-c", "pass"]
     only = set(args.only.split(",")) if args.only else None
     skip = set(args.skip.split(",")) if args.skip else set()
     if args.source:
@@ -252,8 +264,9 @@ def report(cases: list[Case], starts: dict, rounds: int) -> None:
     start_cpu = statistics.median(x for s in starts.values() for x in s[0])
     start_wall = statistics.median(x for s in starts.values() for x in s[1])
     print(
-        f"python {sys.version.split()[0]} on {os.cpu_count()} CPUs; {rounds} rounds; the start "
-        f"(python -S -c pass): {start_cpu * 1000:.1f} ms CPU, {start_wall * 1000:.1f} ms wall"
+        f"{PY}: python {sys.version.split()[0]} on {os.cpu_count()} CPUs; {rounds} rounds; "
+        f"the start (python -S -c pass): {start_cpu * 1000:.1f} ms CPU, "
+        f"{start_wall * 1000:.1f} ms wall"
     )
     print()
     print("| case | × start, CPU | × start, wall | median wall | target |")

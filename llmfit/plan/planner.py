@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Job, engines, planned
+from llmfit.plan.engines import Job, engine, keys, planned
 from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
@@ -63,9 +63,11 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     for art in artifacts:
         found: list[Option] = []
         runs = False
-        for e in engines():
-            if not planned(e.key, settings.engines):
+        for key in keys():
+            # Checked before the engine is imported: an engine not planned costs nothing.
+            if not planned(key, settings.engines):
                 continue
+            e = engine(key)
             if not e.runs(art):
                 continue
             runs = True

@@ -217,11 +217,22 @@ def default_keys() -> tuple[str, ...]:
     return tuple(k for k in _MODULES if k not in _NAMED_ONLY)
 
 
+# Each engine's own JSON fields (its Engine.fields), named here as well: a JSON document carries
+# every engine's fields on every option, and reading them from the engines would import every
+# engine's module (and define its nouns) on each `--json` run, the ones the plan never used
+# included. tests/plan/test_engine_registry.py holds each entry to the engine's own.
+_FIELDS = {
+    "vllm": ("vllm_version",),
+    "llama.cpp": ("gpu_layers", "cpu_moe_layers", "host_bytes"),
+    "sglang": (),
+}
+
+
 def field_names() -> tuple[str, ...]:
     """Every engine's own JSON fields, in registry order."""
     out: list[str] = []
-    for e in engines():
-        out += [f for f in e.fields if f not in out]
+    for key in _MODULES:
+        out += [f for f in _FIELDS[key] if f not in out]
     return tuple(out)
 
 
