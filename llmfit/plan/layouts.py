@@ -12,7 +12,7 @@ that fills the node: the three a user weighs against each other first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from llmfit.plan.layout import Layout
@@ -152,7 +152,7 @@ def search(
     for layout in node_layouts(space, widest):
         if not pins.allows(layout):
             continue
-        tried = Tried(Spot(layout, "", seats(pool.hosts, layout.cards, 1)), size(layout))
+        tried = Tried(Spot(layout, "", pool.seats(layout.cards, 1)), size(layout))
         (fits if ok(tried.sized) else misses).append(tried)
     if fits or pool.mig or space.stages_per_node is None:
         return fits, misses
@@ -168,7 +168,7 @@ def _across(
     space: Space,
     size: Callable[[Layout], Sized],
     fabric: str,
-    members: list[Host],
+    members: Sequence[Host],
     pins: Pins,
     ok: Callable[[Sized], bool],
     misses: list[Tried],
@@ -189,7 +189,7 @@ def _across(
                 break
             if not pins.allows(layout):
                 continue
-            tried = Tried(Spot(layout, fabric, seats(members, tp * per_node, m)), size(layout))
+            tried = Tried(Spot(layout, fabric, pool.seats(tp * per_node, m, fabric)), size(layout))
             if ok(tried.sized):
                 out.append(tried)
                 last = None
@@ -208,7 +208,7 @@ def _ranks_across(
     space: Space,
     size: Callable[[Layout], Sized],
     fabric: str,
-    members: list[Host],
+    members: Sequence[Host],
     pins: Pins,
     ok: Callable[[Sized], bool],
     tp: int,

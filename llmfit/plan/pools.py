@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from llmfit.plan.fleet import Fleet, PoolNode, is_mig
 
@@ -38,7 +40,10 @@ class ClassPool:
     card_bytes: int
     hosts: tuple[Host, ...]
 
-    @property
+    # A pool may hold 100,000 hosts, and a plan asks the same of it for every layout it tries:
+    # what a question costs a walk over the hosts is worked out once a pool (the pool is frozen;
+    # cached_property keeps the answer beside its fields, out of its equality).
+    @cached_property
     def max_gpus(self) -> int:
         return max((h.gpus for h in self.hosts), default=0)
 
@@ -46,11 +51,28 @@ class ClassPool:
     def mig(self) -> bool:
         return is_mig(self.gpu_class)
 
-    def fabrics(self) -> dict[str, list[Host]]:
+    @cached_property
+    def _fabrics(self) -> dict[str, tuple[Host, ...]]:
         out: dict[str, list[Host]] = {}
         for h in self.hosts:
             out.setdefault(h.fabric, []).append(h)
-        return out
+        return {f: tuple(hs) for f, hs in out.items()}
+
+    def fabrics(self) -> dict[str, tuple[Host, ...]]:
+        """The pool's hosts by fabric ("" for nodes on none), in fleet order."""
+        return dict(self._fabrics)
+
+    @cached_property
+    def _seats(self) -> dict[tuple[int, int, str | None], Seats]:
+        return {}
+
+    def seats(self, per_node: int, nodes: int, fabric: str | None = None) -> Seats:
+        """`seats` over the pool's hosts, or one fabric's."""
+        key = (per_node, nodes, fabric)
+        if key not in self._seats:
+            hosts = self.hosts if fabric is None else self._fabrics.get(fabric, ())
+            self._seats[key] = seats(hosts, per_node, nodes)
+        return self._seats[key]
 
 
 def class_pools(fleet: Fleet) -> list[ClassPool]:
@@ -83,7 +105,7 @@ class Seats:
         return self.ready >= nodes
 
 
-def seats(hosts: list[Host] | tuple[Host, ...], per_node: int, nodes: int) -> Seats:
+def seats(hosts: Sequence[Host], per_node: int, nodes: int) -> Seats:
     """Count, without expanding pools, the nodes with `per_node` cards (and free ones), and name
     the first `nodes` of them a launch would use."""
     able = [h for h in hosts if h.gpus >= per_node]

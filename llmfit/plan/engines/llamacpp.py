@@ -246,7 +246,7 @@ class LlamaCpp:
             placement, e = full
             k = placement.cards
             longest = est.max_context(layout, placement, have, None, model.max_context, extra=extra)
-            where_ = seats(pool.hosts, k, 1)
+            where_ = pool.seats(k, 1)
             out.append(
                 option(
                     placement, e, layout=Layout(1, k, 1, False, 1, 1), card=card, have=have,
@@ -256,7 +256,7 @@ class LlamaCpp:
             servers = pool.max_gpus // k
             if servers > 1:
                 # Independent servers filling the node, each on its own cards and port.
-                fill = seats(pool.hosts, k * servers, 1)
+                fill = pool.seats(k * servers, 1)
                 out.append(
                     option(
                         placement, e, layout=Layout(1, k, servers, False, 1, servers), card=card,
