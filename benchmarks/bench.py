@@ -263,8 +263,10 @@ def report(cases: list[Case], starts: dict, rounds: int) -> None:
     by = {c.name: c for c in cases}
     start_cpu = statistics.median(x for s in starts.values() for x in s[0])
     start_wall = statistics.median(x for s in starts.values() for x in s[1])
+    version = subprocess.run([PY, "-c", "import sys; print(sys.version.split()[0])"],
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     print(
-        f"{PY}: python {sys.version.split()[0]} on {os.cpu_count()} CPUs; {rounds} rounds; "
+        f"{PY}: python {version} on {os.cpu_count()} CPUs; {rounds} rounds; "
         f"the start (python -S -c pass): {start_cpu * 1000:.1f} ms CPU, "
         f"{start_wall * 1000:.1f} ms wall"
     )
