@@ -12,12 +12,12 @@ that fills the node: the three a user weighs against each other first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from llmfit.plan.layout import Layout
 from llmfit.plan.options import PerCard
-from llmfit.plan.pools import ClassPool, Host, Seats, seats
+from llmfit.plan.pools import ClassPool, Seats
 from llmfit.plan.settings import Pins
 from llmfit.plan.speed import Speed
 
@@ -156,10 +156,10 @@ def search(
         (fits if ok(tried.sized) else misses).append(tried)
     if fits or pool.mig or space.stages_per_node is None:
         return fits, misses
-    for fabric, members in pool.fabrics().items():
+    for fabric in pool.fabrics():
         if not fabric:
             continue
-        fits += _across(pool, space, size, fabric, members, pins, ok, misses)
+        fits += _across(pool, space, size, fabric, pins, ok, misses)
     return fits, misses
 
 
@@ -168,19 +168,18 @@ def _across(
     space: Space,
     size: Callable[[Layout], Sized],
     fabric: str,
-    members: Sequence[Host],
     pins: Pins,
     ok: Callable[[Sized], bool],
     misses: list[Tried],
 ) -> list[Tried]:
     assert space.stages_per_node is not None
     out: list[Tried] = []
-    widest = max(h.gpus for h in members)
+    widest = pool.widest(fabric)
     for tp in reversed(space.widths):
         if tp > widest:
             continue
         per_node = space.stages_per_node(tp, widest)
-        nodes = sum(h.count for h in members if h.gpus >= tp * per_node)
+        nodes = pool.seats(tp * per_node, 1, fabric).hosts
         most = min(nodes, max(space.layers // per_node, 1))
         last: Tried | None = None
         for m in range(2, most + 1):
@@ -200,29 +199,29 @@ def _across(
             # nodes only need more of each card.
             misses.append(last)
         if space.ranks_across_nodes and space.moe:
-            out += _ranks_across(space, size, fabric, members, pins, ok, tp)
+            out += _ranks_across(pool, space, size, fabric, pins, ok, tp)
     return out
 
 
 def _ranks_across(
+    pool: ClassPool,
     space: Space,
     size: Callable[[Layout], Sized],
     fabric: str,
-    members: Sequence[Host],
     pins: Pins,
     ok: Callable[[Sized], bool],
     tp: int,
 ) -> list[Tried]:
     """A MoE's data-parallel ranks with expert parallelism over m nodes: the fewest m that fit."""
-    widest = max(h.gpus for h in members)
+    widest = pool.widest(fabric)
     per_node = widest // tp
-    nodes = sum(h.count for h in members if h.gpus >= widest)
+    nodes = pool.seats(widest, 1, fabric).hosts
     for m in range(2, min(nodes, space.layers) + 1):
         dp = per_node * m
         layout = Layout(tp, 1, dp, True, m, 1)
         if not pins.allows(layout):
             continue
-        tried = Tried(Spot(layout, fabric, seats(members, widest, m)), size(layout))
+        tried = Tried(Spot(layout, fabric, pool.seats(widest, m, fabric)), size(layout))
         if ok(tried.sized):
             return [tried]
     return []

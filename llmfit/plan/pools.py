@@ -63,15 +63,30 @@ class ClassPool:
         return dict(self._fabrics)
 
     @cached_property
+    def _widest(self) -> dict[str, int]:
+        return {f: max(h.gpus for h in hs) for f, hs in self._fabrics.items()}
+
+    def widest(self, fabric: str) -> int:
+        """The most cards of the class one node on `fabric` has."""
+        return self._widest.get(fabric, 0)
+
+    @cached_property
+    def _censuses(self) -> dict[str | None, _Census]:
+        return {}
+
+    @cached_property
     def _seats(self) -> dict[tuple[int, int, str | None], Seats]:
         return {}
 
     def seats(self, per_node: int, nodes: int, fabric: str | None = None) -> Seats:
-        """`seats` over the pool's hosts, or one fabric's."""
+        """`seats` over the pool's hosts, or one fabric's: their cards are counted once, and
+        each question after that names only the first nodes that answer it."""
         key = (per_node, nodes, fabric)
         if key not in self._seats:
-            hosts = self.hosts if fabric is None else self._fabrics.get(fabric, ())
-            self._seats[key] = seats(hosts, per_node, nodes)
+            if fabric not in self._censuses:
+                hosts = self.hosts if fabric is None else self._fabrics.get(fabric, ())
+                self._censuses[fabric] = _Census(hosts)
+            self._seats[key] = self._censuses[fabric].seats(per_node, nodes)
         return self._seats[key]
 
 
@@ -105,16 +120,33 @@ class Seats:
         return self.ready >= nodes
 
 
+class _Census:
+    """Some hosts, with how many nodes have each number of cards, and each number free."""
+
+    def __init__(self, hosts: Sequence[Host]) -> None:
+        self.hosts = hosts
+        self.by_cards: dict[int, int] = {}
+        self.by_free: dict[int, int] = {}
+        for h in hosts:
+            n = h.node.count
+            self.by_cards[h.gpus] = self.by_cards.get(h.gpus, 0) + n
+            self.by_free[h.free] = self.by_free.get(h.free, 0) + n
+
+    def seats(self, per_node: int, nodes: int) -> Seats:
+        able = sum(n for cards, n in self.by_cards.items() if cards >= per_node)
+        # A host's free cards are never more than its healthy ones: ready hosts are able.
+        ready = sum(n for free, n in self.by_free.items() if free >= per_node)
+        use_free = ready >= nodes
+        ids: list[str] = []
+        for h in self.hosts:
+            if len(ids) >= nodes:
+                break
+            if (h.free if use_free else h.gpus) >= per_node:
+                ids.extend(h.node.node_ids(nodes - len(ids)))
+        return Seats(able, ready, tuple(ids))
+
+
 def seats(hosts: Sequence[Host], per_node: int, nodes: int) -> Seats:
     """Count, without expanding pools, the nodes with `per_node` cards (and free ones), and name
     the first `nodes` of them a launch would use."""
-    able = [h for h in hosts if h.gpus >= per_node]
-    ready = [h for h in able if h.free >= per_node]
-    n_ready = sum(h.count for h in ready)
-    source = ready if n_ready >= nodes else able
-    ids: list[str] = []
-    for h in source:
-        if len(ids) >= nodes:
-            break
-        ids.extend(h.node.node_ids(nodes - len(ids)))
-    return Seats(sum(h.count for h in able), n_ready, tuple(ids))
+    return _Census(hosts).seats(per_node, nodes)

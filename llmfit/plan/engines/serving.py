@@ -355,9 +355,8 @@ class Serving(ABC):
                 )
             )
         elif not fits and not pins.any:
-            no_fabric = [h for h in pool.hosts if not h.fabric]
-            if sum(h.count for h in no_fabric) > 1 and pool.max_gpus:
-                n = sum(h.count for h in no_fabric)
+            n = sum(h.count for h in pool.fabrics().get("", ()))
+            if n > 1 and pool.max_gpus:
                 rejected.append(
                     Rejection(
                         art.name,
@@ -376,7 +375,7 @@ class Serving(ABC):
         for t in fits:
             groups.setdefault(t.spot.fabric, []).append(t)
         for fabric, group in groups.items():
-            width = pool.max_gpus if not fabric else max(h.gpus for h in pool.fabrics()[fabric])
+            width = pool.max_gpus if not fabric else pool.widest(fabric)
             kept, dropped = select(group, width, every=settings.every_layout)
             for t in kept:
                 out.append(self._option(job, art, pool, t))
