@@ -23,8 +23,7 @@ from llmfit.errors import (
     UsageError,
 )
 from llmfit.plan.engines import keys as registered_engines
-from llmfit.plan.options import RANKINGS
-from llmfit.plan.settings import MAX_CONTEXT, PRECISIONS, Pins
+from llmfit.plan.settings import MAX_CONTEXT, PRECISIONS, RANKINGS, Pins
 from llmfit.render.commands import FORMATS
 from llmfit.render.safe import clean, clean_lines
 

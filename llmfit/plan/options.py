@@ -160,9 +160,6 @@ def quality(o: Option) -> float:
     return bits if bits <= limit else limit - (bits - limit) * 0.25
 
 
-RANKINGS = ("cards", "concurrency", "speed")
-
-
 def rank_key(o: Option, by: str = "cards") -> tuple:
     """Best first by what the hardware is, not what it is doing.
 

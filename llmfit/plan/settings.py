@@ -4,8 +4,10 @@ layouts a user pins and the load the layouts must carry."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from llmfit.plan.layout import Layout
+if TYPE_CHECKING:  # an annotation only: the CLI reads this module's constants at start-up
+    from llmfit.plan.layout import Layout
 
 # The longest context llmfit plans for: 2^30 tokens is past any model's, and bounds the arithmetic
 # (a KV pool of so many tokens a sequence) that a typo or a hostile number would send past sense.
@@ -144,3 +146,6 @@ class PlanSettings:
 
 
 PRECISIONS = ("all", "stored", "fp8", "kv-fp8")
+
+# What "best" can mean (`--rank`; options.rank_key orders by each).
+RANKINGS = ("cards", "concurrency", "speed")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llmfit.plan.engines import engine
 from llmfit.plan.launch import Command
-from llmfit.plan.options import Option
+
+if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up
+    from llmfit.plan.options import Option
 
 __all__ = ["FORMATS", "Command", "commands"]
 

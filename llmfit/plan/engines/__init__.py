@@ -12,15 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from llmfit.plan.artifact import Artifact
-from llmfit.plan.fleet import Fleet
-from llmfit.plan.launch import Command
-from llmfit.plan.model import Model, Shape
-from llmfit.plan.options import Option, Rejection
-from llmfit.plan.pools import ClassPool
-from llmfit.plan.settings import PlanSettings
+if TYPE_CHECKING:
+    # Named in annotations only: the CLI reads the registry's keys to build its options, and
+    # `llmfit --help`, `--version` and `llmfit fleet` need none of the plan's nouns.
+    from llmfit.plan.artifact import Artifact
+    from llmfit.plan.fleet import Fleet
+    from llmfit.plan.launch import Command
+    from llmfit.plan.model import Model, Shape
+    from llmfit.plan.options import Option, Rejection
+    from llmfit.plan.pools import ClassPool
+    from llmfit.plan.settings import PlanSettings
 
 
 @dataclass(frozen=True)
