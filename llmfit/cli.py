@@ -166,7 +166,8 @@ def cli() -> None:
     type=click.Choice(RANKINGS),
     default="cards",
     show_default=True,
-    help="What best means: the fewest cards, or the most sequences held at once.",
+    help="What best means: the fewest cards, the most sequences held at once, or the fastest "
+    "decode of one sequence.",
 )
 @click.option(
     "--engine",
