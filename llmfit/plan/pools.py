@@ -79,8 +79,9 @@ class ClassPool:
         return {}
 
     def seats(self, per_node: int, nodes: int, fabric: str | None = None) -> Seats:
-        """`seats` over the pool's hosts, or one fabric's: their cards are counted once, and
-        each question after that names only the first nodes that answer it."""
+        """Count, without expanding pools, the nodes with `per_node` cards (and free ones) among
+        the pool's hosts or one fabric's, and name the first `nodes` of them a launch would use.
+        Their cards are counted once; each question after that names only its first nodes."""
         key = (per_node, nodes, fabric)
         if key not in self._seats:
             if fabric not in self._censuses:
@@ -144,9 +145,3 @@ class _Census:
             if (h.free if use_free else h.gpus) >= per_node:
                 ids.extend(h.node.node_ids(nodes - len(ids)))
         return Seats(able, ready, tuple(ids))
-
-
-def seats(hosts: Sequence[Host], per_node: int, nodes: int) -> Seats:
-    """Count, without expanding pools, the nodes with `per_node` cards (and free ones), and name
-    the first `nodes` of them a launch would use."""
-    return _Census(hosts).seats(per_node, nodes)

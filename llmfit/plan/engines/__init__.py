@@ -4,7 +4,7 @@ An engine says which artifacts it runs, sizes the layouts it accepts on a fleet'
 card holds, what it refuses and why), and spells the launch of an option it planned: its command
 lines, the parts of a card in words, and the flags it reads back from a command a user already
 has (`llmfit check`). A new engine is a module that implements `Engine` and one line in
-`_MODULES`; the planner and the renderers find it here by its key and name none of them.
+`_REGISTRY`; the planner and the renderers find it here by its key and name none of them.
 """
 
 from __future__ import annotations
@@ -160,12 +160,10 @@ class Engine(Protocol):
         """Where it runs, in a few words: "8 × h200-141g", "2 nodes × 8 h100-80g on ib0"."""
         ...
 
-    # The engine's own fields of an option in the JSON document (every engine's are present on
-    # every option, null where they are not that engine's).
-    fields: tuple[str, ...]
-
     def values(self, option: Option) -> dict[str, object]:
-        """This engine's fields of one of its options, for the JSON document."""
+        """This engine's own fields of one of its options, for the JSON document: exactly the
+        fields its `_REGISTRY` line names (every engine's are present on every option, null
+        where they are not that engine's)."""
         ...
 
     def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
@@ -174,12 +172,15 @@ class Engine(Protocol):
         ...
 
 
-# Key → module; each module has an `ENGINE` implementing Engine. Order is the order engines
-# are tried and listed in.
-_MODULES = {
-    "vllm": "llmfit.plan.engines.vllm",
-    "llama.cpp": "llmfit.plan.engines.llamacpp",
-    "sglang": "llmfit.plan.engines.sglang",
+# Key → (module, the engine's own JSON fields); each module has an `ENGINE` implementing Engine.
+# Order is the order engines are tried and listed in. The fields are named here rather than on
+# the engines: a JSON document carries every engine's fields on every option, and asking the
+# engines would import every one (and define its nouns) on each `--json` run, the ones the plan
+# never used included.
+_REGISTRY: dict[str, tuple[str, tuple[str, ...]]] = {
+    "vllm": ("llmfit.plan.engines.vllm", ("vllm_version",)),
+    "llama.cpp": ("llmfit.plan.engines.llamacpp", ("gpu_layers", "cpu_moe_layers", "host_bytes")),
+    "sglang": ("llmfit.plan.engines.sglang", ()),
 }
 
 # Engines planned only when named (`--engine KEY`, or a command of theirs to check), not by
@@ -193,21 +194,21 @@ _NAMED_ONLY = frozenset({"sglang"})
 
 
 def keys() -> tuple[str, ...]:
-    return tuple(_MODULES)
+    return tuple(_REGISTRY)
 
 
 def engine(key: str) -> Engine:
     """The engine registered under `key` (imported on first use)."""
     try:
-        module = _MODULES[key]
+        module, _ = _REGISTRY[key]
     except KeyError:
-        raise ValueError(f"unknown engine {key!r}; known: {', '.join(_MODULES)}") from None
+        raise ValueError(f"unknown engine {key!r}; known: {', '.join(_REGISTRY)}") from None
     found: Engine = import_module(module).ENGINE
     return found
 
 
 def engines() -> list[Engine]:
-    return [engine(k) for k in _MODULES]
+    return [engine(k) for k in _REGISTRY]
 
 
 def planned(key: str, named: Sequence[str]) -> bool:
@@ -217,25 +218,19 @@ def planned(key: str, named: Sequence[str]) -> bool:
 
 def default_keys() -> tuple[str, ...]:
     """The engines planned when none is named."""
-    return tuple(k for k in _MODULES if k not in _NAMED_ONLY)
+    return tuple(k for k in _REGISTRY if k not in _NAMED_ONLY)
 
 
-# Each engine's own JSON fields (its Engine.fields), named here as well: a JSON document carries
-# every engine's fields on every option, and reading them from the engines would import every
-# engine's module (and define its nouns) on each `--json` run, the ones the plan never used
-# included. tests/plan/test_engine_registry.py holds each entry to the engine's own.
-_FIELDS = {
-    "vllm": ("vllm_version",),
-    "llama.cpp": ("gpu_layers", "cpu_moe_layers", "host_bytes"),
-    "sglang": (),
-}
+def fields(key: str) -> tuple[str, ...]:
+    """Engine `key`'s own JSON fields, without importing it."""
+    return _REGISTRY[key][1]
 
 
 def field_names() -> tuple[str, ...]:
     """Every engine's own JSON fields, in registry order."""
     out: list[str] = []
-    for key in _MODULES:
-        out += [f for f in _FIELDS[key] if f not in out]
+    for key in _REGISTRY:
+        out += [f for f in fields(key) if f not in out]
     return tuple(out)
 
 

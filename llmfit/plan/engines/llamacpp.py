@@ -23,7 +23,7 @@ from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
 from llmfit.plan.model import Model
 from llmfit.plan.options import NO_RAM, Option, PerCard, Rejection
-from llmfit.plan.pools import ClassPool, Host, seats
+from llmfit.plan.pools import ClassPool, Host
 from llmfit.plan.settings import PlanSettings
 
 RPC_PORT = 50052  # rpc-server's default port (tools/rpc/README.md)
@@ -304,10 +304,11 @@ class LlamaCpp:
             return out
         # Every layer on the cards of several nodes of one fabric, over RPC: the fewest nodes
         # that hold it, tried up to one node a layer (never a node at a time over a whole fleet).
-        for fabric, members in pool.fabrics().items():
-            group = [h for h in members if h.gpus >= k]
-            total = sum(h.count for h in group)
-            if not fabric or total < 2:
+        for fabric in pool.fabrics():
+            if not fabric:
+                continue
+            total = pool.seats(k, 1, fabric).hosts
+            if total < 2:
                 continue
             for m in range(2, min(total, n + 1) + 1):
                 placement = sizes.Placement(n + 1, m * k, kv_type=kv_type)
@@ -316,7 +317,7 @@ class LlamaCpp:
                 assert worst is not None
                 if worst.total > have:
                     continue
-                where_ = seats(group, k, m)
+                where_ = pool.seats(k, m, fabric)
                 out.append(
                     option(
                         placement,
@@ -357,12 +358,9 @@ class LlamaCpp:
         assert worst is not None
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         lay = Layout(1, per_node * nodes, 1, False, nodes, 1)
-        if nodes > 1:
-            fabrics = [(f, m) for f, m in pool.fabrics().items() if f]
-            fabric, members = fabrics[0] if fabrics else ("", list(pool.hosts))
-        else:
-            fabric, members = "", list(pool.hosts)
-        where_ = seats(members, per_node, nodes)
+        fabric = next((f for f in pool.fabrics() if f), "") if nodes > 1 else ""
+        members = pool.fabrics()[fabric] if fabric else pool.hosts
+        where_ = pool.seats(per_node, nodes, fabric or None)
         host_part = e.host.total if ngl <= n or cpu_moe else 0
         able = [h for h in members if h.gpus >= per_node and host_part <= ram_have(h)]
         fits = worst.total <= have and where_.hosts >= nodes and (not host_part or able)
@@ -508,8 +506,6 @@ class LlamaCpp:
 
     # --n-gpu-layers, --n-cpu-moe, and what a card option keeps in the host's RAM beside its
     # cards (weights, KV and compute of the host's part).
-    fields = ("gpu_layers", "cpu_moe_layers", "host_bytes")
-
     def values(self, option: Option) -> dict[str, object]:
         launch = option.launch
         assert isinstance(launch, LlamaCppLaunch)

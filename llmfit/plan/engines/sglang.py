@@ -433,8 +433,6 @@ class Sglang(serving.Serving):
             shared_memory=True,
         )
 
-    fields: tuple[str, ...] = ()
-
     def values(self, option: Option) -> dict[str, object]:
         return {}
 

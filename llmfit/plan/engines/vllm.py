@@ -481,8 +481,6 @@ class Vllm(serving.Serving):
         )
 
     # The vLLM release the option was sized for.
-    fields: tuple[str, ...] = ("vllm_version",)
-
     def values(self, option: Option) -> dict[str, object]:
         launch = option.launch
         assert isinstance(launch, VllmLaunch)
