@@ -1,0 +1,169 @@
+"""The `llmfit` group and its last net: one sentence, a hint and an exit code for every error.
+
+The CLI is the only layer that knows argv and exit codes; each command (cli/plan.py, check.py,
+models.py, fleet.py) parses its options, calls one library function and hands the result to one
+renderer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import click
+
+from llmfit import __version__
+from llmfit.errors import EXIT_INTERNAL, LlmfitError
+from llmfit.render.safe import clean
+
+
+class _DefaultGroup(click.Group):
+    """`llmfit REPO …` plans; `llmfit <command> …` runs a named command."""
+
+    default = "plan"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = [self.default, *args]
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # `llmfit … | head`: the reader has what it wanted. Caught here, before click's own
+            # handler turns it into exit 1 (llmfit's "nothing fits").
+            from llmfit.render.console import quiet_exit
+
+            quiet_exit()
+            raise  # not reached: quiet_exit raises SystemExit(0)
+
+
+@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="llmfit")
+def cli() -> None:
+    """Where a Hugging Face model can run on your GPU fleet, and the command to run it.
+
+    llmfit REPO plans REPO (the same as `llmfit plan REPO`; see `llmfit plan --help`);
+    `llmfit models` lists the models that fit a fleet; `llmfit fleet` summarises a fleet and
+    imports one from nvidia-smi or kubectl.
+
+    \b
+    On the bundled fixtures (export HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      every way, ranked, and the best one's command:
+        llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml
+      only the checkpoint as shipped, or what if it were fp8:
+        llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision stored
+        llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision fp8
+      at a context, and the longest that fits when nothing does:
+        llmfit meta-llama/Llama-3.1-8B-Instruct --fleet 1xrtx4090-24g --context 32k
+      each card part by part, and why other ways were refused:
+        llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --explain --why-not
+      the commands of a two-node launch (--ray for the Ray form):
+        llmfit deepseek-ai/DeepSeek-V3 --fleet 2x8xh100-80g@ib0 --commands
+      a GGUF repository on llama.cpp, and the JSON document:
+        llmfit llmfit-fixtures/Tiny-Llama-GGUF --fleet cpu:64g,1xrtx4090-24g --json
+      the fleet at a glance:
+        llmfit fleet examples/fleet.toml
+    """
+
+
+# What a URL's userinfo (user:password@) looks like wherever it appears in a message.
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
+# A Hugging Face token's shape, for one that reaches a message by a way llmfit did not foresee.
+_TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
+
+
+def _tokens() -> list[str]:
+    """The tokens this run could send: the environment's, and the stored login's."""
+    found = [os.environ.get(v, "") for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")]
+    hub = sys.modules.get("huggingface_hub")
+    if hub is not None:
+        try:
+            found.append(hub.get_token() or "")
+        except Exception:  # a token file that cannot be read holds nothing to hide here
+            pass
+    return [t.strip() for t in found if len(t.strip()) >= 4]
+
+
+def _private(text: str) -> str:
+    """`text` with every credential taken out: a token, and the userinfo of any URL."""
+    for token in _tokens():
+        text = text.replace(token, "***")
+    text = _TOKEN_SHAPE.sub("hf_***", text)
+    return _USERINFO.sub(r"\1", text)
+
+
+def _say(text: str, limit: int | None = None) -> None:
+    """One line on stderr, made safe: it is built from outside text (names, revisions, the Hub's
+    answers), so it is cleaned of what a terminal would act on and of credentials."""
+    line = clean(_private(text)) if limit is None else clean(_private(text), limit)
+    click.echo(line, err=True)
+
+
+def _json_error(message: str, code: int, hint: str | None) -> None:
+    """The error as the JSON document a --json run prints instead of its plan (docs/json.md)."""
+    from llmfit.render.safe import safe_dumps
+
+    error: dict[str, object] = {"message": clean(_private(message)), "exit": code}
+    if hint:
+        error["hint"] = clean(_private(hint))
+    try:
+        click.echo(safe_dumps({"schema": 1, "error": error}))
+    except BrokenPipeError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; an LlmfitError becomes its sentence, its hint and its exit code.
+
+    Anything else that escapes is a bug: one sentence and exit 10, the traceback only with
+    LLMFIT_DEBUG=1. Each kind of bad input is handled where it is read; this is the last net.
+    """
+    debug = bool(os.environ.get("LLMFIT_DEBUG"))
+    args = sys.argv[1:] if argv is None else argv
+    # Under --json (before any `--`, past which the words are a checked command's), an error is a
+    # JSON document on stdout too, so that a script reading stdout always reads JSON.
+    as_json = "--json" in (args[: args.index("--")] if "--" in args else args)
+    try:
+        cli.main(args=argv, prog_name="llmfit", standalone_mode=False)
+    except LlmfitError as e:
+        _say(f"llmfit: {e.message}")
+        if e.hint:
+            _say(f"hint: {e.hint}")
+        if debug:
+            raise
+        if as_json:
+            _json_error(e.message, e.exit_code, e.hint)
+        sys.exit(e.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("Aborted.", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        # click's messages quote the argument as given: each line is cleaned as llmfit's own are.
+        import io
+
+        shown = io.StringIO()
+        e.show(file=shown)
+        for line in shown.getvalue().splitlines():
+            _say(line)
+        if as_json:
+            _json_error(e.format_message(), e.exit_code, None)
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except Exception as e:
+        if debug:
+            import traceback
+
+            for line in traceback.format_exc().splitlines():
+                _say(line, limit=10_000)
+        message = (
+            f"internal error: {type(e).__name__}: {clean(str(e), 300)}; please report it with "
+            "LLMFIT_DEBUG=1 output"
+        )
+        _say(f"llmfit: {message}")
+        if as_json:
+            _json_error(message, EXIT_INTERNAL, None)
+        sys.exit(EXIT_INTERNAL)

@@ -1,0 +1,67 @@
+"""`llmfit check -- <engine command>`: exactly the layout a command asks for, planned."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from llmfit.cli.app import cli
+from llmfit.cli.output import show_check
+from llmfit.cli.shared import fleet_option, hub_progress, json_option, offline_option
+from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS
+from llmfit.render.commands import FORMATS
+
+
+@cli.command(
+    name="check",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@fleet_option()
+@json_option()
+@offline_option()
+@click.option(
+    "--vllm-version", help="The vLLM release the command runs on; default: the newest modelled."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="Also print the launch as `docker run` lines or Kubernetes YAML, the verdict as comments.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def check_cmd(
+    fleet_path: str | None,
+    json_: bool,
+    offline: bool,
+    vllm_version: str | None,
+    fmt: str,
+    command: tuple[str, ...],
+) -> None:
+    """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
+
+    Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
+    how many sequences it holds; flags that do not change memory are listed as not modelled.
+    Exit 0 when it fits, 1 when it does not.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      llmfit check --fleet 2xh100-80g -- vllm serve Qwen/Qwen3-8B --tensor-parallel-size 2
+      llmfit check --fleet 8xh200-141g -- vllm serve deepseek-ai/DeepSeek-V3 -dp 8 \\
+          --enable-expert-parallel --max-model-len 32768
+      llmfit check --fleet 1xrtx4090-24g -- \\
+          llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
+      llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
+    """
+    from llmfit.check import check
+    from llmfit.sources.fleet import resolve_fleet
+
+    fleet = resolve_fleet(fleet_path)
+    with hub_progress(offline) as progress:
+        checked = check(
+            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version
+        )
+    show_check(checked, json=json_, fmt=fmt)
+    sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)

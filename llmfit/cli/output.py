@@ -1,0 +1,97 @@
+"""The one dispatcher from a command's result to its renderer: JSON, the table, the commands
+alone, a launch format, --explain or --why-not. Commands hand over a result and a View; what is
+printed, and where, is decided here and only here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import click
+
+from llmfit.render.safe import clean, clean_lines
+
+if TYPE_CHECKING:
+    from llmfit.check import Checked
+    from llmfit.plan.advice import Advice
+
+
+@dataclass(frozen=True)
+class View:
+    """How a plan is to be shown, as the flags asked."""
+
+    json: bool = False
+    # Only the command lines (--commands), in `fmt`: shell, docker or k8s.
+    commands: bool = False
+    fmt: str = "shell"
+    explain: bool = False
+    why_not: bool = False
+    # Every option and layout (--all).
+    every: bool = False
+    # The option shown in detail, counted from 1 (--option).
+    number: int = 1
+    ray: bool = False
+
+
+def show_plan(advice: Advice, view: View) -> None:
+    options = advice.plan.options
+    chosen = options[view.number - 1] if options else None
+    if view.json:
+        from llmfit.render.json import render_json
+
+        click.echo(render_json(advice, ray=view.ray))
+        return
+    from llmfit.render.console import make_console
+
+    console = make_console()
+    if view.commands and chosen is None:
+        from llmfit.render.table import nothing_to_run
+
+        for line in nothing_to_run(advice):
+            click.echo(clean(f"llmfit: {line}"), err=True)
+    elif view.commands and view.fmt != "shell":
+        from llmfit.render.deploy import render_deploy
+
+        assert chosen is not None
+        click.echo(clean_lines(render_deploy(view.fmt, advice, chosen, view.ray)), nl=False)
+    elif view.commands:
+        from llmfit.render.table import render_commands
+
+        assert chosen is not None
+        render_commands(advice, console, chosen, view.ray)
+    elif view.explain or view.why_not:
+        from llmfit.render.explain import render_explain, render_why_not
+
+        if view.explain and options:
+            render_explain(advice, console, view.number)
+        if view.why_not:
+            if view.explain:
+                console.print()
+            render_why_not(advice, console, every=view.every)
+    else:
+        from llmfit.render.table import render_text
+
+        render_text(advice, console, show_all=view.every, ray=view.ray, fmt=view.fmt)
+
+
+def show_check(checked: Checked, *, json: bool, fmt: str) -> None:
+    if json:
+        from llmfit.render.json import render_json
+
+        click.echo(render_json(checked.advice, limit=1))
+        return
+    from llmfit.render.check import check_lines, render_check
+    from llmfit.render.console import make_console
+
+    if fmt == "shell":
+        render_check(checked.argv, checked.request, checked.advice, make_console())
+        return
+    # The verdict as comments, then the launch: the whole output goes to `sh` or to
+    # `kubectl apply -f -` as it stands.
+    from llmfit.render.deploy import render_deploy
+
+    for line in check_lines(checked.argv, checked.request, checked.advice):
+        click.echo(clean("# " + line))
+    if checked.fits:
+        first = checked.advice.plan.options[0]
+        click.echo(clean_lines(render_deploy(fmt, checked.advice, first)), nl=False)

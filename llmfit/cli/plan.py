@@ -1,0 +1,240 @@
+"""`llmfit REPO` (`llmfit plan REPO`): every way REPO could run on the fleet, ranked."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from llmfit.cli.app import cli
+from llmfit.cli.output import View, show_plan
+from llmfit.cli.shared import (
+    concurrency_option,
+    context_option,
+    engines_option,
+    fleet_option,
+    hub_progress,
+    json_option,
+    offline_option,
+)
+from llmfit.cli.values import context_tokens, finite
+from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
+from llmfit.plan.settings import PRECISIONS, RANKINGS, Pins
+from llmfit.render.commands import FORMATS
+
+
+@cli.command(name="plan")
+@click.argument("repo")
+@fleet_option(
+    "Fleet file (TOML) or inline fleet (4x8xh100-80g@ib0,cpu:512g); "
+    "default: ./fleet.toml, then $LLMFIT_FLEET, then this machine."
+)
+@context_option("Token pool to plan for (32768, 32k, 1m); default: trained.")
+@click.option(
+    "--gpu-memory-utilization",
+    type=click.FloatRange(0.05, 1.0),
+    callback=finite,
+    default=0.90,
+    show_default=True,
+    help="Share of each card the plan counts on; passed on to vLLM.",
+)
+@click.option(
+    "--kv-cache-dtype",
+    type=click.Choice(["auto", "bf16", "fp8"]),
+    default="auto",
+    show_default=True,
+    help="KV cache dtype to plan (auto: the checkpoint's); passed on to vLLM.",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default="all",
+    show_default=True,
+    help="Offer the checkpoint as stored, the what-ifs of a 16-bit one, or only one what-if.",
+)
+@click.option("--tp", type=click.IntRange(1), help="Only layouts of this tensor-parallel size.")
+@click.option("--pp", type=click.IntRange(1), help="Only layouts of this many pipeline stages.")
+@click.option("--dp", type=click.IntRange(1), help="Only layouts of this many data-parallel ranks.")
+@click.option(
+    "--ep/--no-ep", default=None, help="Only layouts with (or without) expert parallelism."
+)
+@click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
+@concurrency_option()
+@click.option(
+    "--rank",
+    "rank_by",
+    type=click.Choice(RANKINGS),
+    default="cards",
+    show_default=True,
+    help="What best means: the fewest cards, the most sequences held at once, or the fastest "
+    "decode of one sequence.",
+)
+@engines_option(
+    "Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
+    "run the model (SGLang when named)."
+)
+@click.option(
+    "--vllm-version",
+    help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+)
+@click.option(
+    "--max-num-seqs", type=click.IntRange(1, 1 << 20), help="vLLM: sequences a step (passed on)."
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(1, 1 << 24),
+    help="vLLM: tokens a step (passed on).",
+)
+@click.option("--enforce-eager", is_flag=True, help="vLLM: no CUDA graphs (passed on).")
+@click.option(
+    "--enable-prefix-caching/--no-enable-prefix-caching",
+    default=None,
+    help="vLLM: prefix caching on or off (hybrid models keep more state with it).",
+)
+@click.option(
+    "--max-loras",
+    type=click.IntRange(1, 1024),
+    help="vLLM: LoRA adapter slots (--enable-lora), each of --max-lora-rank.",
+)
+@click.option(
+    "--max-lora-rank",
+    type=click.IntRange(1, 1024),
+    default=16,
+    show_default=True,
+    help="vLLM: the rank of each LoRA slot.",
+)
+@click.option(
+    "--speculative-config",
+    help="vLLM: speculative decoding, as JSON "
+    '(\'{"method": "mtp", "num_speculative_tokens": 1}\').',
+)
+@click.option(
+    "--limit-mm-per-prompt",
+    help="vLLM: items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
+)
+@json_option()
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Show every option and every layout considered, not the best ten.",
+)
+@click.option("--commands", "commands_only", is_flag=True, help="Print only the command lines.")
+@click.option("--explain", is_flag=True, help="Show one option's card part by part, and why.")
+@click.option("--why-not", is_flag=True, help="List the ways that were refused, and why.")
+@click.option(
+    "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
+)
+@click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
+@click.option(
+    "--local-paths",
+    is_flag=True,
+    help="llama-server -m with this machine's file paths, not -hf REPO:QUANT.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="shell",
+    show_default=True,
+    help="The launch as shell commands, `docker run` lines, or Kubernetes YAML.",
+)
+@offline_option("Use only what is cached; never touch the network (as HF_HUB_OFFLINE=1).")
+@click.option("--revision", help="Branch, tag or commit of REPO (the same as REPO@REVISION).")
+def plan_cmd(
+    repo: str,
+    fleet_path: str | None,
+    context: str | None,
+    gpu_memory_utilization: float,
+    kv_cache_dtype: str,
+    precision: str,
+    tp: int | None,
+    pp: int | None,
+    dp: int | None,
+    ep: bool | None,
+    gpus: int | None,
+    concurrency: float | None,
+    rank_by: str,
+    engine_keys: tuple[str, ...],
+    vllm_version: str | None,
+    max_num_seqs: int | None,
+    max_num_batched_tokens: int | None,
+    enforce_eager: bool,
+    enable_prefix_caching: bool | None,
+    max_loras: int | None,
+    max_lora_rank: int,
+    speculative_config: str | None,
+    limit_mm_per_prompt: str | None,
+    json_: bool,
+    show_all: bool,
+    commands_only: bool,
+    explain: bool,
+    why_not: bool,
+    number: int | None,
+    ray: bool,
+    local_paths: bool,
+    fmt: str,
+    offline: bool,
+    revision: str | None,
+) -> None:
+    """Plan REPO (org/name[@revision] from the Hub or its cache, or a directory) on a fleet.
+
+    Online, only metadata is fetched (config, index, headers by range), and kept for offline use.
+
+    \b
+    Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
+      llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml
+      llmfit Qwen/Qwen3-235B-A22B --fleet examples/fleet.toml --precision stored
+      llmfit meta-llama/Llama-3.1-8B-Instruct --fleet examples/fleet.toml --context 32k
+      llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --explain --option 2
+      llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --why-not
+      llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
+    """
+    from llmfit.advise import advise
+    from llmfit.plan.engines.vllm_options import vllm_options
+    from llmfit.plan.planner import PlanSettings
+    from llmfit.sources.fleet import resolve_fleet
+
+    fleet = resolve_fleet(fleet_path)
+    try:
+        vllm = vllm_options(
+            version=vllm_version,
+            max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens,
+            enforce_eager=enforce_eager,
+            enable_prefix_caching=enable_prefix_caching,
+            max_loras=max_loras or 0,
+            max_lora_rank=max_lora_rank if max_loras else 0,
+            speculative_config=speculative_config,
+            limit_mm_per_prompt=limit_mm_per_prompt,
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    settings = PlanSettings(
+        context=context_tokens(context),
+        gpu_memory_utilization=gpu_memory_utilization,
+        kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
+        precision=precision,
+        pins=Pins(tp=tp, pp=pp, dp=dp, ep=ep, gpus=gpus),
+        concurrency=concurrency,
+        rank=rank_by,
+        engines=engine_keys,
+        every_layout=show_all,
+        local_paths=local_paths,
+        vllm=vllm,
+    )
+    with hub_progress(offline) as progress:
+        advice = advise(
+            repo, fleet, settings, offline=offline, revision=revision, progress=progress
+        )
+    options = advice.plan.options
+    if number is not None and number > len(options):
+        raise UsageError(f"--option {number}: there are only {len(options)} options.")
+    show_plan(
+        advice,
+        View(
+            json=json_, commands=commands_only, fmt=fmt, explain=explain, why_not=why_not,
+            every=show_all, number=number or 1, ray=ray,
+        ),
+    )  # fmt: skip
+    sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)

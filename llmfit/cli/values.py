@@ -1,0 +1,67 @@
+"""Flag values llmfit reads itself: token counts, parameter counts, finite floats.
+
+Each refuses what it cannot read in one sentence that names the flag and the value.
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from llmfit.errors import UsageError
+from llmfit.plan.settings import MAX_CONTEXT
+
+
+def context_tokens(value: str | None, flag: str = "--context") -> int | None:
+    """A token count: 32768, 32k, 1m (k and m in 1,024s, as contexts are counted).
+
+    No model is trained past a few million tokens; the bound keeps a mistyped exponent (1e300)
+    from reaching the planner's arithmetic."""
+    if value is None:
+        return None
+    text = value.strip().lower().replace("_", "").replace(",", "")
+    scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    try:
+        number = float(digits) * scale
+    except ValueError:
+        number = math.nan
+    # float() reads "inf" and "nan" too, and int() of them raises what no sentence explains.
+    if not math.isfinite(number):
+        raise UsageError(f"{flag} {value!r} is not a token count (like 32768, 32k or 1m).")
+    n = int(number)
+    if n <= 0:
+        raise UsageError(f"{flag} {value!r} must be positive.")
+    if n > MAX_CONTEXT:
+        raise UsageError(
+            f"{flag} {value!r} is {n:,} tokens, more than the {MAX_CONTEXT:,} llmfit plans for."
+        )
+    return n
+
+
+def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    """A float flag's value, refusing nan and inf (which click's FloatRange lets through: no
+    comparison with nan is true, and inf is within an open upper bound)."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number.", ctx=ctx, param=param)
+    return value
+
+
+def param_count(value: str | None) -> int | None:
+    """A parameter count: 70b, 8B, 1.5t, 235000000000."""
+    if value is None:
+        return None
+    text = value.strip().lower().replace("_", "").replace(",", "")
+    scale = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}.get(text[-1:], 1)
+    try:
+        number = float(text[:-1] if scale > 1 else text) * scale
+    except ValueError:
+        number = math.nan
+    # float() reads "inf" and "nan", and int() of them raises what no sentence explains.
+    if not math.isfinite(number):
+        raise UsageError(f"--max-params {value!r} is not a parameter count (like 8b or 70B).")
+    n = int(number)
+    if n <= 0:
+        raise UsageError(f"--max-params {value!r} must be positive.")
+    return n
