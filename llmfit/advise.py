@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from llmfit.errors import UsageError
 from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.engines.knobs import NamesRepos
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.planner import PlanSettings, plan
 from llmfit.sources.repo import load_repo
@@ -44,8 +45,7 @@ def advise(
     if repo.source == "path" and not settings.local_paths:
         # A local directory has no Hub tag to fetch it by: its own paths are the only names.
         settings = replace(settings, local_paths=True)
-    if settings.vllm.draft_repo:
-        settings = _with_draft(settings, cache_dir, offline=offline, progress=progress)
+    settings = _with_extra_repos(settings, cache_dir, offline=offline, progress=progress)
     if not settings.context and not repo.model.max_context:
         raise UsageError(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
@@ -90,25 +90,20 @@ def _published_quantisations(repo_id: str) -> tuple[str, ...]:
     return tuple(r.repo_id for r in found)
 
 
-def _with_draft(
+def _with_extra_repos(
     settings: PlanSettings,
     cache_dir: Path | None,
     *,
     offline: bool | None,
     progress: Progress | None,
 ) -> PlanSettings:
-    """The speculative draft model's weights and cache read from its own repository (metadata
-    only, as the plan's own), so that each card is charged for them."""
-    from llmfit.plan.engines.vllm_memory import Speculative
-    from llmfit.plan.model import Shape
-
-    opts = settings.vllm
-    spec = opts.speculative
-    assert isinstance(spec, Speculative) and opts.draft_repo
-    draft = load_repo(opts.draft_repo, cache_dir, offline=offline, progress=progress)
-    weights = max((a.bytes for a in draft.artifacts if a.format == "safetensors"), default=0)
-    shape = Shape.of(draft.model)
-    layers = sum(g.layers for g in shape.layer_groups)
-    token = shape.kv_bytes_per_token() // max(layers, 1)
-    spec = replace(spec, draft_weight_bytes=weights, draft_layers=layers, draft_token_bytes=token)
-    return replace(settings, vllm=replace(opts, speculative=spec))
+    """Each engine's options with the other repositories they name read in (metadata only, as
+    the plan's own): a speculative draft model's weights and cache, charged to every card."""
+    for opts in settings.engine_options:
+        if not isinstance(opts, NamesRepos):
+            continue
+        for repo_id in opts.extra_repos():
+            other = load_repo(repo_id, cache_dir, offline=offline, progress=progress)
+            opts = opts.with_repo(repo_id, other.model, other.artifacts)
+        settings = settings.with_options(opts)
+    return settings

@@ -19,13 +19,10 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Request, for_argv
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.settings import MAX_CONTEXT, PlanSettings, VllmOptions
+from llmfit.plan.settings import MAX_CONTEXT, PlanSettings
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
-
-# llama-server's -hf picks this quant when the tag names none (common/arg.cpp).
-LLAMACPP_DEFAULT_QUANT = "Q4_K_M"
 
 
 @dataclass(frozen=True)
@@ -46,8 +43,10 @@ def check(
     offline: bool | None = None,
     cache_dir: Path | None = None,
     progress: Progress | None = None,
-    vllm_version: str | None = None,
+    options: tuple[object, ...] = (),
 ) -> Checked:
+    """Plan the command `argv` exactly; `options` are engine settings of llmfit's own that no
+    command carries (`--vllm-version`: the release the command runs on)."""
     engine = for_argv(argv)
     if engine is None:
         first = argv[0] if argv else ""
@@ -58,7 +57,7 @@ def check(
             hint="llmfit check --fleet 2xh100-80g -- vllm serve openai/gpt-oss-20b "
             "--tensor-parallel-size 2",
         )
-    defaults = PlanSettings(vllm=VllmOptions(version=vllm_version))
+    defaults = PlanSettings(engine_options=options)
     try:
         request = engine.read_command(argv, defaults)
     except ValueError as e:
@@ -81,8 +80,8 @@ def check(
         def keep(a: Artifact) -> bool:
             return a.path is not None and os.path.realpath(a.path) == target
 
-    elif engine.key == "llama.cpp":
-        quant = (request.quant or LLAMACPP_DEFAULT_QUANT).upper()
+    elif request.quant:
+        quant = request.quant.upper()
 
         def keep(a: Artifact) -> bool:
             return (a.quant or "").upper() == quant

@@ -14,7 +14,15 @@ from llmfit.sources.siblings import quantised_siblings
         ("--max-model-len", "inf", "--max-model-len 'inf' is not a token count."),
         ("--max-model-len", "nan", "--max-model-len 'nan' is not a token count."),
         ("--max-model-len", "1e400", "--max-model-len '1e400' is not a token count."),
-        ("--max-model-len", "2G", "--max-model-len '2G' is not a token count."),
+        # vLLM's human_readable_int takes G as 2^30, but no decimal with a binary suffix and no
+        # exponent (vllm/utils/argparse_utils.py).
+        ("--max-model-len", "2.5G", "--max-model-len '2.5G' is not a token count."),
+        ("--max-model-len", "1e5", "--max-model-len '1e5' is not a token count."),
+        (
+            "--max-model-len",
+            "2G",
+            "its context of 2,147,483,648 tokens is more than the 1,073,741,824 llmfit plans for.",
+        ),
         (
             "--max-model-len",
             "2048M",

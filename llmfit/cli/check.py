@@ -8,21 +8,27 @@ import click
 
 from llmfit.cli.app import cli
 from llmfit.cli.output import show_check
-from llmfit.cli.shared import fleet_option, hub_progress, json_option, offline_option
+from llmfit.cli.shared import (
+    CheckWithKnobs,
+    engine_options,
+    fleet_option,
+    hub_progress,
+    json_option,
+    offline_option,
+    split_knobs,
+)
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS
 from llmfit.render.commands import FORMATS
 
 
 @cli.command(
     name="check",
+    cls=CheckWithKnobs,
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @fleet_option()
 @json_option()
 @offline_option()
-@click.option(
-    "--vllm-version", help="The vLLM release the command runs on; default: the newest modelled."
-)
 @click.option(
     "--format",
     "fmt",
@@ -36,9 +42,9 @@ def check_cmd(
     fleet_path: str | None,
     json_: bool,
     offline: bool,
-    vllm_version: str | None,
     fmt: str,
     command: tuple[str, ...],
+    **knob_values: object,
 ) -> None:
     """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
 
@@ -61,7 +67,8 @@ def check_cmd(
     fleet = resolve_fleet(fleet_path)
     with hub_progress(offline) as progress:
         checked = check(
-            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version
-        )
+            command, fleet, offline=offline, progress=progress,
+            options=engine_options(split_knobs(knob_values)),
+        )  # fmt: skip
     show_check(checked, json=json_, fmt=fmt)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)

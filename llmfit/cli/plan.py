@@ -9,13 +9,16 @@ import click
 from llmfit.cli.app import cli
 from llmfit.cli.output import View, show_plan
 from llmfit.cli.shared import (
+    WithKnobs,
     concurrency_option,
     context_option,
+    engine_options,
     engines_option,
     fleet_option,
     hub_progress,
     json_option,
     offline_option,
+    split_knobs,
 )
 from llmfit.cli.values import context_tokens, finite
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
@@ -23,7 +26,7 @@ from llmfit.plan.settings import PRECISIONS, RANKINGS, Pins
 from llmfit.render.commands import FORMATS
 
 
-@cli.command(name="plan")
+@cli.command(name="plan", cls=WithKnobs)
 @click.argument("repo")
 @fleet_option(
     "Fleet file (TOML) or inline fleet (4x8xh100-80g@ib0,cpu:512g); "
@@ -73,45 +76,6 @@ from llmfit.render.commands import FORMATS
     "Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
     "run the model (SGLang when named)."
 )
-@click.option(
-    "--vllm-version",
-    help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
-)
-@click.option(
-    "--max-num-seqs", type=click.IntRange(1, 1 << 20), help="vLLM: sequences a step (passed on)."
-)
-@click.option(
-    "--max-num-batched-tokens",
-    type=click.IntRange(1, 1 << 24),
-    help="vLLM: tokens a step (passed on).",
-)
-@click.option("--enforce-eager", is_flag=True, help="vLLM: no CUDA graphs (passed on).")
-@click.option(
-    "--enable-prefix-caching/--no-enable-prefix-caching",
-    default=None,
-    help="vLLM: prefix caching on or off (hybrid models keep more state with it).",
-)
-@click.option(
-    "--max-loras",
-    type=click.IntRange(1, 1024),
-    help="vLLM: LoRA adapter slots (--enable-lora), each of --max-lora-rank.",
-)
-@click.option(
-    "--max-lora-rank",
-    type=click.IntRange(1, 1024),
-    default=16,
-    show_default=True,
-    help="vLLM: the rank of each LoRA slot.",
-)
-@click.option(
-    "--speculative-config",
-    help="vLLM: speculative decoding, as JSON "
-    '(\'{"method": "mtp", "num_speculative_tokens": 1}\').',
-)
-@click.option(
-    "--limit-mm-per-prompt",
-    help="vLLM: items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
-)
 @json_option()
 @click.option(
     "--all",
@@ -156,15 +120,6 @@ def plan_cmd(
     concurrency: float | None,
     rank_by: str,
     engine_keys: tuple[str, ...],
-    vllm_version: str | None,
-    max_num_seqs: int | None,
-    max_num_batched_tokens: int | None,
-    enforce_eager: bool,
-    enable_prefix_caching: bool | None,
-    max_loras: int | None,
-    max_lora_rank: int,
-    speculative_config: str | None,
-    limit_mm_per_prompt: str | None,
     json_: bool,
     show_all: bool,
     commands_only: bool,
@@ -176,6 +131,7 @@ def plan_cmd(
     fmt: str,
     offline: bool,
     revision: str | None,
+    **knob_values: object,
 ) -> None:
     """Plan REPO (org/name[@revision] from the Hub or its cache, or a directory) on a fleet.
 
@@ -191,25 +147,11 @@ def plan_cmd(
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
     """
     from llmfit.advise import advise
-    from llmfit.plan.engines.vllm_options import vllm_options
     from llmfit.plan.planner import PlanSettings
     from llmfit.sources.fleet import resolve_fleet
 
     fleet = resolve_fleet(fleet_path)
-    try:
-        vllm = vllm_options(
-            version=vllm_version,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            enforce_eager=enforce_eager,
-            enable_prefix_caching=enable_prefix_caching,
-            max_loras=max_loras or 0,
-            max_lora_rank=max_lora_rank if max_loras else 0,
-            speculative_config=speculative_config,
-            limit_mm_per_prompt=limit_mm_per_prompt,
-        )
-    except ValueError as e:
-        raise UsageError(str(e)) from None
+    options = engine_options(split_knobs(knob_values))
     settings = PlanSettings(
         context=context_tokens(context),
         gpu_memory_utilization=gpu_memory_utilization,
@@ -221,7 +163,7 @@ def plan_cmd(
         engines=engine_keys,
         every_layout=show_all,
         local_paths=local_paths,
-        vllm=vllm,
+        engine_options=options,
     )
     with hub_progress(offline) as progress:
         advice = advise(

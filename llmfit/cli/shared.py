@@ -6,6 +6,7 @@ Each option is declared once here and applied by decorator, so that `--fleet`, `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -36,13 +37,7 @@ def offline_option(
 
 
 def engines_option(help: str = "Plan for this engine only (repeatable).") -> Callable[[F], F]:
-    return click.option(
-        "--engine",
-        "engine_keys",
-        multiple=True,
-        type=click.Choice(registered_engines()),
-        help=help,
-    )
+    return click.option("--engine", "engine_keys", multiple=True, type=EngineChoice(), help=help)
 
 
 def context_option(help: str) -> Callable[[F], F]:
@@ -81,3 +76,131 @@ def hub_progress(
     finally:
         if progress is not None:
             progress.end()
+
+
+# -- each engine's knobs, from its declaration (plan/engines/knobs.py) -------------------------
+
+
+class EngineChoice(click.Choice):
+    """`--engine`'s choices: the registry's keys when the command line is read, so that an engine
+    registered after start-up (a plugin's, a test's double) is one to choose."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        return registered_engines()
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass
+
+
+def _param_name(key: str, field: str) -> str:
+    return "knob__" + re.sub(r"\W", "_", key) + "__" + field
+
+
+def knob_params(for_check: bool = False) -> list[click.Parameter]:
+    """The CLI's option for every registered engine's knob that llmfit's command line offers
+    (`--max-num-seqs`, `--mem-fraction-static`, …); for `llmfit check`, only the settings of
+    llmfit's own that no engine command carries (`--vllm-version`)."""
+    from llmfit.plan.engines import knobs, options_class, registered
+
+    out: list[click.Parameter] = []
+    for key in registered_engines():
+        title = registered(key).title
+        for d in knobs.declared(options_class(key)):
+            k, flag = d.knob, d.knob.llmfit_flag
+            if flag is None or (for_check and k.flags):
+                continue
+            name = _param_name(key, d.name)
+            text = f"{title}: {k.help}" if k.flags else k.help
+            if k.kind == "switch":
+                out.append(click.Option([flag, name], is_flag=True, default=None, help=text))
+            elif k.kind == "bool":
+                negation = k.negations[0] if k.negations else "--no-" + flag[2:]
+                out.append(click.Option([f"{flag}/{negation}", name], default=None, help=text))
+            else:
+                out.append(
+                    click.Option(
+                        [flag, name], default=None, metavar=k.metavar or _metavar(k), help=text,
+                        callback=_parser(k, flag),
+                    )
+                )  # fmt: skip
+    return out
+
+
+def _metavar(k: object) -> str:
+    from llmfit.plan.engines.knobs import Knob
+
+    assert isinstance(k, Knob)
+    if k.kind == "choice" or k.choices:
+        return "[" + "|".join(k.choices) + "]"
+    return {"int": "N", "float": "X"}.get(k.kind, "TEXT")
+
+
+def _parser(k: object, flag: str) -> Callable[[click.Context, click.Parameter, str | None], object]:
+    from llmfit.plan.engines.knobs import Knob, parse
+
+    assert isinstance(k, Knob)
+
+    def read(ctx: click.Context, param: click.Parameter, value: str | None) -> object:
+        if value is None:
+            return None
+        try:
+            return parse(k, flag, value)
+        except ValueError as e:
+            raise click.BadParameter(
+                str(e).removeprefix(f"{flag} "), ctx=ctx, param=param
+            ) from None
+
+    return read
+
+
+def engine_options(values: dict[str, object]) -> tuple[object, ...]:
+    """Each engine's options from the knob values the CLI read (`knob_params`): one instance of
+    its declared class for each engine given any, checked (raises UsageError with the sentence
+    that says what is wrong)."""
+    from llmfit.errors import UsageError
+    from llmfit.plan.engines import knobs, options_class
+
+    out: list[object] = []
+    for key in registered_engines():
+        cls = options_class(key)
+        given: dict[str, object] = {}
+        for d in knobs.declared(cls):
+            value = values.get(_param_name(key, d.name))
+            if value is None or (d.knob.kind == "switch" and value is False):
+                continue
+            given[d.name] = value
+            if d.knob.implies:
+                given.setdefault(d.knob.implies, True)
+        if not given:
+            continue
+        try:
+            out.append(knobs.build(cls, given))
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    return tuple(out)
+
+
+class WithKnobs(click.Command):
+    """A command whose options include every registered engine's knobs (`knob_params`), read
+    from the registry when the command line is, and handed to the callback as `knob__…`."""
+
+    for_check = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params: list[click.Parameter] = [*self.params, *knob_params(self.for_check)]
+        help_option = self.get_help_option(ctx)
+        return [*params, help_option] if help_option is not None else params
+
+
+class CheckWithKnobs(WithKnobs):
+    for_check = True
+
+
+def split_knobs(kwargs: dict[str, object]) -> dict[str, object]:
+    """The knob values of a command's keyword arguments, taken out of them."""
+    return {k: kwargs.pop(k) for k in [k for k in kwargs if k.startswith("knob__")]}

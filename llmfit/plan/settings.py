@@ -3,8 +3,8 @@ layouts a user pins and the load the layouts must carry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # an annotation only: the CLI reads this module's constants at start-up
     from llmfit.plan.layout import Layout
@@ -12,6 +12,8 @@ if TYPE_CHECKING:  # an annotation only: the CLI reads this module's constants a
 # The longest context llmfit plans for: 2^30 tokens is past any model's, and bounds the arithmetic
 # (a KV pool of so many tokens a sequence) that a typo or a hostile number would send past sense.
 MAX_CONTEXT = 1 << 30
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,68 +55,6 @@ class Pins:
 
 
 @dataclass(frozen=True)
-class VllmOptions:
-    """vLLM's own knobs that change memory, as a command line gives them; None: the default of
-    the release modelled, for the card."""
-
-    # The vLLM release to model ("0.33", "0.11"); None: the newest llmfit models.
-    version: str | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    # --enforce-eager: no CUDA graphs, so none of their memory.
-    enforce_eager: bool = False
-    # --enable-prefix-caching / --no-enable-prefix-caching (None: the release's default).
-    enable_prefix_caching: bool | None = None
-    # --enable-lora --max-loras N --max-lora-rank R (0: no LoRA).
-    max_loras: int = 0
-    max_lora_rank: int = 0
-    # --speculative-config, as given, and what it means for memory (a vllm_memory.Speculative),
-    # with the draft model's repository where it names one (read beside the plan's own).
-    speculative_config: str | None = None
-    speculative: object = None
-    draft_repo: str | None = None
-    # --limit-mm-per-prompt as (modality, count) pairs; () keeps vLLM's default.
-    limit_mm_per_prompt: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def limit_mm_per_prompt_text(self) -> str | None:
-        """The JSON --limit-mm-per-prompt takes, or None to leave vLLM's default."""
-        if not self.limit_mm_per_prompt:
-            return None
-        inner = ", ".join(f'"{k}": {v}' for k, v in self.limit_mm_per_prompt)
-        return "{" + inner + "}"
-
-
-@dataclass(frozen=True)
-class LlamaCppOptions:
-    """llama-server's own knobs that change memory, as a command line gives them; None: the
-    plan's choice (every value is then passed explicitly)."""
-
-    n_gpu_layers: int | None = None
-    # Slots (-np); None: the plan's 4, as llama-server's auto gives.
-    parallel: int | None = None
-    ubatch: int | None = None
-    n_cpu_moe: int | None = None
-    cache_type: str | None = None  # "f16" or "q8_0"
-    tensor_split: tuple[float, ...] = ()
-    rpc: tuple[str, ...] = ()
-    flash_attn: bool = True
-
-
-@dataclass(frozen=True)
-class SglangOptions:
-    """SGLang's own knobs that change memory, as a command line gives them; None: SGLang's default
-    for the card and layout (every value the plan relies on is then passed explicitly)."""
-
-    # --mem-fraction-static: the share of a card's free memory for weights and the KV pool.
-    mem_fraction_static: float | None = None
-    max_running_requests: int | None = None
-    chunked_prefill_size: int | None = None
-    # --max-total-tokens: a cap on the KV pool's tokens.
-    max_total_tokens: int | None = None
-
-
-@dataclass(frozen=True)
 class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
@@ -140,9 +80,22 @@ class PlanSettings:
     # Commands name model files by this machine's paths (llama-server -m) rather than by the
     # Hub's tag (-hf REPO:QUANT): for a repository in a local directory, or where asked.
     local_paths: bool = False
-    vllm: VllmOptions = field(default_factory=VllmOptions)
-    llamacpp: LlamaCppOptions = field(default_factory=LlamaCppOptions)
-    sglang: SglangOptions = field(default_factory=SglangOptions)
+    # Each engine's own knobs, one instance of its declared options class (plan/engines/knobs.py)
+    # where any was set; an engine not here runs at its defaults.
+    engine_options: tuple[object, ...] = ()
+
+    def options(self, cls: type[T]) -> T:
+        """The engine options of class `cls` this plan was asked for (its defaults if none)."""
+        for o in self.engine_options:
+            if type(o) is cls:
+                return o
+        return cls()
+
+    def with_options(self, *options: object) -> PlanSettings:
+        """These settings with `options` in place of any of the same class."""
+        kinds = {type(o) for o in options}
+        kept = tuple(o for o in self.engine_options if type(o) not in kinds)
+        return replace(self, engine_options=kept + tuple(options))
 
 
 PRECISIONS = ("all", "stored", "fp8", "kv-fp8")

@@ -20,7 +20,7 @@ def test_flags_by_the_engines_tables():
     w = _scan(["repo", "-c=4096", "--model", "m", "--eager", "--port", "80", "--headless",
                "--odd", "1", "--other", "--x=y"])  # fmt: skip
     assert w.got == {"ctx": "4096", "model": "m"}
-    assert w.on == {"eager"}
+    assert w.on == {"eager": True}
     # A launch-only flag takes its value with it, a launch-only switch does not.
     assert w.ignored == ["--odd 1", "--other", "--x=y"]
     assert w.positional == ["repo"]

@@ -9,7 +9,8 @@ import pytest
 
 from llmfit.plan.engines import for_argv
 from llmfit.plan.engines.sglang_command import read
-from llmfit.plan.settings import Pins, PlanSettings, SglangOptions
+from llmfit.plan.engines.sglang_options import SglangOptions
+from llmfit.plan.settings import Pins, PlanSettings
 
 H100 = 85_045_477_376
 PRE = 644_245_094
@@ -37,7 +38,9 @@ def test_a_launch_server_line_with_its_memory_flags():
     assert s.pins == Pins(tp=2, pp=1, dp=1, ep=False)
     # SGLang's human_readable_int: 32Ki is 32,768 (an IEC suffix; 32k would be 32,000).
     assert (s.context, s.kv_cache_dtype) == (32_768, "fp8")
-    assert s.sglang == SglangOptions(mem_fraction_static=0.85, max_running_requests=64)
+    assert s.options(SglangOptions) == SglangOptions(
+        mem_fraction_static=0.85, max_running_requests=64
+    )
     assert r.ignored == ("--enable-torch-compile", "--schedule-policy lpm")
 
 

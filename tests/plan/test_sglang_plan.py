@@ -6,10 +6,11 @@ from __future__ import annotations
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import default_keys, engine, planned
 from llmfit.plan.engines.sglang import SglangLaunch
+from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
 from llmfit.plan.planner import PlanSettings, plan
-from llmfit.plan.settings import Pins, SglangOptions
+from llmfit.plan.settings import Pins
 from tests.plan.test_model import model
 
 H100 = 85_045_477_376  # the card table's h100-80g
@@ -49,7 +50,9 @@ def test_llama_8b_on_one_h100_at_a_static_share_of_088_part_by_part():
     m, art = llama8b()
     fleet = Fleet((node("h", "h100-80g", H100, 1),))
     settings = PlanSettings(
-        precision="stored", engines=("sglang",), sglang=SglangOptions(mem_fraction_static=0.88)
+        precision="stored",
+        engines=("sglang",),
+        engine_options=(SglangOptions(mem_fraction_static=0.88),),
     )
     o = plan(m, [art], fleet, settings).options[0]
     assert (o.engine, o.tp, o.gpus) == ("sglang", 1, 1)
@@ -91,8 +94,8 @@ def test_qwen3_8b_at_tp2_with_its_own_flags():
     fleet = Fleet((node("h", "h100-80g", H100, 2),))
     settings = PlanSettings(
         precision="stored", engines=("sglang",), context=8192, pins=Pins(tp=2),
-        kv_cache_dtype="fp8", sglang=SglangOptions(mem_fraction_static=0.85,
-                                                   max_running_requests=128),
+        kv_cache_dtype="fp8", engine_options=(SglangOptions(mem_fraction_static=0.85,
+                                                   max_running_requests=128),),
     )  # fmt: skip
     o = plan(m, [art], fleet, settings).options[0]
     assert (o.tp, o.per_card.weights) == (2, 16_381_470_720 // 2)
@@ -128,7 +131,7 @@ def test_deepseek_v3_data_parallel_attention_on_eight_h200():
     fleet = Fleet((node("h", "h200-141g", H200, 8),))
     settings = PlanSettings(
         precision="stored", engines=("sglang",), context=32_768, every_layout=True,
-        sglang=SglangOptions(mem_fraction_static=0.9),
+        engine_options=(SglangOptions(mem_fraction_static=0.9),),
     )  # fmt: skip
     opts = plan(m, [art], fleet, settings).options
     tp8 = next(o for o in opts if o.tp == 8)

@@ -172,38 +172,64 @@ class Engine(Protocol):
         ...
 
 
-# Key → (module, the engine's own JSON fields); each module has an `ENGINE` implementing Engine.
-# Order is the order engines are tried and listed in. The fields are named here rather than on
-# the engines: a JSON document carries every engine's fields on every option, and asking the
-# engines would import every one (and define its nouns) on each `--json` run, the ones the plan
-# never used included.
-_REGISTRY: dict[str, tuple[str, tuple[str, ...]]] = {
-    "vllm": ("llmfit.plan.engines.vllm", ("vllm_version",)),
-    "llama.cpp": ("llmfit.plan.engines.llamacpp", ("gpu_layers", "cpu_moe_layers", "host_bytes")),
-    "sglang": ("llmfit.plan.engines.sglang", ()),
-}
+@dataclass(frozen=True)
+class Registered:
+    """An engine's registry line: where its module is, where its declared options are, and its
+    own JSON fields.
 
-# Engines planned only when named (`--engine KEY`, or a command of theirs to check), not by
-# default. SGLang runs the same safetensors checkpoints as vLLM, on the same layouts, and what its
-# cards hold agrees with vLLM's within a few percent (its default static share leaves about what
-# vLLM's utilisation and overhead leave), so planning both by default would print every way twice
-# with near-equal numbers; data-parallel attention with expert parallelism, SGLang's home
-# ground, vLLM offers too. Named, it is planned beside the others, and its own figures are
-# SGLang's (its static share, its pools, its flags).
-_NAMED_ONLY = frozenset({"sglang"})
+    The options and fields are named here rather than asked of the engine: the CLI builds every
+    engine's flags at start-up from the options classes alone (light modules), and a JSON
+    document carries every engine's fields on every option; asking the engines would import every
+    one (and define its nouns) on each run, the ones the plan never used included."""
+
+    module: str
+    # The engine's own name, for sentences and help ("vLLM").
+    title: str
+    # "module:Class" of the engine's options (plan/engines/knobs.py declarations).
+    options: str
+    fields: tuple[str, ...] = ()
+    # Planned only when named (`--engine KEY`, or a command of its own to check), not by default.
+    named_only: bool = False
+
+
+# Key → its line; each module has an `ENGINE` implementing Engine. Order is the order engines are
+# tried and listed in. SGLang is planned only when named: it runs the same safetensors checkpoints
+# as vLLM, on the same layouts, and what its cards hold agrees with vLLM's within a few percent
+# (its default static share leaves about what vLLM's utilisation and overhead leave), so planning
+# both by default would print every way twice with near-equal numbers; data-parallel attention
+# with expert parallelism, SGLang's home ground, vLLM offers too. Named, it is planned beside the
+# others, and its own figures are SGLang's (its static share, its pools, its flags).
+_REGISTRY: dict[str, Registered] = {
+    "vllm": Registered(
+        "llmfit.plan.engines.vllm", "vLLM", "llmfit.plan.engines.vllm_options:VllmOptions",
+        ("vllm_version",),
+    ),
+    "llama.cpp": Registered(
+        "llmfit.plan.engines.llamacpp", "llama.cpp",
+        "llmfit.plan.engines.llamacpp_options:LlamaCppOptions",
+        ("gpu_layers", "cpu_moe_layers", "host_bytes"),
+    ),
+    "sglang": Registered(
+        "llmfit.plan.engines.sglang", "SGLang", "llmfit.plan.engines.sglang_options:SglangOptions",
+        named_only=True,
+    ),
+}  # fmt: skip
 
 
 def keys() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def engine(key: str) -> Engine:
-    """The engine registered under `key` (imported on first use)."""
+def registered(key: str) -> Registered:
     try:
-        module, _ = _REGISTRY[key]
+        return _REGISTRY[key]
     except KeyError:
         raise ValueError(f"unknown engine {key!r}; known: {', '.join(_REGISTRY)}") from None
-    found: Engine = import_module(module).ENGINE
+
+
+def engine(key: str) -> Engine:
+    """The engine registered under `key` (imported on first use)."""
+    found: Engine = import_module(registered(key).module).ENGINE
     return found
 
 
@@ -211,19 +237,26 @@ def engines() -> list[Engine]:
     return [engine(k) for k in _REGISTRY]
 
 
+def options_class(key: str) -> type:
+    """Engine `key`'s declared options class, without importing the engine."""
+    module, _, name = registered(key).options.partition(":")
+    cls: type = getattr(import_module(module), name)
+    return cls
+
+
 def planned(key: str, named: Sequence[str]) -> bool:
     """Whether a plan asked for the engines `named` (empty: none named) plans engine `key`."""
-    return key in named if named else key not in _NAMED_ONLY
+    return key in named if named else not registered(key).named_only
 
 
 def default_keys() -> tuple[str, ...]:
     """The engines planned when none is named."""
-    return tuple(k for k in _REGISTRY if k not in _NAMED_ONLY)
+    return tuple(k for k, r in _REGISTRY.items() if not r.named_only)
 
 
 def fields(key: str) -> tuple[str, ...]:
     """Engine `key`'s own JSON fields, without importing it."""
-    return _REGISTRY[key][1]
+    return registered(key).fields
 
 
 def field_names() -> tuple[str, ...]:
@@ -232,6 +265,17 @@ def field_names() -> tuple[str, ...]:
     for key in _REGISTRY:
         out += [f for f in fields(key) if f not in out]
     return tuple(out)
+
+
+def register(key: str, line: Registered) -> None:
+    """Add an engine to the registry (a plugin's, or a test's double), listed last."""
+    if key in _REGISTRY:
+        raise ValueError(f"an engine is already registered as {key!r}")
+    _REGISTRY[key] = line
+
+
+def unregister(key: str) -> None:
+    _REGISTRY.pop(key, None)
 
 
 def for_argv(argv: Sequence[str]) -> Engine | None:

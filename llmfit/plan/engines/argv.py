@@ -19,8 +19,9 @@ class Words:
 
     # A valued flag's key (from the table) → its value, the last one given winning.
     got: dict[str, str] = field(default_factory=dict)
-    # The keys of the switches given.
-    on: set[str] = field(default_factory=set)
+    # The keys of the switches given → the value each sets (a negation sets False), the last
+    # one given winning, as argparse keeps.
+    on: dict[str, bool] = field(default_factory=dict)
     # Flags llmfit does not model, each with the value that followed it, as given.
     ignored: list[str] = field(default_factory=list)
     # Words that are no flag's (a model named in front).
@@ -30,7 +31,7 @@ class Words:
 def scan(
     args: Sequence[str],
     valued: Mapping[str, str],
-    switches: Mapping[str, str],
+    switches: Mapping[str, str | tuple[str, bool]],
     launch_only: Set[str],
     launch_switches: Set[str],
     *,
@@ -63,7 +64,11 @@ def scan(
                 raise ValueError(f"{flag} needs a value.")
             out.got[valued[flag]] = value
         elif flag in switches:
-            out.on.add(switches[flag])
+            key = switches[flag]
+            if isinstance(key, str):
+                out.on[key] = True
+            else:
+                out.on[key[0]] = key[1]
         elif flag in launch_only:
             if not eq and flag not in launch_switches and i + 1 < len(args):
                 i += 1

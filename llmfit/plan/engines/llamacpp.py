@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, knobs
 from llmfit.plan.engines import llamacpp_sizes as sizes
+from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
@@ -51,6 +52,9 @@ class LlamaCppLaunch:
     # The file on this machine to pass as -m, where a local path was asked for (--local-paths,
     # or a repository that is a local directory); None: -hf REPO:QUANT, which works on any node.
     model_path: str | None = None
+    # The knobs the user set (llamacpp_options.py); those not printed from the placement are
+    # passed on as given.
+    options: LlamaCppOptions = LlamaCppOptions()
 
 
 def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, ...]]]:
@@ -58,7 +62,7 @@ def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, .
     and values (a quantised V cache needs flash attention, which the command turns on)."""
     q8 = ("q8_0", "q8_0 KV cache", ("--cache-type-k", "q8_0", "--cache-type-v", "q8_0"))
     stored = ("f16", None, ())
-    if settings.llamacpp.cache_type == "q8_0":
+    if settings.options(LlamaCppOptions).cache_type == "q8_0":
         return [q8]
     if settings.precision == "stored":
         return [stored]
@@ -151,6 +155,7 @@ class LlamaCpp:
                     cpu_moe_layers=p.cpu_moe,
                     cache_type=kv_type,
                     model_path=art.path if settings.local_paths else None,
+                    options=settings.options(LlamaCppOptions),
                 ),
                 share=settings.gpu_memory_utilization,
                 kv_tokens=sizes.pad(context),
@@ -180,6 +185,7 @@ class LlamaCpp:
                         gpu_layers=0,
                         cache_type=kv_type,
                         model_path=art.path if settings.local_paths else None,
+                        options=settings.options(LlamaCppOptions),
                     ),
                     hosts=sum(h.count for h in fitting),
                     free_now=any(need <= h.free_ram for h in fitting),
@@ -205,7 +211,8 @@ class LlamaCpp:
             have = max(ram_have(h) for h in rams)
             rejected.append(Rejection(art.name, self.key, "CPU", "", need=need, have=have))
 
-        if settings.llamacpp.n_gpu_layers == 0 and not settings.llamacpp.rpc:
+        opts = settings.options(LlamaCppOptions)
+        if opts.n_gpu_layers == 0 and not opts.rpc_hosts:
             return out  # the command runs on the CPU alone
         for pool in job.pools:
             refused: list[Rejection] = []
@@ -343,11 +350,11 @@ class LlamaCpp:
         """The one placement a command names, on each node of the class that could take it:
         llama-server uses every card it sees unless --tensor-split says how many."""
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
-        opts = settings.llamacpp
+        opts = settings.options(LlamaCppOptions)
         layout: GgufLayout = art.layout
         n = layout.layers
-        nodes = 1 + len(opts.rpc)
-        per_node = len(opts.tensor_split) // nodes if opts.tensor_split else pool.max_gpus
+        nodes = 1 + len(opts.rpc_hosts)
+        per_node = len(opts.split) // nodes if opts.split else pool.max_gpus
         if pool.mig:
             per_node = 1
         ngl = n + 1 if opts.n_gpu_layers is None else min(opts.n_gpu_layers, n + 1)
@@ -420,6 +427,7 @@ class LlamaCpp:
             hosts = workers or tuple(f"<worker-{i}>" for i in range(1, lay.nodes))
             argv += ["--rpc", ",".join(f"{h}:{RPC_PORT}" for h in hosts)]
         argv += o.engine_flags
+        argv += knobs.argv(launch.options)
         argv += ["--flash-attn", "on", "--host", "0.0.0.0"]
         if lay.replicas > 1:
             # One server a set of cards, each seeing only its own and listening on its own port.
@@ -577,16 +585,14 @@ class _Estimator:
 
 
 def _estimator(settings: PlanSettings) -> _Estimator:
-    opts = settings.llamacpp
+    opts = settings.options(LlamaCppOptions)
     return _Estimator(opts.parallel or sizes.N_SEQ, opts.ubatch or sizes.N_UBATCH)
 
 
 def _exact(settings: PlanSettings) -> bool:
     """Whether a command fixed the placement (`llmfit check`): its -ngl, -ts, --n-cpu-moe, --rpc."""
-    o = settings.llamacpp
-    return (
-        o.n_gpu_layers is not None or o.n_cpu_moe is not None or bool(o.tensor_split) or bool(o.rpc)
-    )
+    o = settings.options(LlamaCppOptions)
+    return o.n_gpu_layers is not None or o.n_cpu_moe is not None or bool(o.split or o.rpc_hosts)
 
 
 # A GGUF file's types that are plain floats; any other is a block quant the kernels dequantize.

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 
 from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Explanation, Image, Job, Part, Request, serving
+from llmfit.plan.engines import Explanation, Image, Job, Part, Request, knobs, serving
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.engines.serving import Variant, split_refusal
+from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Layout
 from llmfit.plan.layouts import Sized, Tried
@@ -91,10 +92,8 @@ class SglangLaunch:
     max_running_requests: int
     request_table: int
     state_slots: int
-    # Knobs the user set (None: SGLang's default), passed on as given.
-    user_max_running_requests: int | None = None
-    user_chunked_prefill_size: int | None = None
-    user_max_total_tokens: int | None = None
+    # The knobs the user set (sglang_options.py), passed on as given.
+    options: SglangOptions = SglangOptions()
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -178,7 +177,7 @@ class Sglang(serving.Serving):
         self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
     ) -> Callable[[Layout], Sized]:
         model, settings, context = job.model, job.settings, job.context
-        opts = settings.sglang
+        opts = settings.options(SglangOptions)
         weights = layout_of(art, model)
         trained = model.max_context
         swa_pool = sizes.hybrid_swa(model.architecture)
@@ -269,7 +268,6 @@ class Sglang(serving.Serving):
         model, settings = job.model, job.settings
         extra = t.sized.extra
         assert isinstance(extra, _Sizing)
-        opts = settings.sglang
         launch = SglangLaunch(
             context_length=job.context,
             mem_fraction_static=extra.share,
@@ -285,9 +283,7 @@ class Sglang(serving.Serving):
             max_running_requests=extra.pool.max_running_requests,
             request_table=extra.pool.request_table,
             state_slots=extra.pool.state_slots,
-            user_max_running_requests=opts.max_running_requests,
-            user_chunked_prefill_size=opts.chunked_prefill_size,
-            user_max_total_tokens=opts.max_total_tokens,
+            options=settings.options(SglangOptions),
         )
         return serving.option_of(job, self.key, art, pool, t, launch, share=extra.share)
 
@@ -325,12 +321,7 @@ class Sglang(serving.Serving):
         ]
         if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
             argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
-        if launch.user_max_running_requests:
-            argv += ["--max-running-requests", str(launch.user_max_running_requests)]
-        if launch.user_chunked_prefill_size:
-            argv += ["--chunked-prefill-size", str(launch.user_chunked_prefill_size)]
-        if launch.user_max_total_tokens:
-            argv += ["--max-total-tokens", str(launch.user_max_total_tokens)]
+        argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
         argv += ["--host", HOST, "--port", str(PORT)]

@@ -10,14 +10,13 @@ changes memory is read; every other is kept as read but not modelled, and said s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
-from decimal import Decimal, InvalidOperation
 
-from llmfit.plan.engines import Request
-from llmfit.plan.engines.argv import number, scan, whole
-from llmfit.plan.settings import Pins, PlanSettings, SglangOptions
+from llmfit.plan.engines import Request, knobs
+from llmfit.plan.engines.argv import scan, whole
+from llmfit.plan.engines.sglang_options import SglangOptions, human_readable_int
+from llmfit.plan.settings import Pins, PlanSettings
 
 # Flags that take a value, by every spelling SGLang accepts (and the unique prefixes its docs
 # use), → what they set.
@@ -30,12 +29,8 @@ VALUED = {
     "--attn-dp-size": "attn_dp", "--attention-data-parallel-size": "attn_dp",
     "--ep-size": "ep", "--expert-parallel-size": "ep", "--ep": "ep",
     "--context-length": "context",
-    "--mem-fraction-static": "mem_fraction_static",
     "--kv-cache-dtype": "kv_cache_dtype",
     "--quantization": "quantization",
-    "--max-running-requests": "max_running_requests",
-    "--chunked-prefill-size": "chunked_prefill_size",
-    "--max-total-tokens": "max_total_tokens",
 }  # fmt: skip
 # `--dp-size N --enable-dp-attention`: the spelling before --attn-dp-size (still accepted,
 # deprecated: server_args.py).
@@ -47,34 +42,12 @@ LAUNCH_ONLY = {
     "--tool-call-parser", "--reasoning-parser", "--chat-template", "--tokenizer-path",
 }  # fmt: skip
 LAUNCH_SWITCHES = {"--trust-remote-code", "--use-ray"}
+_KNOBS = knobs.tables(SglangOptions)
 # KV dtypes as SGLang spells them → what llmfit plans.
 KV_DTYPES = {
     "auto": "auto", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
 }  # fmt: skip
-
-
-def _tokens(flag: str, value: str) -> int:
-    """A token count as SGLang's human_readable_int reads it (utils/common.py): an integer, or
-    one with an SI suffix (1k = 1000, 1M, 25.6k) or an IEC one (1Ki = 1024, 1Mi), case-sensitive."""
-    text = value.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
-    try:
-        if m:
-            number, suffix = m.groups()
-            if suffix.endswith("i"):
-                if "." in number:
-                    raise ValueError
-                n = int(number) << {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}[suffix]
-            else:
-                n = int(Decimal(number) * {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[suffix])
-        else:
-            n = int(text)
-    except (ValueError, InvalidOperation):
-        raise ValueError(f"{flag} {value!r} is not a token count.") from None
-    if n <= 0:
-        raise ValueError(f"{flag} {value!r} must be positive.")
-    return n
 
 
 def _strip_launcher(argv: Sequence[str]) -> list[str]:
@@ -93,7 +66,10 @@ def _strip_launcher(argv: Sequence[str]) -> list[str]:
 
 def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     """An SGLang launch → the repository, the settings and the exact layout."""
-    words = scan(_strip_launcher(argv), VALUED, SWITCHES, LAUNCH_ONLY, LAUNCH_SWITCHES)
+    words = scan(
+        _strip_launcher(argv), {**VALUED, **_KNOBS.valued}, {**SWITCHES, **_KNOBS.switches},
+        LAUNCH_ONLY, LAUNCH_SWITCHES,
+    )  # fmt: skip
     got, on, ignored, positional = words.got, words.on, words.ignored, words.positional
     # `sglang serve REPO` takes the first word as the model (cli/serve.py
     # _normalize_positional_model_path).
@@ -132,38 +108,18 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         precision = "fp8"
     elif quant is not None:
         ignored.append(f"--quantization {quant}")
-    share = None
-    if "mem_fraction_static" in got:
-        share = number("--mem-fraction-static", got["mem_fraction_static"])
-        if not 0 < share < 1:
-            raise ValueError(f"--mem-fraction-static {share:g} must be between 0 and 1.")
-    options = SglangOptions(
-        mem_fraction_static=share,
-        max_running_requests=(
-            whole("--max-running-requests", got["max_running_requests"])
-            if "max_running_requests" in got
-            else None
-        ),
-        chunked_prefill_size=(
-            whole("--chunked-prefill-size", got["chunked_prefill_size"])
-            if "chunked_prefill_size" in got
-            else None
-        ),
-        max_total_tokens=(
-            _tokens("--max-total-tokens", got["max_total_tokens"])
-            if "max_total_tokens" in got
-            else None
-        ),
-    )
+    mine = {k: v for k, v in got.items() if k in _KNOBS.valued.values()}
+    options = knobs.build(SglangOptions, knobs.read(SglangOptions, mine, {}))
     settings = replace(
         defaults,
-        context=_tokens("--context-length", got["context"]) if "context" in got else None,
+        context=(
+            human_readable_int("--context-length", got["context"]) if "context" in got else None
+        ),
         kv_cache_dtype=KV_DTYPES[kv],
         precision=precision,
         pins=pins,
         engines=("sglang",),
         every_layout=True,
-        sglang=options,
-    )
+    ).with_options(options)
     repo_at = repo + (f"@{got['revision']}" if "revision" in got else "")
     return Request(repo=repo_at, settings=settings, ignored=tuple(ignored))

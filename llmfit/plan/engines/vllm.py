@@ -26,10 +26,11 @@ from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, serving
+from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, knobs, serving
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
 from llmfit.plan.engines.serving import Variant
+from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout
@@ -37,7 +38,7 @@ from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
-from llmfit.plan.settings import PlanSettings, VllmOptions
+from llmfit.plan.settings import PlanSettings
 from llmfit.plan.weights import pp_partition
 
 # The port the head's data-parallel coordinator listens on for the other nodes' ranks (vLLM's
@@ -81,10 +82,8 @@ class VllmLaunch:
     flags: tuple[str, ...]
     # The batch vLLM profiles its working memory with (its default on this card, or the user's).
     batched_tokens: int
-    # Knobs the user set (None: vLLM's default), passed on as given.
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    enforce_eager: bool = False
+    # The knobs the user set (vllm_options.py), passed on as given.
+    options: VllmOptions = VllmOptions()
     # A context past the trained one, which vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
     long_context: bool = False
     # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
@@ -94,13 +93,6 @@ class VllmLaunch:
     # part by part (for --explain).
     version: VllmVersion = NEWEST
     memory: vm.VllmMemory | None = None
-    # Prefix caching asked on or off (None: the release's default), LoRA slots, speculation and
-    # a multimodal model's items a prompt: each passed on as given.
-    enable_prefix_caching: bool | None = None
-    max_loras: int = 0
-    max_lora_rank: int = 0
-    speculative_config: str | None = None
-    limit_mm_per_prompt: str | None = None
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -124,7 +116,8 @@ def version_of(opts: VllmOptions) -> VllmVersion:
 
 def memory_settings(job: Job, v: Variant) -> vm.Settings:
     """What vllm_memory needs of the plan's settings, for one variant of the checkpoint."""
-    s, o = job.settings, job.settings.vllm
+    s = job.settings
+    o = s.options(VllmOptions)
     kv = v.kv_dtype if v.kv_dtype != job.model.kv_dtype or s.kv_cache_dtype != "auto" else "auto"
     return vm.Settings(
         version=version_of(o),
@@ -135,9 +128,9 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
         max_num_batched_tokens=o.max_num_batched_tokens,
         enforce_eager=o.enforce_eager,
         enable_prefix_caching=o.enable_prefix_caching,
-        lora=vm.LoRA(o.max_loras, o.max_lora_rank) if o.max_loras else None,
+        lora=vm.LoRA(*o.lora) if o.lora else None,
         speculative=o.speculative if isinstance(o.speculative, vm.Speculative) else None,
-        limit_mm_per_prompt=o.limit_mm_per_prompt,
+        limit_mm_per_prompt=o.limits,
         quantization="fp8" if v.quant == "fp8" and job.model.quantization is None else None,
     )
 
@@ -206,17 +199,18 @@ class Vllm(serving.Serving):
 
     def plan(self, job: Job) -> Found:
         found = super().plan(job)
-        asked = version_of(job.settings.vllm)
+        opts = job.settings.options(VllmOptions)
+        asked = version_of(opts)
         if asked != NEWEST:
-            newest = super().plan(replace(job, settings=replace(
-                job.settings, vllm=replace(job.settings.vllm, version=None))))  # fmt: skip
+            newest = super().plan(replace(job, settings=job.settings.with_options(
+                replace(opts, version=None))))  # fmt: skip
             note = _verdicts(found.options, newest.options, asked)
             if note:
                 found.notes.append(note)
         return found
 
     def _variants(self, job: Job) -> list[Variant]:
-        version = version_of(job.settings.vllm)
+        version = version_of(job.settings.options(VllmOptions))
         out = []
         for v in variants(job.artifact, job.model, job.shape.kv_dtype, job.settings):
             if "--quantization" in v.flags:
@@ -286,7 +280,6 @@ class Vllm(serving.Serving):
 
     def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
         model, settings = job.model, job.settings
-        o = settings.vllm
         memory = t.sized.extra
         assert isinstance(memory, vm.VllmMemory)
         launch = VllmLaunch(
@@ -295,18 +288,11 @@ class Vllm(serving.Serving):
             kv_cache_dtype=engine_kv_dtype(model, settings),
             flags=(),
             batched_tokens=memory.max_num_batched_tokens,
-            max_num_batched_tokens=o.max_num_batched_tokens,
-            max_num_seqs=o.max_num_seqs,
-            enforce_eager=o.enforce_eager,
+            options=settings.options(VllmOptions),
             long_context=bool(model.max_context and job.context > model.max_context),
             trust_remote_code=model.custom_code,
             version=memory.version,
             memory=memory,
-            enable_prefix_caching=o.enable_prefix_caching,
-            max_loras=o.max_loras,
-            max_lora_rank=o.max_lora_rank,
-            speculative_config=o.speculative_config,
-            limit_mm_per_prompt=o.limit_mm_per_prompt_text,
         )
         return serving.option_of(
             job, self.key, art, pool, t, launch, share=settings.gpu_memory_utilization
@@ -344,25 +330,7 @@ class Vllm(serving.Serving):
         ]
         if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
             argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
-        if launch.max_num_batched_tokens:
-            argv += ["--max-num-batched-tokens", str(launch.max_num_batched_tokens)]
-        if launch.max_num_seqs:
-            argv += ["--max-num-seqs", str(launch.max_num_seqs)]
-        if launch.enforce_eager:
-            argv.append("--enforce-eager")
-        if launch.enable_prefix_caching is not None:
-            argv.append(
-                "--enable-prefix-caching"
-                if launch.enable_prefix_caching
-                else "--no-enable-prefix-caching"
-            )
-        if launch.max_loras:
-            argv += ["--enable-lora", "--max-loras", str(launch.max_loras)]
-            argv += ["--max-lora-rank", str(launch.max_lora_rank)]
-        if launch.speculative_config:
-            argv += ["--speculative-config", launch.speculative_config]
-        if launch.limit_mm_per_prompt:
-            argv += ["--limit-mm-per-prompt", launch.limit_mm_per_prompt]
+        argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
         env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
@@ -459,7 +427,7 @@ class Vllm(serving.Serving):
                 f"; its CUDA graphs ({m.cuda_graphs / (1 << 30):.2f} GiB) are captured after the "
                 "KV cache, in what --gpu-memory-utilization leaves"
             )
-        if launch.enforce_eager:
+        if launch.options.enforce_eager:
             assumes += "; no CUDA graphs (--enforce-eager)"
         if lay.dp > 1:
             assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"

@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from llmfit.plan.engines import Request
+from llmfit.plan.engines import Request, knobs
 from llmfit.plan.engines.argv import number, scan, whole
-from llmfit.plan.engines.vllm_options import vllm_options
+from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
 
-# Flags that take a value, by every spelling vLLM accepts, → what they set.
+# vLLM's knobs (vllm_options.py) are read by their declaration; these are the flags of settings
+# every engine has, in vLLM's spelling (the model, the layout, the context, the KV dtype and
+# precision, the card's share), → what they set.
 VALUED = {
     "--model": "model",
     "--revision": "revision",
@@ -30,20 +32,11 @@ VALUED = {
     "--kv-cache-dtype": "kv_cache_dtype",
     "--quantization": "quantization",
     "-q": "quantization",
-    "--max-num-seqs": "max_num_seqs",
-    "--max-num-batched-tokens": "max_num_batched_tokens",
-    "--max-loras": "max_loras",
-    "--max-lora-rank": "max_lora_rank",
-    "--speculative-config": "speculative_config",
-    "--limit-mm-per-prompt": "limit_mm_per_prompt",
 }
-SWITCHES = {
+SWITCHES: dict[str, str | tuple[str, bool]] = {
     "--enable-expert-parallel": "ep",
     "-ep": "ep",
-    "--enforce-eager": "enforce_eager",
-    "--enable-lora": "lora",
-    "--enable-prefix-caching": "prefix_on",
-    "--no-enable-prefix-caching": "prefix_off",
+    "--disable-expert-parallel": ("ep", False),
 }
 # Flags that shape a launch but not a card's memory: read, and not reported as ignored.
 LAUNCH_ONLY = {
@@ -55,19 +48,16 @@ LAUNCH_ONLY = {
 }  # fmt: skip
 LAUNCH_SWITCHES = {"--trust-remote-code", "--headless", "--disable-log-requests",
                    "--disable-log-stats"}  # fmt: skip
+_KNOBS = knobs.tables(VllmOptions)
 
 
 def _tokens(flag: str, value: str) -> int | None:
     """--max-model-len: a count, with vLLM's k/K/m/M suffixes (1k = 1000, 1K = 1024), or auto."""
     text = value.strip()
-    if text in ("auto", "-1"):
+    # human_readable_int_or_auto (vllm/utils/argparse_utils.py): the model's own length.
+    if text == "-1" or text.lower() == "auto":
         return None
-    scale = {"k": 1000, "K": 1024, "m": 1_000_000, "M": 1 << 20}.get(text[-1:], 1)
-    digits = text[:-1] if scale > 1 else text
-    try:
-        n = int(float(digits) * scale)
-    except (ValueError, OverflowError):  # "inf" and "nan" are floats, but no count
-        raise ValueError(f"{flag} {value!r} is not a token count.") from None
+    n = human_readable_int(flag, text)
     if n <= 0:
         raise ValueError(f"{flag} {value!r} must be positive.")
     return n
@@ -80,7 +70,10 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         args = args[1:]
     if args[:1] != ["serve"]:
         raise ValueError("a vLLM command to check starts `vllm serve REPO`.")
-    words = scan(args[1:], VALUED, SWITCHES, LAUNCH_ONLY, LAUNCH_SWITCHES)
+    words = scan(
+        args[1:], {**VALUED, **_KNOBS.valued}, {**SWITCHES, **_KNOBS.switches}, LAUNCH_ONLY,
+        LAUNCH_SWITCHES,
+    )  # fmt: skip
     got, on, ignored, positional = words.got, words.on, words.ignored, words.positional
     repo = got.get("model") or (positional[0] if positional else None)
     if not repo:
@@ -103,29 +96,13 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         tp=whole("--tensor-parallel-size", got.get("tp", "1")),
         pp=whole("--pipeline-parallel-size", got.get("pp", "1")),
         dp=whole("--data-parallel-size", got.get("dp", "1")),
-        ep="ep" in on,
+        ep=on.get("ep", False),
     )
-    lora = "lora" in on
-    vllm = vllm_options(
-        version=defaults.vllm.version,
-        max_num_batched_tokens=(
-            whole("--max-num-batched-tokens", got["max_num_batched_tokens"])
-            if "max_num_batched_tokens" in got
-            else None
-        ),
-        max_num_seqs=whole("--max-num-seqs", got["max_num_seqs"])
-        if "max_num_seqs" in got
-        else None,
-        enforce_eager="enforce_eager" in on,
-        enable_prefix_caching=(
-            True if "prefix_on" in on else False if "prefix_off" in on else None
-        ),
-        # vLLM's own defaults for a LoRA launch: one adapter slot of rank 16 (LoRAConfig).
-        max_loras=whole("--max-loras", got.get("max_loras", "1")) if lora else 0,
-        max_lora_rank=whole("--max-lora-rank", got.get("max_lora_rank", "16")) if lora else 0,
-        speculative_config=got.get("speculative_config"),
-        limit_mm_per_prompt=got.get("limit_mm_per_prompt"),
-    )
+    asked = defaults.options(VllmOptions)
+    mine = {k: v for k, v in got.items() if k in _KNOBS.valued.values()}
+    values = knobs.read(VllmOptions, mine, {k: v for k, v in on.items() if k != "ep"})
+    # The release modelled is llmfit's own setting (`llmfit check --vllm-version`), no flag's.
+    options = knobs.build(VllmOptions, {"version": asked.version, **values})
     settings = replace(
         defaults,
         context=(
@@ -139,8 +116,7 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
         pins=pins,
         engines=("vllm",),
         every_layout=True,
-        vllm=vllm,
-    )
+    ).with_options(options)
     if settings.kv_cache_dtype not in ("auto", "bfloat16", "fp8"):
         raise ValueError(f"--kv-cache-dtype {kv!r} is not one llmfit plans (auto, bfloat16, fp8).")
     repo_at = repo + (f"@{got['revision']}" if "revision" in got else "")

@@ -1,14 +1,24 @@
-"""vLLM's flags that change memory, read and checked into VllmOptions: from llmfit's own options
-and from a `vllm serve` line alike (`llmfit check`), so that both mean the same."""
+"""vLLM's knobs, declared once (plan/engines/knobs.py): the flags of `vllm serve` that change what
+a card holds or how fast it runs, beside the release llmfit models. llmfit's own command line, the
+reader of a checked `vllm serve` line and the printed launch all follow this declaration.
+
+Spellings, ranges and choices are vLLM 0.33's (vllm/engine/arg_utils.py EngineArgs.add_cli_args,
+vllm/config/*.py; fixtures/engines/vllm-0.33.0-serve-args.json is its parser's dump). This module
+stays light: the CLI imports it at start-up, and the memory model only when a value is checked.
+"""
 
 from __future__ import annotations
 
 import json
-import math
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from llmfit.plan.engines.vllm_memory import Speculative
-from llmfit.plan.engines.vllm_versions import VllmVersion
-from llmfit.plan.settings import VllmOptions
+from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
+
+if TYPE_CHECKING:
+    from llmfit.plan.artifact import Artifact
+    from llmfit.plan.model import Model
 
 # --speculative-config methods whose proposer is part of the model or needs no weights (n-gram
 # lookup), and those that load another model (vllm/config/speculative.py SpeculativeConfig).
@@ -16,6 +26,28 @@ OWN_METHODS = ("mtp", "ngram")
 DRAFT_METHODS = ("eagle", "eagle3", "draft_model", "medusa")
 # A JSON text from the command line is small; past this it is not a flag worth reading.
 MAX_JSON = 4096
+# The LoRA ranks vLLM takes (vllm/config/lora.py LoRAConfig.max_lora_rank's Literal).
+LORA_RANKS = ("1", "8", "16", "32", "64", "128", "256", "320", "512")
+# vLLM's own defaults for a LoRA launch: one adapter slot of rank 16 (LoRAConfig).
+LORA_DEFAULTS = (1, 16)
+
+
+def human_readable_int(flag: str, text: str) -> int:
+    """A count as vLLM's human_readable_int reads it (vllm/utils/argparse_utils.py): what int()
+    takes, or digits and a suffix, k/m/g/t in 1000s and K/M/G/T in 1024s ("8k" = 8,000, "8K" =
+    8,192), a decimal only with a decimal suffix ("25.6k"); "1e5" and "1.5K" it refuses."""
+    t = text.strip()
+    m = re.fullmatch(r"(\d{1,24}(?:\.\d{1,24})?)([kKmMgGtT])", t)
+    if m:
+        number, suffix = m.groups()
+        power = "kmgt".index(suffix.lower()) + 1
+        if suffix.islower():
+            return int(float(number) * 1000**power)
+        if "." not in number:
+            return int(number) << (10 * power)
+    elif re.fullmatch(r"[+-]?\d{1,30}(?:_\d{1,30})*", t):
+        return int(t)
+    raise ValueError(f"{flag} {text!r} is not a token count.")
 
 
 def _json_object(flag: str, text: str) -> dict:
@@ -23,16 +55,18 @@ def _json_object(flag: str, text: str) -> dict:
         raise ValueError(f"{flag} is {len(text):,} characters; a JSON object of a few is expected.")
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ValueError(f"{flag} {text[:80]!r} is not JSON (like '{{\"image\": 0}}').") from None
     if not isinstance(value, dict):
         raise ValueError(f"{flag} {text[:80]!r} is not a JSON object.")
     return value
 
 
-def speculative(text: str) -> tuple[Speculative, str | None]:
-    """--speculative-config → what it costs a card, and the draft model's repository, if it
-    names one (its weights are read with the plan's own)."""
+def speculative(text: str) -> tuple[object, str | None]:
+    """--speculative-config → what it costs a card (a vllm_memory.Speculative), and the draft
+    model's repository, if it names one (its weights are read with the plan's own)."""
+    from llmfit.plan.engines.vllm_memory import Speculative
+
     cfg = _json_object("--speculative-config", text)
     method = cfg.get("method")
     draft = cfg.get("model")
@@ -59,37 +93,115 @@ def limits(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def vllm_options(
-    *,
-    version: str | None = None,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    enforce_eager: bool = False,
-    enable_prefix_caching: bool | None = None,
-    max_loras: int = 0,
-    max_lora_rank: int = 0,
-    speculative_config: str | None = None,
-    limit_mm_per_prompt: str | None = None,
-) -> VllmOptions:
-    """The options checked: a release llmfit models, JSON that says what vLLM would read from
-    it. Raises ValueError with the sentence that says what is wrong."""
-    if version is not None:
-        VllmVersion.parse(version)
-    for flag, n in (("--max-num-seqs", max_num_seqs),
-                    ("--max-num-batched-tokens", max_num_batched_tokens)):  # fmt: skip
-        if n is not None and (not isinstance(n, int) or n <= 0 or not math.isfinite(n)):
-            raise ValueError(f"{flag} {n!r} must be a positive whole number.")
-    spec, draft = speculative(speculative_config) if speculative_config else (None, None)
-    return VllmOptions(
-        version=version,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        enforce_eager=enforce_eager,
-        enable_prefix_caching=enable_prefix_caching,
-        max_loras=max_loras,
-        max_lora_rank=max_lora_rank,
-        speculative_config=speculative_config,
-        speculative=spec,
-        draft_repo=draft,
-        limit_mm_per_prompt=limits(limit_mm_per_prompt) if limit_mm_per_prompt else (),
-    )
+@dataclass(frozen=True)
+class VllmOptions:
+    """vLLM's own knobs; None is the default of the release modelled, for the card. Declared in
+    the order a launch passes them on."""
+
+    version: str | None = knob(
+        None, kind="text", cli="--vllm-version", changes=(MEMORY,), metavar="X.Y",
+        help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+    )  # fmt: skip
+    max_num_batched_tokens: int | None = knob(
+        None, "--max-num-batched-tokens", low=1, high=1 << 24, changes=(MEMORY, SPEED),
+        parser=human_readable_int, help="tokens a step (passed on).",
+    )  # fmt: skip
+    max_num_seqs: int | None = knob(
+        None, "--max-num-seqs", low=1, high=1 << 20, changes=(MEMORY, SPEED),
+        help="sequences a step (passed on).",
+    )  # fmt: skip
+    enforce_eager: bool = knob(
+        False, "--enforce-eager", kind="bool", negations=("--no-enforce-eager",),
+        changes=(MEMORY, SPEED), help="no CUDA graphs (passed on).",
+    )  # fmt: skip
+    enable_prefix_caching: bool | None = knob(
+        None, "--enable-prefix-caching", kind="bool",
+        negations=("--no-enable-prefix-caching", "--disable-prefix-caching"), changes=(MEMORY,),
+        help="prefix caching on or off (hybrid models keep more state with it).",
+    )  # fmt: skip
+    enable_lora: bool = knob(
+        False, "--enable-lora", kind="bool", negations=("--no-enable-lora", "--disable-lora"),
+        changes=(MEMORY,), help="LoRA adapter slots (--max-loras of --max-lora-rank each).",
+    )  # fmt: skip
+    max_loras: int | None = knob(
+        None, "--max-loras", low=1, high=1024, implies="enable_lora", changes=(MEMORY,),
+        help="LoRA adapter slots (default 1; turns on --enable-lora).",
+    )  # fmt: skip
+    max_lora_rank: int | None = knob(
+        None, "--max-lora-rank", choices=LORA_RANKS, implies="enable_lora", changes=(MEMORY,),
+        help="the rank of each LoRA slot (default 16).",
+    )  # fmt: skip
+    speculative_config: str | None = knob(
+        None, "--speculative-config", "-sc", kind="json", changes=(MEMORY, SPEED), metavar="JSON",
+        help='speculative decoding, as JSON (\'{"method": "mtp", "num_speculative_tokens": 1}\').',
+    )  # fmt: skip
+    limit_mm_per_prompt: str | None = knob(
+        None, "--limit-mm-per-prompt", kind="json", changes=(MEMORY,), metavar="JSON",
+        help="items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
+    )  # fmt: skip
+    # What the knobs above mean, worked out by checked(): the speculation's cost a card (a
+    # vllm_memory.Speculative, its draft's weights filled in once its repository is read), the
+    # draft's repository, and the multimodal limits as (modality, count) pairs.
+    speculative: object = None
+    draft_repo: str | None = None
+    limits: tuple[tuple[str, int], ...] = ()
+
+    def checked(self) -> VllmOptions:
+        """The options as vLLM would take them, with what they mean worked out; raises
+        ValueError with the sentence that says what vLLM would refuse."""
+        from llmfit.plan.engines.vllm_versions import VllmVersion
+
+        if self.version is not None:
+            VllmVersion.parse(self.version)
+        seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
+        if seqs is not None and tokens is not None and tokens < seqs:
+            # vllm/config/scheduler.py SchedulerConfig (its check of the two, in its words).
+            raise ValueError(
+                f"--max-num-batched-tokens {tokens} is below --max-num-seqs {seqs}, which vLLM "
+                f"refuses: max_num_batched_tokens ({tokens}) must be greater than or equal to "
+                f"max_num_seqs ({seqs})."
+            )
+        spec, draft = (
+            speculative(self.speculative_config) if self.speculative_config else (None, None)
+        )
+        out = replace(
+            self,
+            speculative=spec if self.speculative is None else self.speculative,
+            draft_repo=draft,
+            limits=limits(self.limit_mm_per_prompt) if self.limit_mm_per_prompt else (),
+        )
+        if self.enable_lora:
+            # Every value the plan relies on is passed on: a LoRA launch names its slots and rank.
+            loras, rank = LORA_DEFAULTS
+            out = replace(
+                out, max_loras=self.max_loras or loras, max_lora_rank=self.max_lora_rank or rank
+            )
+        return out
+
+    @property
+    def lora(self) -> tuple[int, int] | None:
+        """(slots, rank) of a LoRA launch; None without --enable-lora (vLLM ignores the others)."""
+        if not self.enable_lora:
+            return None
+        return (self.max_loras or LORA_DEFAULTS[0], self.max_lora_rank or LORA_DEFAULTS[1])
+
+    def extra_repos(self) -> tuple[str, ...]:
+        """The repositories the plan must read beside the model's own: a speculative draft's."""
+        return (self.draft_repo,) if self.draft_repo else ()
+
+    def with_repo(self, repo_id: str, model: Model, artifacts: tuple[Artifact, ...]) -> VllmOptions:
+        """The options once the draft's repository is read: its weights and cache, so that each
+        card is charged for them."""
+        from llmfit.plan.engines.vllm_memory import Speculative
+        from llmfit.plan.model import Shape
+
+        spec = self.speculative
+        assert isinstance(spec, Speculative) and repo_id == self.draft_repo
+        weights = max((a.bytes for a in artifacts if a.format == "safetensors"), default=0)
+        shape = Shape.of(model)
+        layers = sum(g.layers for g in shape.layer_groups)
+        token = shape.kv_bytes_per_token() // max(layers, 1)
+        spec = replace(
+            spec, draft_weight_bytes=weights, draft_layers=layers, draft_token_bytes=token
+        )
+        return replace(self, speculative=spec)

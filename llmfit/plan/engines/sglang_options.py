@@ -1,0 +1,67 @@
+"""SGLang's knobs, declared once (plan/engines/knobs.py): the flags of `sglang serve` that change
+what a card holds or how fast it runs. llmfit's own command line, the reader of a checked SGLang
+launch and the printed launch all follow this declaration.
+
+Spellings and ranges are SGLang 0.5.23's (sglang/srt/server_args.py ServerArgs.add_cli_args;
+fixtures/engines/sglang-0.5.23-server-args.json is its parser's dump).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+
+from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
+
+
+def human_readable_int(flag: str, value: str) -> int:
+    """A token count as SGLang's human_readable_int reads it (utils/common.py): an integer, or
+    one with an SI suffix (1k = 1000, 1M, 25.6k) or an IEC one (1Ki = 1024, 1Mi), case-sensitive."""
+    text = value.strip()
+    m = re.fullmatch(r"(\d{1,24}(?:\.\d{1,6})?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
+    try:
+        if m:
+            number, suffix = m.groups()
+            if suffix.endswith("i"):
+                if "." in number:
+                    raise ValueError
+                n = int(number) << {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40}[suffix]
+            else:
+                n = int(Decimal(number) * {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[suffix])
+        elif re.fullmatch(r"[+-]?\d{1,30}", text):
+            n = int(text)
+        else:
+            raise ValueError
+    except (ValueError, InvalidOperation):
+        raise ValueError(f"{flag} {value!r} is not a token count.") from None
+    if n <= 0:
+        raise ValueError(f"{flag} {value!r} must be positive.")
+    return n
+
+
+@dataclass(frozen=True)
+class SglangOptions:
+    """SGLang's own knobs; None is SGLang's default for the card and layout (every value the plan
+    relies on is then passed explicitly)."""
+
+    # The share of a card's free memory for weights and the KV pool.
+    mem_fraction_static: float | None = knob(
+        None, "--mem-fraction-static", kind="float", low=0, high=1, open_low=True,
+        open_high=True, changes=(MEMORY,), passed=False,
+        help="the share of a card for the weights and the KV pool (default: SGLang's, for the "
+        "card and layout).",
+    )  # fmt: skip
+    max_running_requests: int | None = knob(
+        None, "--max-running-requests", low=1, high=1 << 20, changes=(MEMORY, SPEED),
+        help="requests running at once (passed on).",
+    )  # fmt: skip
+    chunked_prefill_size: int | None = knob(
+        None, "--chunked-prefill-size", low=1, high=1 << 24, changes=(MEMORY, SPEED),
+        help="tokens a prefill chunk (passed on).",
+    )  # fmt: skip
+    # A cap on the KV pool's tokens.
+    max_total_tokens: int | None = knob(
+        None, "--max-total-tokens", low=1, high=1 << 40, parser=human_readable_int,
+        changes=(MEMORY,), help="a cap on the KV pool's tokens (passed on).",
+    )  # fmt: skip
