@@ -17,7 +17,7 @@ from llmfit.advise import advise
 from llmfit.errors import UsageError
 from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Request, for_argv
+from llmfit.plan.engines import Request, for_argv, split_env
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.settings import MAX_CONTEXT, PlanSettings
 
@@ -47,9 +47,10 @@ def check(
 ) -> Checked:
     """Plan the command `argv` exactly; `options` are engine settings of llmfit's own that no
     command carries (`--vllm-version`: the release the command runs on)."""
-    engine = for_argv(argv)
+    env, words = split_env(argv)
+    engine = for_argv(words)
     if engine is None:
-        first = argv[0] if argv else ""
+        first = words[0] if words else ""
         raise UsageError(
             f"{first!r} is not a command llmfit can check: give one that starts "
             "`vllm serve REPO …`, `sglang serve --model-path REPO …` (or `python -m "
@@ -59,7 +60,7 @@ def check(
         )
     defaults = PlanSettings(engine_options=options)
     try:
-        request = engine.read_command(argv, defaults)
+        request = engine.read_command(words, defaults, env)
     except ValueError as e:
         raise UsageError(f"the command to check: {e}") from None
     context = request.settings.context

@@ -62,9 +62,12 @@ def test_text_output_prints_the_best_command(run):
     code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096")
     assert code == 0
     assert "Best: 1 × h200-141g, Q8_0, 0.5 GiB a card (125.5 free)" in out
+    # The example fleet's H200 nodes have 8 cards: llama-server spreads its layers over every
+    # card it sees, so a one-card server is shown only its own.
     assert (
-        "llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 --ctx-size 4096 --n-gpu-layers 5 "
-        "--flash-attn on --host 0.0.0.0 --port 8080" in out.splitlines()
+        "CUDA_VISIBLE_DEVICES=0 llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 "
+        "--ctx-size 4096 --n-gpu-layers 5 --flash-attn on --host 0.0.0.0 --port 8080"
+        in out.splitlines()
     )
 
 

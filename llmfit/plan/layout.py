@@ -58,3 +58,50 @@ class Layout:
         if self.dp > 1:
             parts.append(f"dp{self.dp}")
         return "×".join(parts) + ("+ep" if self.ep else "")
+
+
+# The dimensions of a layout that may span several nodes.
+ACROSS = ("pipeline", "data")
+
+
+@dataclass(frozen=True)
+class LayoutSpace:
+    """The layout dimensions an engine can launch: what its commands can say, and so what the
+    planner may offer it. A layout outside it is never offered, whatever its memory says: an
+    engine that cannot spell data-parallel ranks would print a one-card command for an
+    eight-card plan.
+
+    `across_nodes` names the dimensions a replica may spread over the nodes of a fabric:
+    "pipeline" (stages on several nodes) and "data" (a MoE's data-parallel ranks on several
+    nodes, sharing one set of experts). Independent copies are never one launch over nodes.
+    """
+
+    tensor: bool = False
+    pipeline: bool = False
+    # Data-parallel ranks on one node: a MoE's ranks sharing the experts, or whole copies.
+    data: bool = False
+    experts: bool = False
+    # Whole copies of the model side by side (a dense model's data-parallel ranks, or
+    # independent servers).
+    replicas: bool = False
+    across_nodes: frozenset[str] = frozenset()
+
+    def refusal(self, layout: Layout) -> str | None:
+        """Why the engine cannot launch `layout`, in a few words; None where it can."""
+        if layout.tp > 1 and not self.tensor:
+            return "it does not split layers over cards (tensor parallelism)"
+        if layout.pp > 1 and not self.pipeline:
+            return "it does not split the layers into stages (pipeline parallelism)"
+        if layout.dp > 1 and not self.data:
+            return "it runs no data-parallel ranks"
+        if layout.ep and not self.experts:
+            return "it has no expert parallelism"
+        if layout.replicas > 1 and not self.replicas:
+            return "it runs no copies side by side"
+        if layout.nodes > 1:
+            if layout.replicas > 1:
+                return "independent copies are separate launches, not one over several nodes"
+            spans = {"pipeline" if layout.pp > 1 else "", "data" if layout.dp > 1 else ""} - {""}
+            if not spans or not spans <= self.across_nodes:
+                return "it does not span nodes this way"
+        return None

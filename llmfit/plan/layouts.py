@@ -13,9 +13,9 @@ that fills the node: the three a user weighs against each other first.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from llmfit.plan.layout import Layout
+from llmfit.plan.layout import Layout, LayoutSpace
 from llmfit.plan.options import PerCard
 from llmfit.plan.pools import ClassPool, Seats
 from llmfit.plan.settings import Pins
@@ -92,6 +92,30 @@ class Space:
     stages_per_node: Callable[[int, int], int] | None = None
     # Across nodes, a MoE's data-parallel ranks with expert parallelism (DeepSeek's way).
     ranks_across_nodes: bool = False
+    # What the engine can launch at all (its declaration): no layout outside it is tried.
+    launches: LayoutSpace = LayoutSpace(
+        tensor=True, pipeline=True, data=True, experts=True, replicas=True,
+        across_nodes=frozenset({"pipeline", "data"}),
+    )  # fmt: skip
+
+    @classmethod
+    def of(cls, launches: LayoutSpace, **sizes: object) -> Space:
+        """The search space of an engine that can launch `launches`: the sizes it is given,
+        less the dimensions it cannot launch."""
+        space = cls(launches=launches, **sizes)  # type: ignore[arg-type]
+        if not launches.tensor:
+            space = replace(space, widths=tuple(w for w in space.widths if w == 1))
+        if not launches.pipeline:
+            space = replace(space, stages=(1,))
+        if not launches.data:
+            space = replace(space, ranks=())
+        if not launches.experts:
+            space = replace(space, ep=False)
+        if "pipeline" not in launches.across_nodes:
+            space = replace(space, stages_per_node=None)
+        if "data" not in launches.across_nodes:
+            space = replace(space, ranks_across_nodes=False)
+        return space
 
 
 def _ep(space: Space, cards: int) -> bool:
@@ -121,7 +145,9 @@ def node_layouts(space: Space, width: int) -> list[Layout]:
                 if dp > 1 and space.moe and not ep:
                     continue  # a MoE's data-parallel ranks are the DP + EP recipe, or not tried
                 replicas = 1 if space.moe else dp
-                out.append(Layout(tp, pp, dp, ep, 1, replicas))
+                layout = Layout(tp, pp, dp, ep, 1, replicas)
+                if space.launches.refusal(layout) is None:
+                    out.append(layout)
     return out
 
 
@@ -186,7 +212,7 @@ def _across(
             layout = Layout(tp, per_node * m, 1, _ep(space, tp * per_node * m), m, 1)
             if not pins.allows(layout) and pins.pp is None and pins.gpus is None:
                 break
-            if not pins.allows(layout):
+            if not pins.allows(layout) or space.launches.refusal(layout) is not None:
                 continue
             tried = Tried(Spot(layout, fabric, pool.seats(tp * per_node, m, fabric)), size(layout))
             if ok(tried.sized):
@@ -219,7 +245,7 @@ def _ranks_across(
     for m in range(2, min(nodes, space.layers) + 1):
         dp = per_node * m
         layout = Layout(tp, 1, dp, True, m, 1)
-        if not pins.allows(layout):
+        if not pins.allows(layout) or space.launches.refusal(layout) is not None:
             continue
         tried = Tried(Spot(layout, fabric, pool.seats(widest, m, fabric)), size(layout))
         if ok(tried.sized):

@@ -73,7 +73,16 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             runs = True
             job = Job(art, model, shape, fleet, tuple(pools), context, settings)
             result = e.plan(job)
-            found += result.options
+            for o in result.options:
+                # An engine's own search may stray; what its commands cannot launch is never
+                # offered (plan/layout.py LayoutSpace).
+                why = e.layouts.refusal(o.layout)
+                if why is None:
+                    found.append(o)
+                else:
+                    where = e.where(o)
+                    rejected.append(Rejection(art.name, key, where, f"{e.name} cannot launch "
+                                              f"it: {why}", what_if=o.what_if))  # fmt: skip
             rejected += result.rejected
             engine_notes += [n for n in result.notes if n not in engine_notes]
         if not runs:

@@ -9,9 +9,10 @@ has (`llmfit check`). A new engine is a module that implements `Engine` and one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -20,10 +21,15 @@ if TYPE_CHECKING:
     from llmfit.plan.artifact import Artifact
     from llmfit.plan.fleet import Fleet
     from llmfit.plan.launch import Command
+    from llmfit.plan.layout import LayoutSpace
     from llmfit.plan.model import Model, Shape
     from llmfit.plan.options import Option, Rejection
     from llmfit.plan.pools import ClassPool
     from llmfit.plan.settings import PlanSettings
+
+
+# No environment set in front of a command.
+NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -132,6 +138,8 @@ class Engine(Protocol):
     name: str
     # The program a `check` command line starts with ("vllm", "llama-server").
     programs: tuple[str, ...]
+    # The layout dimensions its commands can launch: the planner offers no layout outside it.
+    layouts: LayoutSpace
 
     def runs(self, artifact: Artifact) -> bool:
         """Whether it can serve this artifact at all (its format)."""
@@ -166,9 +174,12 @@ class Engine(Protocol):
         where they are not that engine's)."""
         ...
 
-    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+    def read_command(
+        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+    ) -> Request:
         """A command line of this engine read back into a request (raises ValueError with the
-        sentence that says what is wrong with it)."""
+        sentence that says what is wrong with it); `env` is what the line sets in front of its
+        program (`CUDA_VISIBLE_DEVICES=0,1 llama-server …`)."""
         ...
 
 
@@ -276,6 +287,17 @@ def register(key: str, line: Registered) -> None:
 
 def unregister(key: str) -> None:
     _REGISTRY.pop(key, None)
+
+
+def split_env(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """A command line's leading NAME=VALUE words (as a shell sets them for the program that
+    follows), and the rest."""
+    env: dict[str, str] = {}
+    words = list(argv)
+    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    return env, words
 
 
 def for_argv(argv: Sequence[str]) -> Engine | None:

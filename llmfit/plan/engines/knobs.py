@@ -76,6 +76,8 @@ class Knob:
     # Whether a launch passes it on as given; False where the engine's launch prints the plan's
     # own value in its place (llama.cpp's -ngl, which the plan chooses).
     passed: bool = True
+    # A value it takes, for the docs' table and for the tests that plan with every knob set.
+    example: str | None = None
 
     @property
     def flag(self) -> str:
@@ -113,6 +115,7 @@ def knob(
     metavar: str | None = None,
     parser: Callable[[str, str], Any] | None = None,
     passed: bool = True,
+    example: str | None = None,
 ) -> Any:
     """A dataclass field that is a knob: `max_num_seqs: int | None = knob(None, "--max-num-seqs",
     help=…, low=1)`."""
@@ -120,7 +123,7 @@ def knob(
         raise ValueError(f"unknown knob kind {kind!r}")
     declared = Knob(
         tuple(flags), help, kind, frozenset(changes), low, high, open_low, open_high,
-        tuple(choices), cli, tuple(negations), implies, secret, metavar, parser, passed,
+        tuple(choices), cli, tuple(negations), implies, secret, metavar, parser, passed, example,
     )  # fmt: skip
     return field(default=default, metadata={_KNOB: declared})
 

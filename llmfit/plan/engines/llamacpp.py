@@ -10,18 +10,18 @@ holds is llamacpp_sizes'.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, knobs
+from llmfit.plan.engines import NO_ENV, Explanation, Found, Image, Job, Part, Request, knobs
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layout import Card, Layout, LayoutSpace
 from llmfit.plan.model import Model
 from llmfit.plan.options import NO_RAM, Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool, Host
@@ -55,6 +55,20 @@ class LlamaCppLaunch:
     # The knobs the user set (llamacpp_options.py); those not printed from the placement are
     # passed on as given.
     options: LlamaCppOptions = LlamaCppOptions()
+    # How many cards one server may see, where its node may have more: llama-server spreads the
+    # layers over every card it sees, so a server planned on k cards of a wider node is shown
+    # only its own (CUDA_VISIBLE_DEVICES); 0 where it takes every card of its node.
+    visible: int = 0
+
+
+# The variable that shows a process only some of a node's cards (CUDA's; ROCm's HIP runtime
+# honours it too).
+_VISIBLE = "CUDA_VISIBLE_DEVICES"
+
+
+def _cards(first: int, count: int) -> str:
+    """ "0,1": the indices of `count` cards from `first`."""
+    return ",".join(str(c) for c in range(first, first + count))
 
 
 def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, ...]]]:
@@ -100,6 +114,13 @@ class LlamaCpp:
     key = "llama.cpp"
     name = "llama.cpp"
     programs = ("llama-server",)
+    # The layer split over a node's cards is a pipeline (--tensor-split splits layers, not a
+    # layer: llama.cpp's default split mode), its servers side by side are copies (each its own
+    # process, cards and port), and over nodes the split reaches rpc-servers (--rpc). It has no
+    # tensor or expert parallelism to launch.
+    layouts = LayoutSpace(
+        pipeline=True, data=True, replicas=True, across_nodes=frozenset({"pipeline"})
+    )
 
     def runs(self, artifact: Artifact) -> bool:
         return artifact.format == "gguf"
@@ -134,7 +155,7 @@ class LlamaCpp:
         def ram_have(h: Host) -> int:
             return int(h.ram * share)
 
-        def option(p: sizes.Placement, e: sizes.Estimate, **kw) -> Option:
+        def option(p: sizes.Placement, e: sizes.Estimate, visible: int = 0, **kw) -> Option:
             card = e.worst_card()
             assert card is not None
             lay = kw.get("layout", Layout())
@@ -156,6 +177,7 @@ class LlamaCpp:
                     cache_type=kv_type,
                     model_path=art.path if settings.local_paths else None,
                     options=settings.options(LlamaCppOptions),
+                    visible=visible,
                 ),
                 share=settings.gpu_memory_utilization,
                 kv_tokens=sizes.pad(context),
@@ -258,6 +280,7 @@ class LlamaCpp:
                 option(
                     placement, e, layout=Layout(1, k, 1, False, 1, 1), card=card, have=have,
                     hosts=where_.hosts, free_now=where_.free_now(1), max_context=longest,
+                    visible=k if k < pool.max_gpus and not pool.mig else 0,
                 )
             )  # fmt: skip
             servers = pool.max_gpus // k
@@ -354,11 +377,12 @@ class LlamaCpp:
         layout: GgufLayout = art.layout
         n = layout.layers
         nodes = 1 + len(opts.rpc_hosts)
-        per_node = len(opts.split) // nodes if opts.split else pool.max_gpus
+        per_node = (settings.pins.gpus or 0) // nodes or pool.max_gpus
         if pool.mig:
             per_node = 1
         ngl = n + 1 if opts.n_gpu_layers is None else min(opts.n_gpu_layers, n + 1)
-        cpu_moe = min(opts.n_cpu_moe or 0, n)
+        # --n-cpu-moe keeps a layer's experts in RAM; a dense model has none to keep.
+        cpu_moe = min(opts.n_cpu_moe or 0, n) if any(layout.expert_bytes) else 0
         placement = sizes.Placement(ngl, per_node * nodes, cpu_moe, kv_type)
         e = est.estimate(layout, placement, context, art.projector_bytes)
         worst = e.worst_card()
@@ -392,6 +416,8 @@ class LlamaCpp:
                 max_context=est.max_context(layout, placement, have,
                                             min(ram_have(h) for h in able) if host_part else None,
                                             model.max_context, extra=art.projector_bytes),
+                visible=per_node if nodes == 1 and not opts.split and per_node < pool.max_gpus
+                else 0,
             )
         ]  # fmt: skip
 
@@ -436,18 +462,14 @@ class LlamaCpp:
                 Command(
                     "replica",
                     (*argv, "--port", str(PORT + i)),
-                    env=(
-                        (
-                            "CUDA_VISIBLE_DEVICES",
-                            ",".join(str(c) for c in range(i * per, (i + 1) * per)),
-                        ),
-                    ),
+                    env=((_VISIBLE, _cards(i * per, per)),),
                 )
                 for i in range(lay.replicas)
             ]
         argv += ["--port", str(PORT)]
         if lay.nodes <= 1:
-            return [Command("all", tuple(argv))]
+            env = ((_VISIBLE, _cards(0, launch.visible)),) if launch.visible else ()
+            return [Command("all", tuple(argv), env=env)]
         # The workers first: the head connects to them as it starts.
         rpc = ("rpc-server", "-H", "0.0.0.0", "-p", str(RPC_PORT))
         out = [Command("worker", rpc, h) for h in workers]
@@ -525,10 +547,12 @@ class LlamaCpp:
 
     # -- reading a command ----------------------------------------------------------------------
 
-    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+    def read_command(
+        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+    ) -> Request:
         from llmfit.plan.engines.llamacpp_command import read
 
-        return read(argv, defaults)
+        return read(argv, defaults, env)
 
 
 def _partial(

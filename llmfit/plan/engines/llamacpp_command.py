@@ -6,10 +6,10 @@ that changes memory is read; every other flag is kept as read but not modelled, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from llmfit.plan.engines import Request, knobs
+from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.argv import scan, whole
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.settings import Pins, PlanSettings
@@ -26,11 +26,13 @@ LAUNCH_ONLY = {"--host", "--port", "-a", "--alias", "--api-key", "-t", "--thread
                "--no-jinja", "--metrics", "--offline"}  # fmt: skip
 LAUNCH_SWITCHES = {"--jinja", "--no-jinja", "--metrics", "--offline"}
 _KNOBS = knobs.tables(LlamaCppOptions)
+# The variable that shows a process some of a node's cards.
+VISIBLE = "CUDA_VISIBLE_DEVICES"
 # llama-server's -hf picks this quant when the tag names none (common/arg.cpp).
 DEFAULT_QUANT = "Q4_K_M"
 
 
-def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
+def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
     """`llama-server (-m FILE | -hf REPO[:QUANT]) [flags]` → the repository or file, the quant,
     the settings and the exact placement."""
     args = list(argv[1:]) if argv and argv[0].rsplit("/", 1)[-1] == "llama-server" else list(argv)
@@ -52,11 +54,15 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     if len(set(opts.split)) > 1:
         ignored.append(f"--tensor-split {opts.tensor_split} (planned as an equal split)")
     ctx = whole("--ctx-size", got["ctx"], zero=True) if "ctx" in got else None
+    # The cards the server sees: those its --tensor-split names, else those CUDA_VISIBLE_DEVICES
+    # shows it, else every card of its node.
+    visible = [c for c in env.get(VISIBLE, "").split(",") if c.strip()]
+    cards = len(opts.split) or len(visible) or None
     settings = replace(
         defaults,
         context=ctx or None,
         precision="stored",
-        pins=Pins(gpus=len(opts.split) if opts.split else None),
+        pins=Pins(gpus=cards),
         engines=("llama.cpp",),
         every_layout=True,
         local_paths=path is not None,

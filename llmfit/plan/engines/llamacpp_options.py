@@ -49,23 +49,28 @@ class LlamaCppOptions:
         None, "--n-gpu-layers", "-ngl", "--gpu-layers", parser=gpu_layers, passed=False,
         changes=(MEMORY, SPEED), metavar="N",
         help="layers on the cards (all, or a count; the rest in RAM).",
+        example="20",
     )  # fmt: skip
     # Slots (-np); None: the plan's 4, as llama-server's auto gives.
     parallel: int | None = knob(
         None, "--parallel", "-np", low=1, high=4096, changes=(MEMORY, SPEED),
         help="slots, each with its share of --ctx-size (passed on).",
+        example="2",
     )  # fmt: skip
     ubatch: int | None = knob(
         None, "--ubatch-size", "-ub", low=1, high=1 << 20, changes=(MEMORY, SPEED),
         help="the physical batch, which sizes the compute buffer (passed on).",
+        example="256",
     )  # fmt: skip
     batch: int | None = knob(
         None, "--batch-size", "-b", low=1, high=1 << 24, changes=(SPEED,),
         help="the logical batch (passed on).",
+        example="1024",
     )  # fmt: skip
     n_cpu_moe: int | None = knob(
         None, "--n-cpu-moe", "-ncmoe", low=0, high=1 << 30, passed=False, changes=(MEMORY, SPEED),
         help="layers whose MoE experts stay in RAM.",
+        example="4",
     )  # fmt: skip
     cpu_moe: bool = knob(
         False, "--cpu-moe", "-cmoe", kind="switch", cli=None, passed=False, changes=(MEMORY,),
@@ -74,22 +79,27 @@ class LlamaCppOptions:
     cache_type_k: str | None = knob(
         None, "--cache-type-k", "-ctk", kind="choice", choices=CACHE_TYPES, cli=None,
         passed=False, changes=(MEMORY,), help="the K cache's type.",
+        example="q8_0",
     )  # fmt: skip
     cache_type_v: str | None = knob(
         None, "--cache-type-v", "-ctv", kind="choice", choices=CACHE_TYPES, cli=None,
         passed=False, changes=(MEMORY,), help="the V cache's type.",
+        example="q8_0",
     )  # fmt: skip
     tensor_split: str | None = knob(
         None, "--tensor-split", "-ts", kind="text", parser=shares, cli=None, passed=False,
         changes=(MEMORY,), help="the cards' shares of the layers.",
+        example="1,1",
     )  # fmt: skip
     rpc: str | None = knob(
         None, "--rpc", kind="text", cli=None, passed=False, changes=(MEMORY, SPEED),
         help="rpc-server hosts that hold layers too.",
+        example="10.0.0.2:50052",
     )  # fmt: skip
     flash_attn: str | None = knob(
         None, "--flash-attn", "-fa", kind="choice", choices=("on", "off", "auto"), cli=None,
         passed=False, changes=(MEMORY, SPEED), help="flash attention (planned on).",
+        example="on",
     )  # fmt: skip
 
     def checked(self) -> LlamaCppOptions:

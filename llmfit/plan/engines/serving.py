@@ -19,7 +19,7 @@ from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import Found, Job
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layout import Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
 from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, Rejection
@@ -247,6 +247,7 @@ class Serving(ABC):
 
     key: str
     name: str
+    layouts: LayoutSpace
 
     def runs(self, artifact: Artifact) -> bool:
         return artifact.format == "safetensors"
@@ -333,7 +334,8 @@ class Serving(ABC):
             )
         if not widths:
             return []
-        space = Space(
+        space = Space.of(
+            self.layouts,
             widths=tuple(widths),
             stages=tuple(powers_of_two(pool.max_gpus)),
             ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),

@@ -27,17 +27,17 @@ The memory arithmetic of one card is sglang_sizes'.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Explanation, Image, Job, Part, Request, knobs, serving
+from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, knobs, serving
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Layout
+from llmfit.plan.layout import ACROSS, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionKind, Model, Shape
 from llmfit.plan.options import Option, PerCard
@@ -164,6 +164,13 @@ class Sglang(serving.Serving):
     name = "SGLang"
     # `sglang serve …`, and `python -m sglang.launch_server …` (for_argv reads the module name).
     programs = ("sglang", "sglang.launch_server")
+    # --tp-size, --pp-size, --dp-size (a dense model's copies) or --attn-dp-size (a MoE's
+    # attention groups), --ep-size; across nodes by --nnodes and --node-rank, its stages or a MoE's
+    # attention groups (check_server_args refuses a dense model's copies over several nodes).
+    layouts = LayoutSpace(
+        tensor=True, pipeline=True, data=True, experts=True, replicas=True,
+        across_nodes=frozenset(ACROSS),
+    )  # fmt: skip
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -429,10 +436,12 @@ class Sglang(serving.Serving):
 
     # -- reading a command ----------------------------------------------------------------------
 
-    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+    def read_command(
+        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+    ) -> Request:
         from llmfit.plan.engines.sglang_command import read
 
-        return read(argv, defaults)
+        return read(argv, defaults, env)
 
 
 ENGINE = Sglang()

@@ -10,10 +10,10 @@ changes memory is read; every other is kept as read but not modelled, and said s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from llmfit.plan.engines import Request, knobs
+from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.argv import scan, whole
 from llmfit.plan.engines.sglang_options import SglangOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
@@ -64,7 +64,7 @@ def _strip_launcher(argv: Sequence[str]) -> list[str]:
     )
 
 
-def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
+def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
     """An SGLang launch → the repository, the settings and the exact layout."""
     words = scan(
         _strip_launcher(argv), {**VALUED, **_KNOBS.valued}, {**SWITCHES, **_KNOBS.switches},

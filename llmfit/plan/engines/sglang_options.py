@@ -51,17 +51,21 @@ class SglangOptions:
         open_high=True, changes=(MEMORY,), passed=False,
         help="the share of a card for the weights and the KV pool (default: SGLang's, for the "
         "card and layout).",
+        example="0.8",
     )  # fmt: skip
     max_running_requests: int | None = knob(
         None, "--max-running-requests", low=1, high=1 << 20, changes=(MEMORY, SPEED),
         help="requests running at once (passed on).",
+        example="64",
     )  # fmt: skip
     chunked_prefill_size: int | None = knob(
         None, "--chunked-prefill-size", low=1, high=1 << 24, changes=(MEMORY, SPEED),
         help="tokens a prefill chunk (passed on).",
+        example="4096",
     )  # fmt: skip
     # A cap on the KV pool's tokens.
     max_total_tokens: int | None = knob(
         None, "--max-total-tokens", low=1, high=1 << 40, parser=human_readable_int,
         changes=(MEMORY,), help="a cap on the KV pool's tokens (passed on).",
+        example="100000",
     )  # fmt: skip

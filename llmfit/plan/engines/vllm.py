@@ -21,19 +21,29 @@ that release's code works it out; the refusals of a width are vllm_sizes'.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, knobs, serving
+from llmfit.plan.engines import (
+    NO_ENV,
+    Explanation,
+    Found,
+    Image,
+    Job,
+    Part,
+    Request,
+    knobs,
+    serving,
+)
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines import vllm_sizes as sizes
 from llmfit.plan.engines.serving import Variant
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
-from llmfit.plan.layout import Card, Layout
+from llmfit.plan.layout import ACROSS, Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, PerCard
@@ -194,6 +204,13 @@ class Vllm(serving.Serving):
     key = "vllm"
     name = "vLLM"
     programs = ("vllm",)
+    # Tensor × pipeline parallel, data-parallel ranks (copies of a dense model; a MoE's ranks
+    # sharing its experts), expert parallelism; stages across nodes by --nnodes (or Ray), a MoE's
+    # ranks across nodes by --data-parallel-size-local (vllm/config/parallel.py ParallelConfig).
+    layouts = LayoutSpace(
+        tensor=True, pipeline=True, data=True, experts=True, replicas=True,
+        across_nodes=frozenset(ACROSS),
+    )  # fmt: skip
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -456,10 +473,12 @@ class Vllm(serving.Serving):
 
     # -- reading a command ----------------------------------------------------------------------
 
-    def read_command(self, argv: Sequence[str], defaults: PlanSettings) -> Request:
+    def read_command(
+        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+    ) -> Request:
         from llmfit.plan.engines.vllm_command import read
 
-        return read(argv, defaults)
+        return read(argv, defaults, env)
 
 
 ENGINE = Vllm()

@@ -7,10 +7,10 @@ kept as read but not modelled, and said so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from llmfit.plan.engines import Request, knobs
+from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.argv import number, scan, whole
 from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
@@ -63,7 +63,7 @@ def _tokens(flag: str, value: str) -> int | None:
     return n
 
 
-def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
+def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
     """`vllm serve REPO [flags]` → the repository, the settings and the exact layout."""
     args = list(argv)
     if args[:1] and args[0].rsplit("/", 1)[-1] == "vllm":

@@ -101,14 +101,17 @@ class VllmOptions:
     version: str | None = knob(
         None, kind="text", cli="--vllm-version", changes=(MEMORY,), metavar="X.Y",
         help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+        example="0.19",
     )  # fmt: skip
     max_num_batched_tokens: int | None = knob(
         None, "--max-num-batched-tokens", low=1, high=1 << 24, changes=(MEMORY, SPEED),
         parser=human_readable_int, help="tokens a step (passed on).",
+        example="4096",
     )  # fmt: skip
     max_num_seqs: int | None = knob(
         None, "--max-num-seqs", low=1, high=1 << 20, changes=(MEMORY, SPEED),
         help="sequences a step (passed on).",
+        example="64",
     )  # fmt: skip
     enforce_eager: bool = knob(
         False, "--enforce-eager", kind="bool", negations=("--no-enforce-eager",),
@@ -126,18 +129,22 @@ class VllmOptions:
     max_loras: int | None = knob(
         None, "--max-loras", low=1, high=1024, implies="enable_lora", changes=(MEMORY,),
         help="LoRA adapter slots (default 1; turns on --enable-lora).",
+        example="2",
     )  # fmt: skip
     max_lora_rank: int | None = knob(
         None, "--max-lora-rank", choices=LORA_RANKS, implies="enable_lora", changes=(MEMORY,),
         help="the rank of each LoRA slot (default 16).",
+        example="32",
     )  # fmt: skip
     speculative_config: str | None = knob(
         None, "--speculative-config", "-sc", kind="json", changes=(MEMORY, SPEED), metavar="JSON",
         help='speculative decoding, as JSON (\'{"method": "mtp", "num_speculative_tokens": 1}\').',
+        example='{"method": "ngram", "num_speculative_tokens": 2}',
     )  # fmt: skip
     limit_mm_per_prompt: str | None = knob(
         None, "--limit-mm-per-prompt", kind="json", changes=(MEMORY,), metavar="JSON",
         help="items a prompt may carry, as JSON ('{\"image\": 0}' for text only).",
+        example='{"image": 0}',
     )  # fmt: skip
     # What the knobs above mean, worked out by checked(): the speculation's cost a card (a
     # vllm_memory.Speculative, its draft's weights filled in once its repository is read), the
