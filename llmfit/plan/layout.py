@@ -85,6 +85,8 @@ class LayoutSpace:
     # independent servers).
     replicas: bool = False
     across_nodes: frozenset[str] = frozenset()
+    # Whether it runs on a host's CPU alone, with no card.
+    cpu: bool = False
 
     def refusal(self, layout: Layout) -> str | None:
         """Why the engine cannot launch `layout`, in a few words; None where it can."""

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, planned
-from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
@@ -31,8 +30,9 @@ class Unplaced:
     # The longest context at which something would fit, and where (0 and "" when nothing would).
     fits_at: int = 0
     fits_where: str = ""
-    # Part of it would run with the rest in RAM, if the nodes had RAM given.
-    wants_ram: bool = False
+    # Part of it would run with the rest in RAM, if the nodes had RAM given: the engine that would
+    # (its name), "" where none would.
+    wants_ram: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,14 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     rejected: list[Rejection] = []
     unplaced: list[Unplaced] = []
     engine_notes: list[str] = []
+    # The engine whose words say how each kind of layer's cache is charged: the first that runs
+    # an artifact of the plan.
+    charges: tuple[AttentionCharge, ...] | None = None
     for art in artifacts:
         found: list[Option] = []
         runs = False
+        # The engines that run this artifact but only on a card (named when the fleet has none).
+        gpu_only: list[str] = []
         for key in keys():
             # Checked before the engine is imported: an engine not planned costs nothing.
             if not planned(key, settings.engines):
@@ -71,6 +76,10 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             if not e.runs(art):
                 continue
             runs = True
+            if not e.layouts.cpu:
+                gpu_only.append(e.name)
+            if charges is None:
+                charges = e.attention(shape, context)
             job = Job(art, model, shape, fleet, tuple(pools), context, settings)
             result = e.plan(job)
             for o in result.options:
@@ -93,7 +102,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         if found:
             options.extend(found)
         else:
-            unplaced.append(_nearest(art, rejected, pools))
+            unplaced.append(_nearest(art, rejected, pools, gpu_only))
     return Plan(
         model=model,
         context=context,
@@ -107,8 +116,15 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             + tuple(engine_notes)
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
-        attention=vllm.attention_charges(shape, context),
+        attention=charges if charges is not None else _charges(shape, context, settings.engines),
     )
+
+
+def _charges(shape: Shape, context: int, named: tuple[str, ...]) -> tuple[AttentionCharge, ...]:
+    """How each kind of layer is charged, in the words of the first engine planned, where no
+    engine ran an artifact (a repository with none, or of a format none runs)."""
+    first = next((k for k in keys() if planned(k, named)), None)
+    return engine(first).attention(shape, context) if first else ()
 
 
 # The what-if of a checkpoint served as shipped, but at a shorter context than it was trained for.
@@ -148,16 +164,17 @@ def _shorter(
 def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[str, ...]:
     if not (model.max_context and context > model.max_context):
         return ()
-    # vLLM and SGLang refuse a context past the model's own unless an environment variable says
+    # Some engines refuse a context past the model's own unless an environment variable says
     # otherwise; the commands set it, and the note says which and that quality is not promised.
-    switches = {
-        "vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
-        "sglang": "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-    }
-    named_here = [v for k, v in switches.items() if planned(k, named)]
+    switches = [
+        f"{name}={value}"
+        for key in keys()
+        if planned(key, named)
+        for name, value in engine(key).long_context_env
+    ]
     said = (
-        f"; the commands set {' and '.join(named_here)}, without which the engine refuses it"
-        if named_here
+        f"; the commands set {' and '.join(switches)}, without which the engine refuses it"
+        if switches
         else ""
     )
     return (
@@ -166,9 +183,11 @@ def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[
     )
 
 
-def _nearest(art: Artifact, rejected: list[Rejection], pools: list[ClassPool]) -> Unplaced:
-    if not pools and art.format == "safetensors":
-        return Unplaced(art.name, "the fleet has no GPU that vLLM could use")
+def _nearest(
+    art: Artifact, rejected: list[Rejection], pools: list[ClassPool], gpu_only: list[str]
+) -> Unplaced:
+    if not pools and gpu_only:
+        return Unplaced(art.name, f"the fleet has no GPU that {' or '.join(gpu_only)} could use")
     sized = [r for r in rejected if r.artifact == art.name and r.need and not r.what_if]
     if not sized:
         reasons = [r.reason for r in rejected if r.artifact == art.name]
@@ -183,5 +202,12 @@ def _nearest(art: Artifact, rejected: list[Rejection], pools: list[ClassPool]) -
         have=best.have,
         fits_at=shorter.max_context,
         fits_where=shorter.where if shorter.max_context else "",
-        wants_ram=any(r.artifact == art.name and r.reason == NO_RAM for r in rejected),
+        wants_ram=next(
+            (
+                engine(r.engine).name
+                for r in rejected
+                if r.artifact == art.name and r.reason == NO_RAM
+            ),
+            "",
+        ),
     )

@@ -47,7 +47,7 @@ def unplaced_reason(u: Unplaced) -> str:
     """Why an artifact has no option: the nearest miss, in the numbers that decide it."""
     if u.need:
         ram = (
-            "; llama.cpp would keep the rest in the node's RAM, but the fleet gives it none "
+            f"; {u.wants_ram} would keep the rest in the node's RAM, but the fleet gives it none "
             "(ram_gb in a fleet file; inline, +RAM as in 1xh100-80g+512g)"
             if u.wants_ram
             else ""

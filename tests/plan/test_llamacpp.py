@@ -353,7 +353,7 @@ def test_nodes_without_ram_get_no_partial_offload(tmp_path):
         "no RAM is given for these nodes (ram_gb in a fleet file; inline, +RAM as in "
         "1xh100-80g+512g), so none is counted on"
     )
-    assert p.unplaced[0].wants_ram
+    assert p.unplaced[0].wants_ram == "llama.cpp"
 
 
 def _layout(n: int, experts: bool, tied: bool):

@@ -33,7 +33,7 @@ from llmfit.plan.engines.serving import Variant
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import Model, Shape
+from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import Pins, PlanSettings
@@ -70,6 +70,7 @@ class Toy(serving.Serving):
     name = "Toy"
     programs = ("toy-serve",)
     layouts = LayoutSpace(tensor=True)
+    long_context_env: tuple[tuple[str, str], ...] = ()
 
     def _variants(self, job: Job) -> list[Variant]:
         return [Variant(job.artifact.bytes, job.artifact.quant, job.shape.kv_dtype)]
@@ -112,6 +113,12 @@ class Toy(serving.Serving):
         assert isinstance(launch, ToyLaunch)
         argv = ["toy-serve", repo_id, "--tp", str(option.layout.tp), "--ctx", str(launch.context)]
         return [Command("all", (*argv, *knobs.argv(launch.options)))]
+
+    def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+        return tuple(
+            AttentionCharge("full", g.layers, shape.kv_bytes_per_token(), 0, "K and V a token")
+            for g in shape.layer_groups
+        )
 
     def explain(self, option: Option, model: Model) -> Explanation:
         c = option.per_card

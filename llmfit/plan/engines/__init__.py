@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from llmfit.plan.fleet import Fleet
     from llmfit.plan.launch import Command
     from llmfit.plan.layout import LayoutSpace
-    from llmfit.plan.model import Model, Shape
+    from llmfit.plan.model import AttentionCharge, Model, Shape
     from llmfit.plan.options import Option, Rejection
     from llmfit.plan.pools import ClassPool
     from llmfit.plan.settings import PlanSettings
@@ -140,6 +140,9 @@ class Engine(Protocol):
     programs: tuple[str, ...]
     # The layout dimensions its commands can launch: the planner offers no layout outside it.
     layouts: LayoutSpace
+    # What its commands set in their environment to serve a context past the model's trained one,
+    # which it refuses otherwise ((name, value) pairs; empty where it needs nothing).
+    long_context_env: tuple[tuple[str, str], ...]
 
     def runs(self, artifact: Artifact) -> bool:
         """Whether it can serve this artifact at all (its format)."""
@@ -153,6 +156,11 @@ class Engine(Protocol):
         self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
     ) -> list[Command]:
         """The processes that run the option, role by role."""
+        ...
+
+    def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+        """Each kind of layer of the model, what its cache costs one card, and how it was
+        charged, in the engine's terms (the plan's summary of the model's attention)."""
         ...
 
     def explain(self, option: Option, model: Model) -> Explanation:

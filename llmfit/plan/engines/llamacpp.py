@@ -22,7 +22,7 @@ from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout, LayoutSpace
-from llmfit.plan.model import Model
+from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool, Host
 from llmfit.plan.settings import PlanSettings
@@ -118,8 +118,10 @@ class LlamaCpp:
     # layer: llama.cpp's default split mode), its servers side by side are copies (each its own
     # process, cards and port), and over nodes the split reaches rpc-servers (--rpc). It has no
     # tensor or expert parallelism to launch.
+    # llama-server takes any --ctx-size (its slots share it), past the trained one too.
+    long_context_env: tuple[tuple[str, str], ...] = ()
     layouts = LayoutSpace(
-        pipeline=True, data=True, replicas=True, across_nodes=frozenset({"pipeline"})
+        pipeline=True, data=True, replicas=True, across_nodes=frozenset({"pipeline"}), cpu=True
     )
 
     def runs(self, artifact: Artifact) -> bool:
@@ -485,6 +487,13 @@ class LlamaCpp:
         )
 
     # -- explaining -----------------------------------------------------------------------------
+
+    def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+        # The summary of the model's kinds of layer in vLLM's terms: llama.cpp's own per-layer
+        # cache is llamacpp_sizes.layer_kv_bytes, charged in each option's cards.
+        from llmfit.plan.engines import vllm_sizes
+
+        return vllm_sizes.attention_charges(shape, context)
 
     def explain(self, option: Option, model: Model) -> Explanation:
         o, c = option, option.per_card

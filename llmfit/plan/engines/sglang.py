@@ -39,7 +39,7 @@ from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import ACROSS, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import AttentionKind, Model, Shape
+from llmfit.plan.model import AttentionCharge, AttentionKind, Model, Shape
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
@@ -167,6 +167,7 @@ class Sglang(serving.Serving):
     # --tp-size, --pp-size, --dp-size (a dense model's copies) or --attn-dp-size (a MoE's
     # attention groups), --ep-size; across nodes by --nnodes and --node-rank, its stages or a MoE's
     # attention groups (check_server_args refuses a dense model's copies over several nodes).
+    long_context_env = (LONG_CONTEXT_ENV,)
     layouts = LayoutSpace(
         tensor=True, pipeline=True, data=True, experts=True, replicas=True,
         across_nodes=frozenset(ACROSS),
@@ -332,7 +333,7 @@ class Sglang(serving.Serving):
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
         argv += ["--host", HOST, "--port", str(PORT)]
-        env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
+        env = self.long_context_env if launch.long_context else ()
         # With --ray, one server on the head of a Ray cluster that places its ranks on the
         # cluster's nodes (sglang/srt/ray/engine.py RayEngine). Else the same command on every
         # node, by rank; the head's address for torch.distributed given to all. Node 0 serves the
@@ -349,6 +350,13 @@ class Sglang(serving.Serving):
         return serving.processes(o, argv, env, ray=use_ray if ray else None, by_rank=by_rank)
 
     # -- explaining -----------------------------------------------------------------------------
+
+    def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+        # SGLang's windows and states are sized in its own pools (sglang_sizes); the summary of
+        # the model's kinds of layer is vLLM's, whose terms both engines share.
+        from llmfit.plan.engines import vllm_sizes
+
+        return vllm_sizes.attention_charges(shape, context)
 
     def explain(self, option: Option, model: Model) -> Explanation:
         o, c = option, option.per_card

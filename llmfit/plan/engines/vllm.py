@@ -45,7 +45,7 @@ from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import ACROSS, Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import Model, Shape
+from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
@@ -207,6 +207,7 @@ class Vllm(serving.Serving):
     # Tensor × pipeline parallel, data-parallel ranks (copies of a dense model; a MoE's ranks
     # sharing its experts), expert parallelism; stages across nodes by --nnodes (or Ray), a MoE's
     # ranks across nodes by --data-parallel-size-local (vllm/config/parallel.py ParallelConfig).
+    long_context_env = (LONG_CONTEXT_ENV,)
     layouts = LayoutSpace(
         tensor=True, pipeline=True, data=True, experts=True, replicas=True,
         across_nodes=frozenset(ACROSS),
@@ -350,7 +351,7 @@ class Vllm(serving.Serving):
         argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
-        env = (LONG_CONTEXT_ENV,) if launch.long_context else ()
+        env = self.long_context_env if launch.long_context else ()
         # Ray: a cluster first, then one serve on the head. vLLM no longer picks Ray by itself
         # when the replica is wider than the node.
         backend = (
@@ -391,6 +392,9 @@ class Vllm(serving.Serving):
         return serving.processes(o, argv, env, ray=backend if ray else None, by_rank=by_rank)
 
     # -- explaining -----------------------------------------------------------------------------
+
+    def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+        return sizes.attention_charges(shape, context)
 
     def explain(self, option: Option, model: Model) -> Explanation:
         o, c = option, option.per_card
