@@ -118,4 +118,4 @@ def _stand_in():
     from llmfit.plan.options import Option, PerCard
 
     return Option(Artifact("x", "safetensors", 1), "vllm", Layout(), Card("h100-80g", 1),
-                  PerCard(1, 0, 0), 2)  # fmt: skip
+                  PerCard(1, 0, 0), 2, None)  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.layout import Card, Layout
@@ -22,8 +23,12 @@ class PerCard:
         return self.weights + self.kv_cache + self.overhead
 
 
+# The type of an engine's launch part (a VllmLaunch, a LlamaCppLaunch, …).
+L = TypeVar("L")
+
+
 @dataclass(frozen=True)
-class Option:
+class Option(Generic[L]):
     """One way to run one artifact: an engine, a layout on cards of one class (or a CPU), what
     the fullest card holds, and the engine's own launch part (its flags, typed per engine)."""
 
@@ -36,8 +41,9 @@ class Option:
     per_card: PerCard
     # What a card (or, for CPU, the node's RAM) offers the plan: its share, not its total.
     have: int
-    # The engine's launch part (a VllmLaunch, a LlamaCppLaunch, …): what its command is made of.
-    launch: object = None
+    # The engine's launch part (a VllmLaunch, a LlamaCppLaunch, …): what its command is made of,
+    # typed by the engine that planned it.
+    launch: L
     fabric: str | None = None
     # How many nodes could run it at all, and whether one (or enough, together) could right now.
     hosts: int = 0
@@ -151,7 +157,7 @@ QUALITY_CAP = 8.6
 CPU_QUALITY_CAP = 5.8
 
 
-def quality(o: Option) -> float:
+def quality(o: Option[Any]) -> float:
     """Scores an option's precision: rising to the cap, falling gently past it."""
     bits = o.bits_per_weight
     if not bits:
@@ -160,7 +166,7 @@ def quality(o: Option) -> float:
     return bits if bits <= limit else limit - (bits - limit) * 0.25
 
 
-def rank_key(o: Option, by: str = "cards") -> tuple:
+def rank_key(o: Option[Any], by: str = "cards") -> tuple[Any, ...]:
     """Best first by what the hardware is, not what it is doing.
 
     On a GPU before the CPU; the fewest cards, then nodes; then the better precision, up to eight
@@ -185,5 +191,5 @@ def rank_key(o: Option, by: str = "cards") -> tuple:
     return key
 
 
-def rank(options: list[Option], by: str = "cards") -> list[Option]:
+def rank(options: list[Option[Any]], by: str = "cards") -> list[Option[Any]]:
     return sorted(options, key=lambda o: rank_key(o, by))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, planned
@@ -39,7 +40,7 @@ class Unplaced:
 class Plan:
     model: Model
     context: int
-    options: tuple[Option, ...]
+    options: tuple[Option[Any], ...]
     rejected: tuple[Rejection, ...] = ()
     unplaced: tuple[Unplaced, ...] = ()
     notes: tuple[str, ...] = field(default=())
@@ -56,7 +57,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     kv_dtype = None if settings.kv_cache_dtype == "auto" else settings.kv_cache_dtype
     shape = Shape.of(model, kv_dtype)
     pools = class_pools(fleet)
-    options: list[Option] = []
+    options: list[Option[Any]] = []
     rejected: list[Rejection] = []
     unplaced: list[Unplaced] = []
     engine_notes: list[str] = []
@@ -64,7 +65,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     # an artifact of the plan.
     charges: tuple[AttentionCharge, ...] | None = None
     for art in artifacts:
-        found: list[Option] = []
+        found: list[Option[Any]] = []
         runs = False
         # The engines that run this artifact but only on a card (named when the fleet has none).
         gpu_only: list[str] = []
@@ -133,7 +134,7 @@ SHORTER = "shorter context"
 
 def _shorter(
     model: Model, art: Artifact, fleet: Fleet, settings: PlanSettings, rejected: list[Rejection]
-) -> list[Option]:
+) -> list[Option[Any]]:
     """Where the trained context fits nowhere as the checkpoint is stored, the checkpoint as
     stored at the longest context it holds is an option beside the what-ifs, ranked by the same
     rules: a user offered only a quantised what-if at the full context would not see that the
@@ -147,7 +148,7 @@ def _shorter(
         if r.artifact == art.name and not r.what_if and r.max_context > 0:
             key = (r.gpu_class, r.nodes > 1)
             longest[key] = max(longest.get(key, 0), r.max_context)
-    out: list[Option] = []
+    out: list[Option[Any]] = []
     # A way on a class no refusal named (one that spans classes) is kept at the longest of all.
     top = max(longest.values(), default=0)
     for context in sorted(set(longest.values()), reverse=True):

@@ -218,7 +218,7 @@ def expert_share(experts: int, active: int, tokens: float) -> float:
     touch, if they choose at random: 1 − (1 − k/E)^b. One token: k/E."""
     if experts <= 0 or active <= 0:
         return 1.0
-    return 1.0 - (1.0 - min(active, experts) / experts) ** max(tokens, 0.0)
+    return 1.0 - float((1.0 - min(active, experts) / experts) ** max(tokens, 0.0))
 
 
 def collective_s(family: str, tp: int, nbytes: float, bandwidth: float) -> float:

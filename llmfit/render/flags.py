@@ -19,7 +19,7 @@ page is generated from it too (`python -m llmfit.render.flags > docs/engines.md`
 *llmfit* is the flag `llmfit REPO …` takes ("—": read from a checked command only); *engine* is how
 the engine's own command spells it, every spelling `llmfit check` reads; *changes* is what the plan
 lets it change: what a card holds (memory), how fast a layout runs (speed), or neither (it is
-passed on as given). Placement flags (llama.cpp's layer split) are printed from the plan's own
+passed on as given). Placement flags (where an engine's layers go) are printed from the plan's own
 placement rather than passed on.
 """
 
@@ -51,8 +51,7 @@ def flag_table() -> str:
             changes = ", ".join(sorted(k.changes)) or "neither"
             default = "the engine's" if d.default in (None, False) else f"`{d.default}`"
             out.append(
-                f"| {ours} | {theirs} | {_cell(takes)} | {changes} | {default} | "
-                f"{_cell(k.help)} |"
+                f"| {ours} | {theirs} | {_cell(takes)} | {changes} | {default} | {_cell(k.help)} |"
             )
     return "\n".join(out) + "\n"
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     # Named in annotations only: the CLI reads the registry's keys to build its options, and
@@ -50,7 +50,7 @@ class Job:
 class Found:
     """What an engine found for a job: the options, and the ways it refused (or did not show)."""
 
-    options: list[Option] = field(default_factory=list)
+    options: list[Option[Any]] = field(default_factory=list)
     rejected: list[Rejection] = field(default_factory=list)
     # What the user should know about the whole plan, in one sentence each.
     notes: list[str] = field(default_factory=list)
@@ -153,7 +153,7 @@ class Engine(Protocol):
         ...
 
     def commands(
-        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+        self, option: Option[Any], repo_id: str, revision: str | None, *, ray: bool = False
     ) -> list[Command]:
         """The processes that run the option, role by role."""
         ...
@@ -163,20 +163,20 @@ class Engine(Protocol):
         charged, in the engine's terms (the plan's summary of the model's attention)."""
         ...
 
-    def explain(self, option: Option, model: Model) -> Explanation:
+    def explain(self, option: Option[Any], model: Model) -> Explanation:
         """The option's fullest card, part by part, and what the numbers assume."""
         ...
 
-    def image(self, option: Option) -> Image:
+    def image(self, option: Option[Any]) -> Image:
         """The official container image that runs the option's commands (for a CPU option, the
         engine's CPU image), with what a container of it needs: see `Image`."""
         ...
 
-    def where(self, option: Option) -> str:
+    def where(self, option: Option[Any]) -> str:
         """Where it runs, in a few words: "8 × h200-141g", "2 nodes × 8 h100-80g on ib0"."""
         ...
 
-    def values(self, option: Option) -> dict[str, object]:
+    def values(self, option: Option[Any]) -> dict[str, object]:
         """This engine's own fields of one of its options, for the JSON document: exactly the
         fields its `_REGISTRY` line names (every engine's are present on every option, null
         where they are not that engine's)."""

@@ -10,8 +10,9 @@ holds is llamacpp_sizes'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
@@ -66,6 +67,10 @@ class LlamaCppLaunch:
 _VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 
+# How an option of a placement is made (LlamaCpp._options' `option`).
+_Make = Callable[..., "Option[LlamaCppLaunch]"]
+
+
 def _cards(first: int, count: int) -> str:
     """ "0,1": the indices of `count` cards from `first`."""
     return ",".join(str(c) for c in range(first, first + count))
@@ -85,11 +90,9 @@ def variants(settings: PlanSettings) -> list[tuple[str, str | None, tuple[str, .
     return [stored, q8] if settings.precision == "all" else [stored]
 
 
-def in_ram(o: Option) -> str:
+def in_ram(o: Option[LlamaCppLaunch]) -> str:
     """What an option keeps in the host's RAM: " + experts of 19 layers in RAM"."""
     launch = o.launch
-    if not isinstance(launch, LlamaCppLaunch):
-        return ""
     layout = o.artifact.layout
     if launch.cpu_moe_layers:
         return f" + experts of {launch.cpu_moe_layers} layers in RAM"
@@ -98,7 +101,7 @@ def in_ram(o: Option) -> str:
     return ""
 
 
-def where(o: Option) -> str:
+def where(o: Option[LlamaCppLaunch]) -> str:
     if o.cpu:
         return "CPU"
     lay = o.layout
@@ -144,11 +147,13 @@ class LlamaCpp:
             ]
         return found
 
-    def _options(self, job: Job, rejected: list[Rejection], kv_type: str) -> list[Option]:
+    def _options(
+        self, job: Job, rejected: list[Rejection], kv_type: str
+    ) -> list[Option[LlamaCppLaunch]]:
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
         layout = art.layout
         assert layout is not None
-        out: list[Option] = []
+        out: list[Option[LlamaCppLaunch]] = []
         bits = art.bits_per_weight(model.params)
         extra = art.projector_bytes
         share = settings.host_share
@@ -157,7 +162,9 @@ class LlamaCpp:
         def ram_have(h: Host) -> int:
             return int(h.ram * share)
 
-        def option(p: sizes.Placement, e: sizes.Estimate, visible: int = 0, **kw) -> Option:
+        def option(
+            p: sizes.Placement, e: sizes.Estimate, visible: int = 0, **kw: Any
+        ) -> Option[LlamaCppLaunch]:
             card = e.worst_card()
             assert card is not None
             lay = kw.get("layout", Layout())
@@ -248,10 +255,18 @@ class LlamaCpp:
         return out
 
     def _on_pool(
-        self, job, pool: ClassPool, rejected, kv_type, option, ram_have, est: _Estimator
-    ) -> list[Option]:
+        self,
+        job: Job,
+        pool: ClassPool,
+        rejected: list[Rejection],
+        kv_type: str,
+        option: _Make,
+        ram_have: Callable[[Host], int],
+        est: _Estimator,
+    ) -> list[Option[LlamaCppLaunch]]:
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
-        layout: GgufLayout = art.layout
+        layout = art.layout
+        assert layout is not None  # plan() plans no GGUF whose header was not read
         n = layout.layers
         extra = art.projector_bytes
         # llama.cpp takes no share of a card as a flag: what the plan keeps back (10% by
@@ -259,7 +274,7 @@ class LlamaCpp:
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         cls = pool.gpu_class
         card = Card(cls, pool.card_bytes)
-        out: list[Option] = []
+        out: list[Option[LlamaCppLaunch]] = []
         # Every layer and the output layer on k cards of one node, by layer count.
         full = None
         for k in range(1, pool.max_gpus + 1):
@@ -370,13 +385,21 @@ class LlamaCpp:
         return out
 
     def _exact(
-        self, job, pool: ClassPool, rejected, kv_type, option, ram_have, est: _Estimator
-    ) -> list[Option]:
+        self,
+        job: Job,
+        pool: ClassPool,
+        rejected: list[Rejection],
+        kv_type: str,
+        option: _Make,
+        ram_have: Callable[[Host], int],
+        est: _Estimator,
+    ) -> list[Option[LlamaCppLaunch]]:
         """The one placement a command names, on each node of the class that could take it:
         llama-server uses every card it sees unless --tensor-split says how many."""
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
         opts = settings.options(LlamaCppOptions)
-        layout: GgufLayout = art.layout
+        layout = art.layout
+        assert layout is not None  # plan() plans no GGUF whose header was not read
         n = layout.layers
         nodes = 1 + len(opts.rpc_hosts)
         per_node = (settings.pins.gpus or 0) // nodes or pool.max_gpus
@@ -426,11 +449,15 @@ class LlamaCpp:
     # -- launching ------------------------------------------------------------------------------
 
     def commands(
-        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+        self,
+        option: Option[LlamaCppLaunch],
+        repo_id: str,
+        revision: str | None,
+        *,
+        ray: bool = False,
     ) -> list[Command]:
         o = option
         launch = o.launch
-        assert isinstance(launch, LlamaCppLaunch)
         art = o.artifact
         argv = ["llama-server"]
         if launch.model_path:
@@ -478,7 +505,7 @@ class LlamaCpp:
         out.append(Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None))
         return out
 
-    def image(self, option: Option) -> Image:
+    def image(self, option: Option[LlamaCppLaunch]) -> Image:
         return Image(
             name=IMAGE_CPU if option.cpu else IMAGE_CUDA,
             entrypoint=("llama-server",),
@@ -495,10 +522,9 @@ class LlamaCpp:
 
         return vllm_sizes.attention_charges(shape, context)
 
-    def explain(self, option: Option, model: Model) -> Explanation:
+    def explain(self, option: Option[LlamaCppLaunch], model: Model) -> Explanation:
         o, c = option, option.per_card
         launch = o.launch
-        assert isinstance(launch, LlamaCppLaunch)
         layout = o.artifact.layout
         n = layout.layers if layout else model.layers
         if o.cpu:
@@ -540,14 +566,13 @@ class LlamaCpp:
             )
         return Explanation(tuple(parts), assumes)
 
-    def where(self, option: Option) -> str:
+    def where(self, option: Option[LlamaCppLaunch]) -> str:
         return where(option)
 
     # --n-gpu-layers, --n-cpu-moe, and what a card option keeps in the host's RAM beside its
     # cards (weights, KV and compute of the host's part).
-    def values(self, option: Option) -> dict[str, object]:
+    def values(self, option: Option[LlamaCppLaunch]) -> dict[str, object]:
         launch = option.launch
-        assert isinstance(launch, LlamaCppLaunch)
         return {
             "gpu_layers": launch.gpu_layers,
             "cpu_moe_layers": launch.cpu_moe_layers,
@@ -605,12 +630,23 @@ class _Estimator:
     n_seq: int
     n_ubatch: int
 
-    def estimate(self, layout, placement, context, extra=0) -> sizes.Estimate:
+    def estimate(
+        self, layout: GgufLayout, placement: sizes.Placement, context: int, extra: int = 0
+    ) -> sizes.Estimate:
         return sizes.estimate(
             layout, placement, context, extra, n_seq=self.n_seq, n_ubatch=self.n_ubatch
         )
 
-    def max_context(self, layout, placement, card_have, host_have, trained, cpu=False, extra=0):
+    def max_context(
+        self,
+        layout: GgufLayout,
+        placement: sizes.Placement,
+        card_have: int,
+        host_have: int | None,
+        trained: int | None,
+        cpu: bool = False,
+        extra: int = 0,
+    ) -> int:
         return sizes.max_context(
             layout, placement, card_have, host_have, trained, cpu, extra,
             n_seq=self.n_seq, n_ubatch=self.n_ubatch,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 from llmfit.plan import cards
 from llmfit.plan import speed as speeds
@@ -182,7 +183,7 @@ def weights_share(layout: Layout, width: str, *, experts_over: int, copy: str) -
 
 
 def processes(
-    option: Option,
+    option: Option[L],
     argv: Sequence[str],
     env: tuple[tuple[str, str], ...],
     *,
@@ -211,8 +212,8 @@ def processes(
 
 
 def option_of(
-    job: Job, engine: str, art: Artifact, pool: ClassPool, t: Tried, launch: object, share: float
-) -> Option:
+    job: Job, engine: str, art: Artifact, pool: ClassPool, t: Tried, launch: L, share: float
+) -> Option[L]:
     """The option of a layout that fits: where it stands and what it holds, with the engine's
     launch part and the share of each card it counts on."""
     layout, sized = t.spot.layout, t.sized
@@ -239,7 +240,11 @@ def option_of(
     )
 
 
-class Serving(ABC):
+# The engine's launch part.
+L = TypeVar("L")
+
+
+class Serving(ABC, Generic[L]):
     """How vLLM and SGLang plan a job: each what-if of the checkpoint on each class of cards, the
     widths the engine accepts searched over the shared layout space (plan/layouts.py), the misses
     and the layouts not shown said why. An engine gives its what-ifs, its width rule, its sizing
@@ -252,7 +257,7 @@ class Serving(ABC):
     def runs(self, artifact: Artifact) -> bool:
         return artifact.format == "safetensors"
 
-    def where(self, option: Option) -> str:
+    def where(self, option: Option[L]) -> str:
         return where(option.layout, option.gpu_class or "", option.fabric)
 
     def plan(self, job: Job) -> Found:
@@ -297,7 +302,7 @@ class Serving(ABC):
         memory model."""
 
     @abstractmethod
-    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option[L]:
         """The option of a layout that fits, with the engine's launch part (see `option_of`)."""
 
     def _on_pool(
@@ -308,7 +313,7 @@ class Serving(ABC):
         pool: ClassPool,
         v: Variant,
         rejected: list[Rejection],
-    ) -> list[Option]:
+    ) -> list[Option[L]]:
         model, settings = job.model, job.settings
         pins = settings.pins
         moe = model.is_moe
@@ -372,7 +377,7 @@ class Serving(ABC):
             plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
             if plain or pins.any or settings.concurrency is not None:
                 rejected.append(self._miss(art, pool, t, settings.concurrency))
-        out: list[Option] = []
+        out: list[Option[L]] = []
         groups: dict[str, list[Tried]] = {}
         for t in fits:
             groups.setdefault(t.spot.fabric, []).append(t)

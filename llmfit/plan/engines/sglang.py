@@ -159,7 +159,7 @@ class _Sizing:
     pool: sizes.Pool
 
 
-class Sglang(serving.Serving):
+class Sglang(serving.Serving[SglangLaunch]):
     key = "sglang"
     name = "SGLang"
     # `sglang serve …`, and `python -m sglang.launch_server …` (for_argv reads the module name).
@@ -272,7 +272,7 @@ class Sglang(serving.Serving):
 
         return size
 
-    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option[SglangLaunch]:
         model, settings = job.model, job.settings
         extra = t.sized.extra
         assert isinstance(extra, _Sizing)
@@ -298,11 +298,10 @@ class Sglang(serving.Serving):
     # -- launching ------------------------------------------------------------------------------
 
     def commands(
-        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+        self, option: Option[SglangLaunch], repo_id: str, revision: str | None, *, ray: bool = False
     ) -> list[Command]:
         o = option
         launch = o.launch
-        assert isinstance(launch, SglangLaunch)
         lay, ss = o.layout, launch.server
         # The serve line itself stays SGLang's own: vLLM's is built alike, but of other flags,
         # from the layout rather than SGLang's server sizes.
@@ -358,10 +357,9 @@ class Sglang(serving.Serving):
 
         return vllm_sizes.attention_charges(shape, context)
 
-    def explain(self, option: Option, model: Model) -> Explanation:
+    def explain(self, option: Option[SglangLaunch], model: Model) -> Explanation:
         o, c = option, option.per_card
         launch = o.launch
-        assert isinstance(launch, SglangLaunch)
         lay, ss = o.layout, launch.server
         width = f"tensor parallel {lay.tp} × pipeline {lay.pp}"
         if ss.attn_dp_size > 1:
@@ -425,7 +423,7 @@ class Sglang(serving.Serving):
             assumes += f"; each of the {ss.ranks} data-parallel ranks keeps its own KV pool"
         return Explanation(parts, assumes)
 
-    def image(self, option: Option) -> Image:
+    def image(self, option: Option[SglangLaunch]) -> Image:
         return Image(
             name=IMAGE,
             entrypoint=(),
@@ -439,7 +437,7 @@ class Sglang(serving.Serving):
             shared_memory=True,
         )
 
-    def values(self, option: Option) -> dict[str, object]:
+    def values(self, option: Option[SglangLaunch]) -> dict[str, object]:
         return {}
 
     # -- reading a command ----------------------------------------------------------------------

@@ -139,7 +139,7 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
         enforce_eager=o.enforce_eager,
         enable_prefix_caching=o.enable_prefix_caching,
         lora=vm.LoRA(*o.lora) if o.lora else None,
-        speculative=o.speculative if isinstance(o.speculative, vm.Speculative) else None,
+        speculative=o.speculative,
         limit_mm_per_prompt=o.limits,
         quantization="fp8" if v.quant == "fp8" and job.model.quantization is None else None,
     )
@@ -161,7 +161,7 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):.2f} GiB" if n >= (1 << 30) // 10 else f"{n / (1 << 20):.1f} MiB"
 
 
-def _kv_words(o: Option, m: vm.VllmMemory) -> str:
+def _kv_words(o: Option[VllmLaunch], m: vm.VllmMemory) -> str:
     """How one sequence's cache is laid out: "one sequence of 32,768 tokens: 2,048 blocks of 16
     tokens", with the layer groups and state pages of a hybrid model."""
     layout = m.layout
@@ -180,10 +180,12 @@ def _kv_words(o: Option, m: vm.VllmMemory) -> str:
     return words
 
 
-def _verdicts(asked: list[Option], newest: list[Option], version: VllmVersion) -> str | None:
+def _verdicts(
+    asked: list[Option[VllmLaunch]], newest: list[Option[VllmLaunch]], version: VllmVersion
+) -> str | None:
     """One sentence where the release asked for and the newest disagree on what fits."""
 
-    def keys(options: list[Option]) -> set[tuple]:
+    def keys(options: list[Option[VllmLaunch]]) -> set[tuple[str | None, Layout, str | None]]:
         return {(o.gpu_class, o.layout, o.what_if) for o in options}
 
     only_asked, only_newest = keys(asked) - keys(newest), keys(newest) - keys(asked)
@@ -200,7 +202,7 @@ def _verdicts(asked: list[Option], newest: list[Option], version: VllmVersion) -
     )
 
 
-class Vllm(serving.Serving):
+class Vllm(serving.Serving[VllmLaunch]):
     key = "vllm"
     name = "vLLM"
     programs = ("vllm",)
@@ -296,7 +298,7 @@ class Vllm(serving.Serving):
 
         return size
 
-    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option:
+    def _option(self, job: Job, art: Artifact, pool: ClassPool, t: Tried) -> Option[VllmLaunch]:
         model, settings = job.model, job.settings
         memory = t.sized.extra
         assert isinstance(memory, vm.VllmMemory)
@@ -319,11 +321,10 @@ class Vllm(serving.Serving):
     # -- launching ------------------------------------------------------------------------------
 
     def commands(
-        self, option: Option, repo_id: str, revision: str | None, *, ray: bool = False
+        self, option: Option[VllmLaunch], repo_id: str, revision: str | None, *, ray: bool = False
     ) -> list[Command]:
         o = option
         launch = o.launch
-        assert isinstance(launch, VllmLaunch)
         lay = o.layout
         # The serve line itself stays vLLM's own: SGLang's is built alike, but of other flags and
         # of its own parallel sizes (a --tp-size of tp × dp with data-parallel attention).
@@ -396,10 +397,9 @@ class Vllm(serving.Serving):
     def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
         return sizes.attention_charges(shape, context)
 
-    def explain(self, option: Option, model: Model) -> Explanation:
+    def explain(self, option: Option[VllmLaunch], model: Model) -> Explanation:
         o, c = option, option.per_card
         launch = o.launch
-        assert isinstance(launch, VllmLaunch)
         m = launch.memory
         assert m is not None
         lay = o.layout
@@ -454,9 +454,8 @@ class Vllm(serving.Serving):
             assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"
         return Explanation(parts, assumes)
 
-    def image(self, option: Option) -> Image:
-        launch = option.launch
-        version = str(launch.version) if isinstance(launch, VllmLaunch) else str(NEWEST)
+    def image(self, option: Option[VllmLaunch]) -> Image:
+        version = str(option.launch.version)
         return Image(
             name=f"{IMAGE}:{image_tag(version)}",
             entrypoint=("vllm", "serve"),
@@ -470,9 +469,8 @@ class Vllm(serving.Serving):
         )
 
     # The vLLM release the option was sized for.
-    def values(self, option: Option) -> dict[str, object]:
+    def values(self, option: Option[VllmLaunch]) -> dict[str, object]:
         launch = option.launch
-        assert isinstance(launch, VllmLaunch)
         return {"vllm_version": str(launch.version)}
 
     # -- reading a command ----------------------------------------------------------------------

@@ -18,6 +18,7 @@ from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
 
 if TYPE_CHECKING:
     from llmfit.plan.artifact import Artifact
+    from llmfit.plan.engines.vllm_memory import Speculative
     from llmfit.plan.model import Model
 
 # --speculative-config methods whose proposer is part of the model or needs no weights (n-gram
@@ -50,7 +51,7 @@ def human_readable_int(flag: str, text: str) -> int:
     raise ValueError(f"{flag} {text!r} is not a token count.")
 
 
-def _json_object(flag: str, text: str) -> dict:
+def _json_object(flag: str, text: str) -> dict[str, object]:
     if len(text) > MAX_JSON:
         raise ValueError(f"{flag} is {len(text):,} characters; a JSON object of a few is expected.")
     try:
@@ -62,7 +63,7 @@ def _json_object(flag: str, text: str) -> dict:
     return value
 
 
-def speculative(text: str) -> tuple[object, str | None]:
+def speculative(text: str) -> tuple[Speculative, str | None]:
     """--speculative-config → what it costs a card (a vllm_memory.Speculative), and the draft
     model's repository, if it names one (its weights are read with the plan's own)."""
     from llmfit.plan.engines.vllm_memory import Speculative
@@ -80,7 +81,10 @@ def speculative(text: str) -> tuple[object, str | None]:
         raise ValueError(f"--speculative-config num_speculative_tokens {n!r} is not 1 to 64.")
     if method in DRAFT_METHODS and not (isinstance(draft, str) and draft):
         raise ValueError(f'--speculative-config method {method!r} needs a "model" to load.')
-    return Speculative(method, n), draft if method in DRAFT_METHODS else None
+    assert isinstance(method, str)
+    return Speculative(method, n), draft if isinstance(
+        draft, str
+    ) and method in DRAFT_METHODS else None
 
 
 def limits(text: str) -> tuple[tuple[str, int], ...]:
@@ -149,7 +153,7 @@ class VllmOptions:
     # What the knobs above mean, worked out by checked(): the speculation's cost a card (a
     # vllm_memory.Speculative, its draft's weights filled in once its repository is read), the
     # draft's repository, and the multimodal limits as (modality, count) pairs.
-    speculative: object = None
+    speculative: Speculative | None = None
     draft_repo: str | None = None
     limits: tuple[tuple[str, int], ...] = ()
 
@@ -199,11 +203,10 @@ class VllmOptions:
     def with_repo(self, repo_id: str, model: Model, artifacts: tuple[Artifact, ...]) -> VllmOptions:
         """The options once the draft's repository is read: its weights and cache, so that each
         card is charged for them."""
-        from llmfit.plan.engines.vllm_memory import Speculative
         from llmfit.plan.model import Shape
 
         spec = self.speculative
-        assert isinstance(spec, Speculative) and repo_id == self.draft_repo
+        assert spec is not None and repo_id == self.draft_repo
         weights = max((a.bytes for a in artifacts if a.format == "safetensors"), default=0)
         shape = Shape.of(model)
         layers = sum(g.layers for g in shape.layer_groups)
