@@ -277,3 +277,12 @@ def test_the_toy_engine_needs_nothing_outside_its_file(tmp_path):
     # Its registry line points into its own module; the package names it nowhere.
     root = Path(__file__).resolve().parent.parent / "llmfit"
     assert not [p for p in root.rglob("*.py") if "toy" in p.read_text()]
+
+
+def test_each_registry_line_says_what_its_engine_runs_and_starts(toy):
+    from llmfit.plan.engines import registered
+
+    for key in keys():
+        e, line = engine(key), registered(key)
+        assert tuple(line.programs) == tuple(e.programs), key
+        assert e.name == line.title, key

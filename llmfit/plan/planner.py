@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Job, engine, keys, planned
+from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
@@ -70,8 +70,9 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         # The engines that run this artifact but only on a card (named when the fleet has none).
         gpu_only: list[str] = []
         for key in keys():
-            # Checked before the engine is imported: an engine not planned costs nothing.
-            if not planned(key, settings.engines):
+            # Checked before the engine is imported: an engine not planned, or that cannot run the
+            # artifact's format, costs nothing.
+            if not planned(key, settings.engines) or not may_run(key, art.format):
                 continue
             e = engine(key)
             if not e.runs(art):

@@ -43,8 +43,9 @@ RUNTIME = GIB
 DEFAULT_FRACTION = 0.9
 
 LINE = Registered(
-    "tests.plan.toy_engine", "Toy", "tests.plan.toy_engine:ToyOptions", ("toy_width",)
-)
+    "tests.plan.toy_engine", "Toy", "tests.plan.toy_engine:ToyOptions", ("toy_width",),
+    formats=("safetensors",), programs=("toy-serve",),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

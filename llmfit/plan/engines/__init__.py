@@ -209,6 +209,10 @@ class Registered:
     fields: tuple[str, ...] = ()
     # Planned only when named (`--engine KEY`, or a command of its own to check), not by default.
     named_only: bool = False
+    # The artifact formats it runs and the programs its commands start, so that an engine that
+    # cannot run a repository's files, or read a command, is never imported for it.
+    formats: tuple[str, ...] = ()
+    programs: tuple[str, ...] = ()
 
 
 # Key → its line; each module has an `ENGINE` implementing Engine. Order is the order engines are
@@ -221,16 +225,17 @@ class Registered:
 _REGISTRY: dict[str, Registered] = {
     "vllm": Registered(
         "llmfit.plan.engines.vllm", "vLLM", "llmfit.plan.engines.vllm_options:VllmOptions",
-        ("vllm_version",),
+        ("vllm_version",), formats=("safetensors",), programs=("vllm",),
     ),
     "llama.cpp": Registered(
         "llmfit.plan.engines.llamacpp", "llama.cpp",
         "llmfit.plan.engines.llamacpp_options:LlamaCppOptions",
-        ("gpu_layers", "cpu_moe_layers", "host_bytes"),
+        ("gpu_layers", "cpu_moe_layers", "host_bytes"), formats=("gguf",),
+        programs=("llama-server",),
     ),
     "sglang": Registered(
         "llmfit.plan.engines.sglang", "SGLang", "llmfit.plan.engines.sglang_options:SglangOptions",
-        named_only=True,
+        named_only=True, formats=("safetensors",), programs=("sglang", "sglang.launch_server"),
     ),
 }  # fmt: skip
 
@@ -261,6 +266,12 @@ def options_class(key: str) -> type:
     module, _, name = registered(key).options.partition(":")
     cls: type = getattr(import_module(module), name)
     return cls
+
+
+def may_run(key: str, fmt: str) -> bool:
+    """Whether engine `key` runs artifacts of format `fmt`, as its registry line says (without
+    importing it; the engine's own `runs` has the last word)."""
+    return fmt in registered(key).formats
 
 
 def planned(key: str, named: Sequence[str]) -> bool:
@@ -316,7 +327,7 @@ def for_argv(argv: Sequence[str]) -> Engine | None:
     name = argv[0].rsplit("/", 1)[-1]
     if name.startswith("python") and len(argv) > 2 and argv[1] == "-m":
         name = argv[2]
-    for e in engines():
-        if name in e.programs:
-            return e
+    for key, line in _REGISTRY.items():
+        if name in line.programs:
+            return engine(key)
     return None
