@@ -1,6 +1,7 @@
-"""Golden outputs: the full text and JSON llmfit prints for a dense model, a MoE, an MLA model and
-a GGUF repository on the example fleet, pinned whole so that any change to what a user sees is a
-change someone chose.
+"""Golden outputs: the full text llmfit prints for a dense model, a MoE, an MLA model and a GGUF
+repository on the example fleet, pinned whole so that any change to what a user sees is a change
+someone chose. The JSON document is held to its contract instead (tests/test_json_contract.py):
+its keys and types, with the numbers worked out by hand where they are computed.
 
 The numbers inside are worked out by hand in the tests beside them (tests/plan, tests/test_cli.py);
 these pin the rest: wording, order, columns, commands. After a deliberate change, regenerate with
@@ -44,13 +45,6 @@ def test_text_output(run, case):
     code, out, err = run(*CASES[case], "--fleet", str(EXAMPLE_FLEET))
     assert code == 0, err
     check(f"{case}.txt", out)
-
-
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_json_output(run, case):
-    code, out, err = run(*CASES[case], "--fleet", str(EXAMPLE_FLEET), "--json")
-    assert code == 0, err
-    check(f"{case}.json", out)
 
 
 def test_explain_and_why_not_of_the_mla_model(run):

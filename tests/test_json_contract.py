@@ -1,0 +1,117 @@
+"""The version-1 JSON document's contract (docs/json.md): the keys every document, option, card and
+command carries, and the type of each, for every engine and every kind of plan.
+
+This is the contract a script relies on: fields may be added, none renamed or removed without
+bumping `schema`. It replaces whole-document goldens, which pinned every number of every option
+and broke on any change to the ranking; the numbers are worked out by hand in the tests beside
+the code that computes them (tests/plan, tests/test_cli.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmfit.plan.engines import field_names
+from tests.conftest import EXAMPLE_FLEET
+
+INT, FLOAT, STR, BOOL, LIST, DICT, NONE = int, float, str, bool, list, dict, type(None)
+NUM = (int, float)
+
+DOCUMENT = {
+    "schema": INT, "repo": DICT, "model": DICT, "context": INT, "fleet": DICT, "artifacts": LIST,
+    "options": LIST, "unplaced": LIST, "rejected": LIST, "notes": LIST,
+}  # fmt: skip
+REPO = {"id": STR, "revision": (STR, NONE), "commit": (STR, NONE), "source": STR}
+MODEL = {
+    "architecture": (STR, NONE), "model_type": (STR, NONE), "params": (INT, NONE),
+    "active_params": (INT, NONE), "layers": INT, "attention_heads": (INT, NONE),
+    "kv_heads": (INT, NONE), "head_dim": (INT, NONE), "experts": (INT, NONE),
+    "experts_active": (INT, NONE), "max_context": (INT, NONE), "kv_bytes_per_token": INT,
+    "dtype": (STR, NONE), "quantization": (STR, NONE), "attention": LIST,
+}  # fmt: skip
+FLEET = {"source": STR, "nodes": INT, "gpus": INT}
+ARTIFACT = {
+    "name": STR, "format": STR, "bytes": INT, "shards": INT, "quant": (STR, NONE),
+    "bits_per_weight": (NUM, NONE),
+}  # fmt: skip
+OPTION = {
+    "rank": INT, "artifact": STR, "engine": STR, "label": STR, "describe": STR, "cpu": BOOL,
+    "gpu_class": (STR, NONE), "fabric": (STR, NONE), "gpus_per_node": INT, "nodes": INT,
+    "gpus": INT, "per_card": DICT, "hosts": INT, "free_now": BOOL, "bits_per_weight": (NUM, NONE),
+    "max_context": INT, "concurrency": NUM, "commands": LIST, "what_if": (STR, NONE), "tp": INT,
+    "pp": INT, "dp": INT, "ep": BOOL, "replicas": INT, "cards_per_replica": INT,
+    "speed": (DICT, NONE),
+}  # fmt: skip
+PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
+COMMAND = {"role": STR, "argv": LIST, "shell": STR}
+OPTIONAL_COMMAND = {"env": DICT, "node": (STR, NONE)}
+REJECTED = {
+    "artifact": STR, "what_if": (STR, NONE), "engine": STR, "where": STR, "reason": STR,
+    "need": (INT, NONE), "have": (INT, NONE), "kind": (STR, NONE),
+}  # fmt: skip
+
+CASES = [
+    ("meta-llama/Llama-3.1-8B-Instruct", "--context", "32k"),
+    ("Qwen/Qwen3-235B-A22B",),
+    ("deepseek-ai/DeepSeek-V3", "--engine", "vllm", "--engine", "sglang"),
+    ("llmfit-fixtures/Tiny-Llama-GGUF", "--context", "4096", "--fleet", "cpu:64g,8xrtx4090-24g"),
+    ("meta-llama/Meta-Llama-3.1-405B", "--fleet", "4x8xh100-80g@ib0", "--precision", "stored"),
+]
+
+
+def has(obj: dict, keys: dict, where: str, optional: dict | None = None) -> None:
+    """`obj` carries exactly `keys` (and any of `optional`), each of its type."""
+    extra = set(obj) - set(keys) - set(optional or {})
+    missing = set(keys) - set(obj)
+    assert not missing and not extra, f"{where}: missing {sorted(missing)}, extra {sorted(extra)}"
+    for k, t in {**keys, **(optional or {})}.items():
+        if k in obj:
+            # bool is an int to Python; a count must not be a bool, nor a flag a number.
+            ok = isinstance(obj[k], t) and not (t in (INT, NUM) and isinstance(obj[k], bool))
+            assert ok, f"{where}.{k} is {obj[k]!r}, not {t}"
+
+
+@pytest.mark.parametrize("args", CASES, ids=lambda a: a[0])
+def test_every_document_keeps_the_contract(run, args):
+    fleet = [] if "--fleet" in args else ["--fleet", str(EXAMPLE_FLEET)]
+    code, out, err = run(*args, *fleet, "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    has(doc, DOCUMENT, "document")
+    assert doc["schema"] == 1
+    has(doc["repo"], REPO, "repo")
+    has(doc["model"], MODEL, "model")
+    has(doc["fleet"], FLEET, "fleet")
+    for a in doc["artifacts"]:
+        has(a, ARTIFACT, "artifact")
+        assert a["format"] in ("safetensors", "gguf")
+    engine_fields = {k: object for k in field_names()}
+    assert doc["options"]
+    for i, o in enumerate(doc["options"], 1):
+        has(o, {**OPTION, **engine_fields}, f"options[{i}]")
+        assert o["rank"] == i
+        has(o["per_card"], PER_CARD, f"options[{i}].per_card")
+        p = o["per_card"]
+        assert p["need"] == p["weights"] + p["kv_cache"] + p["overhead"]
+        assert o["commands"]
+        for c in o["commands"]:
+            has(c, COMMAND, f"options[{i}].commands", OPTIONAL_COMMAND)
+            assert all(isinstance(w, str) for w in c["argv"])
+        if o["cpu"]:
+            assert (o["gpus"], o["gpu_class"]) == (0, None)
+        else:
+            assert o["gpus"] == o["gpus_per_node"] * o["nodes"]
+            assert o["gpus"] == o["tp"] * o["pp"] * o["dp"]
+    for r in doc["rejected"]:
+        has(r, REJECTED, "rejected")
+
+
+def test_engine_fields_are_null_on_the_other_engines_options(run):
+    code, out, _ = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "8xrtx4090-24g", "--json")
+    assert code == 0
+    for o in json.loads(out)["options"]:
+        assert o["engine"] == "llama.cpp"
+        assert o["vllm_version"] is None
+        assert isinstance(o["gpu_layers"], int)
