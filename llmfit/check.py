@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,7 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Request, for_argv, split_env
 from llmfit.plan.fleet import Fleet
+from llmfit.plan.launch import Given
 from llmfit.plan.settings import MAX_CONTEXT, PlanSettings
 
 if TYPE_CHECKING:
@@ -87,7 +88,9 @@ def check(
         def keep(a: Artifact) -> bool:
             return (a.quant or "").upper() == quant
 
-    advice = advise(
-        repo, fleet, request.settings, cache_dir, offline=offline, progress=progress, keep=keep
-    )
-    return Checked(tuple(argv), request, advice)
+    given = Given(request.argv or tuple(words), tuple(env.items()), request.secrets)
+    settings = replace(request.settings, given=given)
+    advice = advise(repo, fleet, settings, cache_dir, offline=offline, progress=progress, keep=keep)
+    # What is shown of the command is what is launched: its credentials as "$VARIABLE".
+    shown = (*(f"{k}={v}" for k, v in env.items()), *given.argv)
+    return Checked(shown, request, advice)

@@ -52,9 +52,12 @@ def test_a_bad_fleet_file_is_a_json_error(run, tmp_path):
 def test_json_after_the_double_dash_is_the_checked_commands(run):
     code, out, err = run("check", "--fleet", "1xh100", "--", "vllm", "serve", "Qwen/Qwen3-8B",
                          "--json")  # fmt: skip
-    # Read as a flag of vLLM's (not modelled), not as llmfit's: the verdict is text.
-    assert code == 0, err
-    assert out.startswith("$ vllm serve Qwen/Qwen3-8B --json\n")
+    # Read as a word of vLLM's command, not as llmfit's flag: vLLM 0.33 has no --json, so the
+    # command is refused as vLLM would refuse it, in a sentence, not as a JSON document.
+    assert (code, out) == (2, "")
+    assert (
+        err == "llmfit: the command to check: vLLM 0.33 refuses it: --json: not one of its flags.\n"
+    )
 
 
 # A reader that stops early: test_cli_hostile.py::test_a_reader_that_goes_away_is_no_traceback.

@@ -177,11 +177,11 @@ def test_check_plans_exactly_the_command_and_agrees_with_the_plan(run):
         assert checked[key] == pinned[0][key]
     code, out, _ = run(
         "check", "--fleet", "2xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-8B",
-        "-tp", "2", "--max-model-len", "8192", "--port", "9000", "--swap-space", "4",
+        "-tp", "2", "--max-model-len", "8192", "--port", "9000", "--seed", "4",
     )  # fmt: skip
     assert code == 0
     assert "fits: 2 cards of h100-80g, on 1 node that could run it, free now" in out
-    assert "not modelled (read, and changing nothing in the plan): --swap-space 4" in out
+    assert "not modelled (read, and changing nothing in the plan): --seed 4" in out
 
 
 def test_check_says_when_the_command_does_not_fit(run):
@@ -200,7 +200,8 @@ def test_check_says_when_the_command_does_not_fit(run):
         (("python", "x.py"), "'python' is not a command llmfit can check"),
         (("vllm", "bench"), "the command to check: a vLLM command to check starts `vllm serve"),
         (("vllm", "serve", "Qwen/Qwen3-8B", "-tp", "two"),
-         "the command to check: --tensor-parallel-size 'two' is not a whole number."),
+         "the command to check: vLLM 0.33 refuses it: --tensor-parallel-size/-tp 'two' is not a "
+         "whole number."),
         (("llama-server", "-c", "4096"),
          "the command to check: the llama-server command names no model"),
     ],

@@ -11,13 +11,33 @@ from llmfit.sources.siblings import quantised_siblings
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
     [
-        ("--max-model-len", "inf", "--max-model-len 'inf' is not a token count."),
-        ("--max-model-len", "nan", "--max-model-len 'nan' is not a token count."),
-        ("--max-model-len", "1e400", "--max-model-len '1e400' is not a token count."),
+        (
+            "--max-model-len",
+            "inf",
+            "vLLM 0.33 refuses it: --max-model-len 'inf' is not a token count.",
+        ),
+        (
+            "--max-model-len",
+            "nan",
+            "vLLM 0.33 refuses it: --max-model-len 'nan' is not a token count.",
+        ),
+        (
+            "--max-model-len",
+            "1e400",
+            "vLLM 0.33 refuses it: --max-model-len '1e400' is not a token count.",
+        ),
         # vLLM's human_readable_int takes G as 2^30, but no decimal with a binary suffix and no
         # exponent (vllm/utils/argparse_utils.py).
-        ("--max-model-len", "2.5G", "--max-model-len '2.5G' is not a token count."),
-        ("--max-model-len", "1e5", "--max-model-len '1e5' is not a token count."),
+        (
+            "--max-model-len",
+            "2.5G",
+            "vLLM 0.33 refuses it: --max-model-len '2.5G' is not a token count.",
+        ),
+        (
+            "--max-model-len",
+            "1e5",
+            "vLLM 0.33 refuses it: --max-model-len '1e5' is not a token count.",
+        ),
         (
             "--max-model-len",
             "2G",

@@ -114,7 +114,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         notes=(
             model.notes
             + fleet.notes
-            + _context_notes(model, context, settings.engines)
+            + _context_notes(model, context, settings.engines, settings.given is None)
             + tuple(engine_notes)
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
@@ -163,7 +163,11 @@ def _shorter(
     return out
 
 
-def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[str, ...]:
+def _context_notes(
+    model: Model, context: int, named: tuple[str, ...], ours: bool = True
+) -> tuple[str, ...]:
+    """`ours`: the commands are llmfit's own (not a checked command's, which say for themselves
+    what they set)."""
     if not (model.max_context and context > model.max_context):
         return ()
     # Some engines refuse a context past the model's own unless an environment variable says
@@ -176,7 +180,7 @@ def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[
     ]
     said = (
         f"; the commands set {' and '.join(switches)}, without which the engine refuses it"
-        if switches
+        if switches and ours
         else ""
     )
     return (

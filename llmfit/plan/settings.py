@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # an annotation only: the CLI reads this module's constants at start-up
+    from llmfit.plan.launch import Given
     from llmfit.plan.layout import Layout
 
 # The longest context llmfit plans for: 2^30 tokens is past any model's, and bounds the arithmetic
@@ -83,6 +84,9 @@ class PlanSettings:
     # Each engine's own knobs, one instance of its declared options class (plan/engines/knobs.py)
     # where any was set; an engine not here runs at its defaults.
     engine_options: tuple[object, ...] = ()
+    # The command being checked (`llmfit check`): its launch runs these words as given, adding only
+    # what places it on its nodes.
+    given: Given | None = None
 
     def options(self, cls: type[T]) -> T:
         """The engine options of class `cls` this plan was asked for (its defaults if none)."""

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import Request
+from llmfit.plan.launch import Command
 from llmfit.render.explain import explain_lines, print_wrapped
 from llmfit.render.safe import clean
 from llmfit.render.sentences import fits_instead, gib, rejection_reason
@@ -17,7 +18,15 @@ from llmfit.render.sentences import fits_instead, gib, rejection_reason
 
 def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list[str]:
     plan = advice.plan
-    lines = [f"$ {shlex.join(argv)}"]
+    if request.argv:
+        # The command as it is launched: its variables in front, a credential as the variable
+        # that holds it.
+        env = [w.partition("=") for w in argv[: len(argv) - len(request.argv)]]
+        words = argv[len(env) :]
+        shell = Command("all", words, env=tuple((k, v) for k, _, v in env), secrets=request.secrets)
+        lines = [f"$ {shell.shell}"]
+    else:
+        lines = [f"$ {shlex.join(argv)}"]
     if plan.options:
         o = plan.options[0]
         lines.append(f"fits: {o.gpus or 'no'} card{'s' if o.gpus != 1 else ''} of "
@@ -27,7 +36,9 @@ def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list
         if o.kv_tokens:
             rank = " a rank" if o.layout.dp > 1 else ""
             lines.append(
-                f"  KV pool: {o.kv_tokens:,} tokens{rank} · longest sequence {o.max_context:,} "
+                # The server takes no sequence past the context its command sets.
+                f"  KV pool: {o.kv_tokens:,} tokens{rank} · longest sequence "
+                f"{min(o.max_context, o.context):,} "
                 f"· {o.concurrency:g} sequences of {o.context:,} at once"
             )
         others = len(plan.options) - 1

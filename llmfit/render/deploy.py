@@ -94,6 +94,15 @@ def container_commands(advice: Advice, o: Option, ray: bool = False) -> list[Com
         o = replace(o, artifact=replace(o.artifact, path=None, projector=None))
     cmds = engine(o.engine).commands(o, repo.id, repo.revision, ray=ray)
     image = engine(o.engine).image(o)
+    held = sorted({v for c in cmds for _, v in c.secrets})
+    if held:
+        # The words are references to the variables that hold the credentials ("$VLLM_API_KEY"),
+        # which a container's exec-form command would pass on unexpanded.
+        raise UsageError(
+            f"the command keeps credentials in {', '.join(held)}, which a container launch "
+            "would pass on unexpanded; llmfit writes none for it.",
+            hint="use --format shell, with the variables set",
+        )
     for c in cmds:
         if not _in_image(c.argv, image):
             raise UsageError(

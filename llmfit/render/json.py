@@ -78,6 +78,7 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
             | ({"env": dict(c.env)} if c.env else {})
+            | ({"secrets": [{"index": i, "env": v} for i, v in c.secrets]} if c.secrets else {})
             for c in commands(o, repo.id, repo.revision, ray)
         ],
     }

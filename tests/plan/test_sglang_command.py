@@ -70,7 +70,10 @@ def test_data_parallel_attention_in_both_spellings():
         (["sglang", "launch", "x"], "starts `sglang serve --model-path REPO`"),
         (["sglang", "serve", "x", "--kv-cache-dtype", "nvfp4"], "--kv-cache-dtype 'nvfp4'"),
         (["sglang", "serve", "x", "--mem-fraction-static", "1.2"], "between 0 and 1"),
-        (["sglang", "serve", "x", "--tp-size", "two"], "--tp-size 'two' is not a whole number"),
+        (
+            ["sglang", "serve", "x", "--tp-size", "two"],
+            "--tensor-parallel-size/--tp-size 'two' is not a whole number",
+        ),
         (["sglang", "serve", "x", "--context-length", "1.5Ki"], "not a token count"),
         (["sglang", "serve", "x", "--tp-size", "8", "--attn-dp-size", "3"], "divisible"),
     ],
@@ -96,7 +99,11 @@ def test_check_an_sglang_command_end_to_end(run):
     assert o["per_card"]["weights"] == 8_190_735_360
     assert o["per_card"]["kv_cache"] == 8192 * 73_728
     assert o["concurrency"] == round(861_956 / 8192, 2) == 105.22
-    assert o["commands"][0]["argv"][:2] == ["sglang", "serve"]
+    # The launch is the command checked, word for word, launcher and all.
+    assert o["commands"][0]["argv"] == [
+        "python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp-size", "2",
+        "--mem-fraction-static", "0.85", "--context-length", "8192",
+    ]  # fmt: skip
     code, text, err = run(
         "check", "--fleet", "2xh100-80g", "--", "sglang", "serve", "--model-path",
         "Qwen/Qwen3-8B", "--tp", "2", "--mem-fraction-static", "0.85", "--context-length", "8192",

@@ -84,6 +84,10 @@ class Request:
     path: str | None = None
     # Flags read but not modelled: they change nothing in the plan.
     ignored: tuple[str, ...] = ()
+    # The command as it is to be launched and shown: the words given, with each credential's
+    # value (`--api-key`, `--hf-token`) in place as "$VARIABLE", and where (index, variable).
+    argv: tuple[str, ...] = ()
+    secrets: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -98,3 +98,28 @@ def number(flag: str, value: str) -> float:
         return float(value)
     except ValueError:
         raise ValueError(f"{flag} {value!r} is not a number.") from None
+
+
+def mask(
+    words: Sequence[str], secrets: Mapping[str, str]
+) -> tuple[list[str], list[tuple[int, str]]]:
+    """`words` with the value of each flag of `secrets` (its exact spellings → the variable that
+    holds it) replaced by "$VARIABLE", and where, for an engine whose flags take one word each."""
+    out: list[str] = []
+    refs: list[tuple[int, str]] = []
+    taking: str | None = None
+    for w in words:
+        if taking is not None:
+            refs.append((len(out), taking))
+            out.append("$" + taking)
+            taking = None
+            continue
+        name, eq, _ = w.partition("=")
+        if name in secrets and eq:
+            out.append(name)
+            refs.append((len(out), secrets[name]))
+            out.append("$" + secrets[name])
+            continue
+        out.append(w)
+        taking = secrets.get(w)
+    return out, refs

@@ -21,7 +21,7 @@ from llmfit.plan.engines import NO_ENV, Explanation, Found, Image, Job, Part, Re
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.fleet import GIB
-from llmfit.plan.launch import Command
+from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import Card, Layout, LayoutSpace
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, PerCard, Rejection
@@ -56,6 +56,8 @@ class LlamaCppLaunch:
     # The knobs the user set (llamacpp_options.py); those not printed from the placement are
     # passed on as given.
     options: LlamaCppOptions = LlamaCppOptions()
+    # A command being checked, which the launch runs as given (llmfit check).
+    given: Given | None = None
     # How many cards one server may see, where its node may have more: llama-server spreads the
     # layers over every card it sees, so a server planned on k cards of a wider node is shown
     # only its own (CUDA_VISIBLE_DEVICES); 0 where it takes every card of its node.
@@ -168,6 +170,12 @@ class LlamaCpp:
             card = e.worst_card()
             assert card is not None
             lay = kw.get("layout", Layout())
+            # With -np N given, llama-server splits --ctx-size evenly over its N slots: a slot
+            # holds n_ctx / n_seq tokens (llama_context's n_ctx_seq, the cache not unified). Its
+            # own auto slots share one unified cache, where one sequence may take it all.
+            slots = settings.options(LlamaCppOptions).parallel or 1
+            if slots > 1 and "max_context" in kw:
+                kw["max_context"] //= slots
             kw["speed"] = _speed(
                 model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
                 card.kv_cache // sizes.pad(context), art.quant,
@@ -177,7 +185,7 @@ class LlamaCpp:
                 engine=self.key,
                 per_card=PerCard(card.weights, card.kv_cache, card.compute + card.overhead),
                 bits_per_weight=bits,
-                context=context,
+                context=context // slots,
                 launch=LlamaCppLaunch(
                     ctx_size=context,
                     gpu_layers=p.gpu_layers,
@@ -187,11 +195,13 @@ class LlamaCpp:
                     model_path=art.path if settings.local_paths else None,
                     options=settings.options(LlamaCppOptions),
                     visible=visible,
+                    given=settings.given,
                 ),
                 share=settings.gpu_memory_utilization,
                 kv_tokens=sizes.pad(context),
-                # llama-server's pool is --ctx-size cells: one sequence of `context` at most.
-                concurrency=float(kw.get("layout", Layout()).replicas),
+                # llama-server's pool is --ctx-size cells: one sequence of all of it, or one a
+                # slot of its share, on each server.
+                concurrency=float(lay.replicas * slots),
                 **kw,
             )
 
@@ -496,13 +506,21 @@ class LlamaCpp:
                 for i in range(lay.replicas)
             ]
         argv += ["--port", str(PORT)]
+        env: tuple[tuple[str, str], ...] = (
+            ((_VISIBLE, _cards(0, launch.visible)),) if launch.visible else ()
+        )
+        secrets: tuple[tuple[int, str], ...] = ()
+        if launch.given is not None:
+            # A checked command is launched as the user wrote it (its -ngl, its --rpc hosts).
+            argv, env, secrets = list(launch.given.argv), launch.given.env, launch.given.secrets
         if lay.nodes <= 1:
-            env = ((_VISIBLE, _cards(0, launch.visible)),) if launch.visible else ()
-            return [Command("all", tuple(argv), env=env)]
+            return [Command("all", tuple(argv), env=env, secrets=secrets)]
         # The workers first: the head connects to them as it starts.
         rpc = ("rpc-server", "-H", "0.0.0.0", "-p", str(RPC_PORT))
         out = [Command("worker", rpc, h) for h in workers]
-        out.append(Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None))
+        out.append(
+            Command("head", tuple(argv), o.node_ids[0] if o.node_ids else None, env, secrets)
+        )
         return out
 
     def image(self, option: Option[LlamaCppLaunch]) -> Image:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.argv import scan, whole
+from llmfit.plan.engines.argv import mask, scan, whole
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.settings import Pins, PlanSettings
 
@@ -23,7 +23,10 @@ VALUED = {
     "--mmproj": "mmproj",
 }  # fmt: skip
 LAUNCH_ONLY = {"--host", "--port", "-a", "--alias", "--api-key", "-t", "--threads", "--jinja",
-               "--no-jinja", "--metrics", "--offline"}  # fmt: skip
+               "--no-jinja", "--metrics", "--offline", "-hft", "--hf-token"}  # fmt: skip
+# The flags whose values are credentials, and the variable each is read from instead: llama.cpp
+# reads LLAMA_API_KEY when --api-key is absent (common/arg.cpp, set_env), and HF_TOKEN.
+SECRETS = {"--api-key": "LLAMA_API_KEY", "-hft": "HF_TOKEN", "--hf-token": "HF_TOKEN"}
 LAUNCH_SWITCHES = {"--jinja", "--no-jinja", "--metrics", "--offline"}
 _KNOBS = knobs.tables(LlamaCppOptions)
 # The variable that shows a process some of a node's cards.
@@ -69,4 +72,9 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     ).with_options(opts)
     if hf and quant is None:
         quant = DEFAULT_QUANT
-    return Request(repo=repo, settings=settings, quant=quant, path=path, ignored=tuple(ignored))
+    program = list(argv[: len(argv) - len(args)])
+    masked, refs = mask(args, SECRETS)
+    return Request(
+        repo=repo, settings=settings, quant=quant, path=path, ignored=tuple(ignored),
+        argv=(*program, *masked), secrets=tuple((i + len(program), v) for i, v in refs),
+    )  # fmt: skip

@@ -189,12 +189,14 @@ def processes(
     *,
     ray: Sequence[str] | None,
     by_rank: Callable[[int, str], Sequence[str]],
+    secrets: tuple[tuple[int, str], ...] = (),
 ) -> list[Command]:
     """The processes of a serve line `argv`: itself on one node; across nodes, with `ray` (the
     flags the head's serve adds), a Ray cluster and then one serve on its head; else the same
-    line on every node, node 0 the head, each with `by_rank(rank, head address)` added."""
+    line on every node, node 0 the head, each with `by_rank(rank, head address)` added. `secrets`
+    are the words of `argv` that are credentials (Command.secrets); what is added comes after."""
     if option.layout.nodes <= 1:
-        return [Command("all", tuple(argv), env=env)]
+        return [Command("all", tuple(argv), env=env, secrets=secrets)]
     ids = option.node_ids
     names = [ids[i] if i < len(ids) else None for i in range(option.layout.nodes)]
     head = names[0] or "<head-address>"
@@ -203,10 +205,12 @@ def processes(
         for name in names[1:]:
             join = ("ray", "start", f"--address={head}:{RAY_PORT}")
             out.append(Command("worker", join, name))
-        out.append(Command("head", (*argv, *ray), names[0], env))
+        out.append(Command("head", (*argv, *ray), names[0], env, secrets))
         return out
     return [
-        Command("head" if rank == 0 else "worker", (*argv, *by_rank(rank, head)), name, env)
+        Command(
+            "head" if rank == 0 else "worker", (*argv, *by_rank(rank, head)), name, env, secrets
+        )
         for rank, name in enumerate(names)
     ]
 
@@ -253,6 +257,7 @@ class Serving(ABC, Generic[L]):
     key: str
     name: str
     layouts: LayoutSpace
+    long_context_env: tuple[tuple[str, str], ...]
 
     def runs(self, artifact: Artifact) -> bool:
         return artifact.format == "safetensors"
@@ -262,6 +267,8 @@ class Serving(ABC, Generic[L]):
 
     def plan(self, job: Job) -> Found:
         found = Found()
+        if job.settings.given is not None:
+            found.notes += self._as_given(job)
         if any(n.is_cpu for n in job.fleet.nodes):
             found.rejected.append(
                 Rejection(
@@ -285,6 +292,28 @@ class Serving(ABC, Generic[L]):
                     replace(r, what_if=v.what_if, gpu_class=pool.gpu_class) for r in refused
                 ]
         return found
+
+    def _as_given(self, job: Job) -> list[str]:
+        """What a checked command lacks that the engine needs, in one sentence each: its launch
+        is the command as given, so the plan says so rather than adding it."""
+        given, model = job.settings.given, job.model
+        assert given is not None
+        out = []
+        env = dict(given.env)
+        if model.max_context and job.context > model.max_context:
+            missing = [f"{k}={v}" for k, v in self.long_context_env if env.get(k) != v]
+            if missing:
+                out.append(
+                    f"{self.name} refuses a context of {job.context:,}, past the "
+                    f"{model.max_context:,} the model was trained for, unless "
+                    f"{' and '.join(missing)} is set, which this command does not set"
+                )
+        if model.custom_code and "--trust-remote-code" not in given.argv:
+            out.append(
+                f"{self.name} loads this model's own code only with --trust-remote-code, which "
+                "this command does not give"
+            )
+        return out
 
     @abstractmethod
     def _variants(self, job: Job) -> list[Variant]:

@@ -36,7 +36,7 @@ from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, 
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.sglang_options import SglangOptions
-from llmfit.plan.launch import Command
+from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import ACROSS, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionCharge, AttentionKind, Model, Shape
@@ -94,6 +94,8 @@ class SglangLaunch:
     state_slots: int
     # The knobs the user set (sglang_options.py), passed on as given.
     options: SglangOptions = SglangOptions()
+    # A command being checked, which the launch runs as given (llmfit check).
+    given: Given | None = None
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -292,6 +294,7 @@ class Sglang(serving.Serving[SglangLaunch]):
             request_table=extra.pool.request_table,
             state_slots=extra.pool.state_slots,
             options=settings.options(SglangOptions),
+            given=settings.given,
         )
         return serving.option_of(job, self.key, art, pool, t, launch, share=extra.share)
 
@@ -332,7 +335,12 @@ class Sglang(serving.Serving[SglangLaunch]):
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
         argv += ["--host", HOST, "--port", str(PORT)]
-        env = self.long_context_env if launch.long_context else ()
+        env: tuple[tuple[str, str], ...] = self.long_context_env if launch.long_context else ()
+        given = launch.given
+        if given is not None:
+            # A checked command is launched as the user wrote it; only its placement on the nodes
+            # is added.
+            argv, env = list(given.argv), given.env
         # With --ray, one server on the head of a Ray cluster that places its ranks on the
         # cluster's nodes (sglang/srt/ray/engine.py RayEngine). Else the same command on every
         # node, by rank; the head's address for torch.distributed given to all. Node 0 serves the
@@ -346,7 +354,10 @@ class Sglang(serving.Serving[SglangLaunch]):
                 "--dist-init-addr", f"{head}:{DIST_INIT_PORT}",
             ]  # fmt: skip
 
-        return serving.processes(o, argv, env, ray=use_ray if ray else None, by_rank=by_rank)
+        return serving.processes(
+            o, argv, env, ray=use_ray if ray else None, by_rank=by_rank,
+            secrets=given.secrets if given else (),
+        )  # fmt: skip
 
     # -- explaining -----------------------------------------------------------------------------
 

@@ -10,44 +10,65 @@ changes memory is read; every other is kept as read but not modelled, and said s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import cache
+from typing import Any
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.argv import scan, whole
+from llmfit.plan.engines.grammar import Grammar, number, said, whole
+from llmfit.plan.engines.sglang_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.sglang_options import SglangOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
 
-# Flags that take a value, by every spelling SGLang accepts (and the unique prefixes its docs
-# use), → what they set.
-VALUED = {
-    "--model-path": "model", "--model": "model",
-    "--revision": "revision",
-    "--tp-size": "tp", "--tensor-parallel-size": "tp", "--tp": "tp",
-    "--pp-size": "pp", "--pipeline-parallel-size": "pp",
-    "--dp-size": "dp", "--data-parallel-size": "dp", "--dp": "dp",
-    "--attn-dp-size": "attn_dp", "--attention-data-parallel-size": "attn_dp",
-    "--ep-size": "ep", "--expert-parallel-size": "ep", "--ep": "ep",
-    "--context-length": "context",
-    "--kv-cache-dtype": "kv_cache_dtype",
-    "--quantization": "quantization",
-}  # fmt: skip
-# `--dp-size N --enable-dp-attention`: the spelling before --attn-dp-size (still accepted,
-# deprecated: server_args.py).
-SWITCHES = {"--enable-dp-attention": "dp_attention"}
-# Flags that shape a launch but not a card's memory: read, and not reported as ignored.
+# Flags that shape a launch but not a card's memory: read, and not reported as unmodelled.
 LAUNCH_ONLY = {
-    "--host", "--port", "--served-model-name", "--trust-remote-code", "--nnodes", "--node-rank",
-    "--dist-init-addr", "--nccl-init-addr", "--use-ray", "--api-key", "--log-level",
-    "--tool-call-parser", "--reasoning-parser", "--chat-template", "--tokenizer-path",
+    "host", "port", "served_model_name", "trust_remote_code", "nnodes", "node_rank",
+    "dist_init_addr", "use_ray", "api_key", "log_level", "tool_call_parser",
+    "reasoning_parser", "chat_template", "tokenizer_path",
 }  # fmt: skip
-LAUNCH_SWITCHES = {"--trust-remote-code", "--use-ray"}
-_KNOBS = knobs.tables(SglangOptions)
+# The flags whose values are credentials, and the variable a launch takes each from (SGLang reads
+# none itself: the command refers to it, and a shell or Kubernetes expands it).
+SECRETS = {
+    "api_key": "SGLANG_API_KEY", "admin_api_key": "SGLANG_ADMIN_API_KEY", "hf_token": "HF_TOKEN",
+}  # fmt: skip
+# The dests of the settings every engine has, in SGLang's spelling.
+NEUTRAL = {
+    "model_path", "revision", "tp_size", "pp_size", "dp_size", "attn_dp_size",
+    "enable_dp_attention", "ep_size", "context_length", "kv_cache_dtype", "quantization",
+}  # fmt: skip
 # KV dtypes as SGLang spells them → what llmfit plans.
 KV_DTYPES = {
     "auto": "auto", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp8_e4m3": "fp8",
     "fp8_e5m2": "fp8",
 }  # fmt: skip
+
+
+def _hri(text: str) -> int:
+    try:
+        return human_readable_int("", text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count") from None
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON") from None
+
+
+TYPES: dict[str, Callable[[str], Any]] = {
+    "int": whole, "float": number, "str": str, "loads": _json, "human_readable_int": _hri,
+    "json_list_type": _json,
+}  # fmt: skip
+
+
+@cache
+def grammar() -> Grammar:
+    return Grammar(FLAGS, TYPES, POSITIONAL)
 
 
 def _strip_launcher(argv: Sequence[str]) -> list[str]:
@@ -66,22 +87,27 @@ def _strip_launcher(argv: Sequence[str]) -> list[str]:
 
 def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
     """An SGLang launch → the repository, the settings and the exact layout."""
-    words = scan(
-        _strip_launcher(argv), {**VALUED, **_KNOBS.valued}, {**SWITCHES, **_KNOBS.switches},
-        LAUNCH_ONLY, LAUNCH_SWITCHES,
-    )  # fmt: skip
-    got, on, ignored, positional = words.got, words.on, words.ignored, words.positional
+    words = _strip_launcher(argv)
+    given = list(words)
     # `sglang serve REPO` takes the first word as the model (cli/serve.py
     # _normalize_positional_model_path).
-    repo = got.get("model") or (positional[0] if positional else None)
+    if words and not words[0].startswith("-"):
+        words = ["--model-path", words[0], *words[1:]]
+    g = grammar()
+    try:
+        got = g.parse(words).values
+    except ValueError as e:
+        raise ValueError(f"SGLang 0.5.23 refuses it: {e}") from None
+    repo = got.get("model_path")
     if not repo:
         raise ValueError("the SGLang command names no model: sglang serve --model-path REPO ….")
-    ignored += positional[1:] if not got.get("model") else positional
-    tp = whole("--tp-size", got.get("tp", "1"))
-    dp = whole("--dp-size", got.get("dp", "1"))
-    attn_dp = whole("--attn-dp-size", got.get("attn_dp", "1"))
-    ep = whole("--ep-size", got.get("ep", "1"))
-    if "dp_attention" in on and attn_dp == 1:
+    tp = _positive("--tp-size", got.get("tp_size", 1))
+    dp = _positive("--dp-size", got.get("dp_size", 1))
+    attn_dp = _positive("--attn-dp-size", got.get("attn_dp_size", 1))
+    ep = _positive("--ep-size", got.get("ep_size", 1))
+    if got.get("enable_dp_attention") and attn_dp == 1:
+        # `--dp-size N --enable-dp-attention`: the spelling before --attn-dp-size (still
+        # accepted, deprecated: server_args.py).
         attn_dp, dp = dp, 1
     if attn_dp > 1:
         # Data-parallel attention: one --tp-size group of attention groups (llmfit's tp × dp,
@@ -91,35 +117,54 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
             raise ValueError(f"--tp-size {tp} must be divisible by --attn-dp-size {attn_dp}.")
         pins = Pins(tp=tp // attn_dp, pp=1, dp=attn_dp, ep=True if ep > 1 else None)
     else:
-        pins = Pins(
-            tp=tp,
-            pp=whole("--pp-size", got.get("pp", "1")),
-            dp=dp,
-            ep=ep > 1,
-        )
-    kv = got.get("kv_cache_dtype", "auto")
+        pins = Pins(tp=tp, pp=_positive("--pp-size", got.get("pp_size", 1)), dp=dp, ep=ep > 1)
+    kv = got.get("kv_cache_dtype") or "auto"
     if kv not in KV_DTYPES:
         raise ValueError(
             f"--kv-cache-dtype {kv!r} is not one llmfit plans ({', '.join(sorted(KV_DTYPES))})."
         )
+    ignored: list[str] = []
     quant = got.get("quantization")
     precision = "stored"
     if quant == "fp8":
         precision = "fp8"
     elif quant is not None:
         ignored.append(f"--quantization {quant}")
-    mine = {k: v for k, v in got.items() if k in _KNOBS.valued.values()}
-    options = knobs.build(SglangOptions, knobs.read(SglangOptions, mine, {}))
+    values: dict[str, Any] = {}
+    mine: set[str] = set()
+    for d in knobs.declared(SglangOptions):
+        dest = g.dest(d.knob.flags[0]) if d.knob.flags else None
+        if dest is not None:
+            mine.add(dest)
+            if dest in got:
+                values[d.name] = got[dest]
+    options = knobs.build(SglangOptions, values)
+    for dest, value in got.items():
+        if dest not in NEUTRAL | LAUNCH_ONLY | mine and dest not in SECRETS:
+            ignored.append(said(g.spelling(dest), value))
+    context = got.get("context_length")
     settings = replace(
         defaults,
-        context=(
-            human_readable_int("--context-length", got["context"]) if "context" in got else None
-        ),
+        context=context,
         kv_cache_dtype=KV_DTYPES[kv],
         precision=precision,
         pins=pins,
         engines=("sglang",),
         every_layout=True,
     ).with_options(options)
-    repo_at = repo + (f"@{got['revision']}" if "revision" in got else "")
-    return Request(repo=repo_at, settings=settings, ignored=tuple(ignored))
+    revision = got.get("revision")
+    program = list(argv[: len(argv) - len(given)])
+    masked, refs = g.mask(given, SECRETS)
+    return Request(
+        repo=repo + (f"@{revision}" if revision else ""),
+        settings=settings,
+        ignored=tuple(ignored),
+        argv=(*program, *masked),
+        secrets=tuple((i + len(program), v) for i, v in refs),
+    )
+
+
+def _positive(flag: str, n: int) -> int:
+    if n <= 0:
+        raise ValueError(f"{flag} {n} must be positive.")
+    return n

@@ -42,7 +42,7 @@ from llmfit.plan.engines import vllm_sizes as sizes
 from llmfit.plan.engines.serving import Variant
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
-from llmfit.plan.launch import Command
+from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import ACROSS, Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionCharge, Model, Shape
@@ -103,6 +103,8 @@ class VllmLaunch:
     # part by part (for --explain).
     version: VllmVersion = NEWEST
     memory: vm.VllmMemory | None = None
+    # A command being checked, which the launch runs as given (llmfit check).
+    given: Given | None = None
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -313,6 +315,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             trust_remote_code=model.custom_code,
             version=memory.version,
             memory=memory,
+            given=settings.given,
         )
         return serving.option_of(
             job, self.key, art, pool, t, launch, share=settings.gpu_memory_utilization
@@ -326,6 +329,7 @@ class Vllm(serving.Serving[VllmLaunch]):
         o = option
         launch = o.launch
         lay = o.layout
+        given = launch.given
         # The serve line itself stays vLLM's own: SGLang's is built alike, but of other flags and
         # of its own parallel sizes (a --tp-size of tp × dp with data-parallel attention).
         argv = ["vllm", "serve", repo_id]
@@ -352,7 +356,11 @@ class Vllm(serving.Serving[VllmLaunch]):
         argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
-        env = self.long_context_env if launch.long_context else ()
+        env: tuple[tuple[str, str], ...] = self.long_context_env if launch.long_context else ()
+        if given is not None:
+            # A checked command is launched as the user wrote it; only its placement on the nodes
+            # is added (the plan changes none of its flags: what it would, it says in a note).
+            argv, env = list(given.argv), given.env
         # Ray: a cluster first, then one serve on the head. vLLM no longer picks Ray by itself
         # when the replica is wider than the node.
         backend = (
@@ -390,7 +398,10 @@ class Vllm(serving.Serving[VllmLaunch]):
                 role_args.append("--headless")
             return role_args
 
-        return serving.processes(o, argv, env, ray=backend if ray else None, by_rank=by_rank)
+        return serving.processes(
+            o, argv, env, ray=backend if ray else None, by_rank=by_rank,
+            secrets=given.secrets if given else (),
+        )  # fmt: skip
 
     # -- explaining -----------------------------------------------------------------------------
 

@@ -1,66 +1,173 @@
-"""A `vllm serve` line read back into a plan request (`llmfit check -- vllm serve …`).
+"""A `vllm serve` line read back into a plan request (`llmfit check -- vllm serve …`), as vLLM 0.33
+reads it.
 
-Flag spellings are vLLM 0.33's (vllm/engine/arg_utils.py EngineArgs.add_cli_args and
-vllm/entrypoints/openai/cli_args.py): each flag that changes memory is read; every other flag is
-kept as read but not modelled, and said so.
+vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) first rewrites the words: `--model X`
+moves to the front as the model tag, underscores in a flag's name become dashes
+(`--tensor_parallel_size=2`), `-O3` becomes `--optimization-level 3`, and dotted keys
+(`--speculative-config.method mtp`) gather into one JSON value; then argparse reads them by the
+flags `vllm serve` defines (vllm_grammar.py, dumped from vLLM itself), so the last of a flag wins,
+a negation (`--no-enforce-eager`, `--disable-expert-parallel`) turns its switch off, a unique
+prefix of a long flag is that flag, and a flag vLLM does not define is refused. What vLLM's own
+checks refuse (a LoRA rank it does not take, fewer batched tokens than sequences) is refused in
+its words. Each flag that changes memory or speed is read; every other flag vLLM takes is kept
+as read but not modelled, and said so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import argparse
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import cache
+from typing import Any
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.argv import number, scan, whole
+from llmfit.plan.engines.grammar import Grammar, number, said, whole
+from llmfit.plan.engines.vllm_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
 
-# vLLM's knobs (vllm_options.py) are read by their declaration; these are the flags of settings
-# every engine has, in vLLM's spelling (the model, the layout, the context, the KV dtype and
-# precision, the card's share), → what they set.
-VALUED = {
-    "--model": "model",
-    "--revision": "revision",
-    "--tensor-parallel-size": "tp",
-    "-tp": "tp",
-    "--pipeline-parallel-size": "pp",
-    "-pp": "pp",
-    "--data-parallel-size": "dp",
-    "-dp": "dp",
-    "--max-model-len": "max_model_len",
-    "--gpu-memory-utilization": "gpu_memory_utilization",
-    "--kv-cache-dtype": "kv_cache_dtype",
-    "--quantization": "quantization",
-    "-q": "quantization",
-}
-SWITCHES: dict[str, str | tuple[str, bool]] = {
-    "--enable-expert-parallel": "ep",
-    "-ep": "ep",
-    "--disable-expert-parallel": ("ep", False),
-}
-# Flags that shape a launch but not a card's memory: read, and not reported as ignored.
+# Flags that shape a launch but not a card's memory: read, and not reported as unmodelled.
 LAUNCH_ONLY = {
-    "--host", "--port", "--served-model-name", "--trust-remote-code", "--nnodes", "-n",
-    "--node-rank", "-r", "--master-addr", "--master-port", "--headless",
-    "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
-    "--data-parallel-start-rank", "--data-parallel-backend", "--distributed-executor-backend",
-    "--api-key", "--uvicorn-log-level", "--disable-log-requests", "--disable-log-stats",
+    "host", "port", "served_model_name", "trust_remote_code", "nnodes", "node_rank",
+    "master_addr", "master_port", "headless", "data_parallel_size_local",
+    "data_parallel_address", "data_parallel_rpc_port", "data_parallel_start_rank",
+    "data_parallel_backend", "distributed_executor_backend", "api_key", "hf_token",
+    "uvicorn_log_level", "disable_log_requests", "disable_log_stats", "enable_log_requests",
 }  # fmt: skip
-LAUNCH_SWITCHES = {"--trust-remote-code", "--headless", "--disable-log-requests",
-                   "--disable-log-stats"}  # fmt: skip
-_KNOBS = knobs.tables(VllmOptions)
+# The flags whose values are credentials, and the variable a launch takes each from: vLLM reads
+# VLLM_API_KEY itself when --api-key is absent (vllm/entrypoints/serve/middleware/register.py),
+# huggingface_hub reads HF_TOKEN.
+SECRETS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+# The dests of the settings every engine has, in vLLM's spelling.
+NEUTRAL = {
+    "model", "revision", "tensor_parallel_size", "pipeline_parallel_size",
+    "data_parallel_size", "enable_expert_parallel", "max_model_len", "gpu_memory_utilization",
+    "kv_cache_dtype", "quantization",
+}  # fmt: skip
 
 
-def _tokens(flag: str, value: str) -> int | None:
-    """--max-model-len: a count, with vLLM's k/K/m/M suffixes (1k = 1000, 1K = 1024), or auto."""
-    text = value.strip()
-    # human_readable_int_or_auto (vllm/utils/argparse_utils.py): the model's own length.
-    if text == "-1" or text.lower() == "auto":
-        return None
-    n = human_readable_int(flag, text)
-    if n <= 0:
-        raise ValueError(f"{flag} {value!r} must be positive.")
-    return n
+def _optional(read: Callable[[str], Any]) -> Callable[[str], Any]:
+    """vLLM's optional_type: "" and "None" are no value."""
+
+    def optional(text: str) -> Any:
+        return None if text in ("", "None") else read(text)
+
+    return optional
+
+
+def _hri(text: str) -> int:
+    try:
+        return human_readable_int("", text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count") from None
+
+
+def _hri_or_auto(text: str) -> int:
+    # human_readable_int_or_auto: -1 and auto (any case) are the model's own length.
+    return -1 if text.strip() == "-1" or text.strip().lower() == "auto" else _hri(text)
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON") from None
+
+
+TYPES: dict[str, Callable[[str], Any]] = {
+    "int": whole, "float": number, "str": str, "loads": _json,
+    "human_readable_int": _hri, "human_readable_int_or_auto": _hri_or_auto,
+    "_optional_type": _optional(str),
+}  # fmt: skip
+# Readers the dump cannot name (optional_type of what): vllm/engine/arg_utils.py add_cli_args.
+BY_DEST: dict[str, Callable[[str], Any]] = {"speculative_config": _optional(_json)}
+
+
+def _hidden(flag: str) -> list[str]:
+    """EnableDisableAction and BooleanOptionalAction accept `--no-X` for every `--X`, hidden
+    from help and so from the dump (vllm/utils/argparse_utils.py EnableDisableAction)."""
+    return ["--no-" + flag[2:]] if flag.startswith("--") and not flag.startswith("--no-") else []
+
+
+@cache
+def grammar() -> Grammar:
+    return Grammar(FLAGS, TYPES, POSITIONAL, hidden_negations=_hidden, by_dest=BY_DEST)
+
+
+_DASHES = re.compile(r"(?<=--)[^.]*")
+
+
+def _spell(flag: str) -> str:
+    """A flag's name as FlexibleArgumentParser respells it: underscores before any dot dashed."""
+    return _DASHES.sub(lambda m: m.group(0).replace("_", "-"), flag, count=1)
+
+
+def flexible(args: Sequence[str]) -> list[str]:
+    """The words as FlexibleArgumentParser.parse_args hands them to argparse (after `serve`)."""
+    args = list(args)
+    # `--model X` anywhere is the model tag (it warns, and moves it to the front).
+    for i, a in enumerate(args):
+        if a == "--model" and i + 1 < len(args):
+            args = [args[i + 1], *args[:i], *args[i + 2 :]]
+            break
+        if a.startswith("--model="):
+            args = [a.removeprefix("--model="), *args[:i], *args[i + 1 :]]
+            break
+    out: list[str] = []
+    for i, a in enumerate(args):
+        if a.startswith("--"):
+            key, eq, value = a.partition("=")
+            key = _spell(key)
+            out.append(f"{key}={value}" if eq else key)
+        elif a.startswith("-O") and a != "-O":
+            out += ["--optimization-level", a[3:] if a[2:3] == "=" else a[2:]]
+        elif a == "-O" and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
+            out.append("--optimization-level")
+        else:
+            out.append(a)
+    return _dotted(out)
+
+
+def _dotted(args: list[str]) -> list[str]:
+    """`--json-arg.key value` (and `--json-arg.key+ a,b`) gathered into `--json-arg JSON`."""
+    gathered: dict[str, dict[str, Any]] = {}
+    out: list[str] = []
+    skip = False
+    for i, a in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if not (a.startswith("-") and "." in a.split("=", 1)[0]):
+            out.append(a)
+            continue
+        name, eq, text = a.partition("=")
+        if not eq:
+            if i + 1 >= len(args):
+                raise ValueError(f"{name} needs a value.")
+            text, skip = args[i + 1], True
+        if name.endswith("+"):
+            name, text = name[:-1], json.dumps(text.split(","))
+        key, *path = name.split(".")
+        try:
+            value: Any = json.loads(text)
+        except (ValueError, RecursionError):
+            try:
+                value = _hri(text)
+            except argparse.ArgumentTypeError:
+                value = text
+        node = gathered.setdefault(key, {})
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        node[path[-1]] = value
+    for key, value in gathered.items():
+        out += [key, json.dumps(value)]
+    return out
 
 
 def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
@@ -70,44 +177,53 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         args = args[1:]
     if args[:1] != ["serve"]:
         raise ValueError("a vLLM command to check starts `vllm serve REPO`.")
-    words = scan(
-        args[1:], {**VALUED, **_KNOBS.valued}, {**SWITCHES, **_KNOBS.switches}, LAUNCH_ONLY,
-        LAUNCH_SWITCHES,
-    )  # fmt: skip
-    got, on, ignored, positional = words.got, words.on, words.ignored, words.positional
-    repo = got.get("model") or (positional[0] if positional else None)
+    g = grammar()
+    try:
+        parsed = g.parse(flexible(args[1:]))
+    except ValueError as e:
+        raise ValueError(f"vLLM 0.33 refuses it: {e}") from None
+    got = parsed.values
+    repo = parsed.positional.get("model_tag") or got.get("model")
     if not repo:
         raise ValueError("the vLLM command names no model: vllm serve REPO ….")
-    if len(positional) > 1:
-        ignored += positional[1:]
-    kv = got.get("kv_cache_dtype", "auto")
+    kv = got.get("kv_cache_dtype") or "auto"
     quant = got.get("quantization")
+    ignored: list[str] = []
     precision = "stored"
     if quant in ("fp8", "fp8_per_tensor"):
         precision = "fp8"
     elif quant is not None:
         ignored.append(f"--quantization {quant}")
-    gmu = defaults.gpu_memory_utilization
-    if "gpu_memory_utilization" in got:
-        gmu = number("--gpu-memory-utilization", got["gpu_memory_utilization"])
-        if not 0 < gmu <= 1:
-            raise ValueError(f"--gpu-memory-utilization {gmu:g} must be in (0, 1].")
+    gmu = got.get("gpu_memory_utilization", defaults.gpu_memory_utilization)
+    if not 0 < gmu <= 1:
+        raise ValueError(f"--gpu-memory-utilization {gmu:g} must be in (0, 1].")
     pins = Pins(
-        tp=whole("--tensor-parallel-size", got.get("tp", "1")),
-        pp=whole("--pipeline-parallel-size", got.get("pp", "1")),
-        dp=whole("--data-parallel-size", got.get("dp", "1")),
-        ep=on.get("ep", False),
+        tp=_positive("--tensor-parallel-size", got.get("tensor_parallel_size", 1)),
+        pp=_positive("--pipeline-parallel-size", got.get("pipeline_parallel_size", 1)),
+        dp=_positive("--data-parallel-size", got.get("data_parallel_size", 1)),
+        ep=bool(got.get("enable_expert_parallel", False)),
     )
-    asked = defaults.options(VllmOptions)
-    mine = {k: v for k, v in got.items() if k in _KNOBS.valued.values()}
-    values = knobs.read(VllmOptions, mine, {k: v for k, v in on.items() if k != "ep"})
+    values: dict[str, Any] = {}
+    mine: set[str] = set()
+    for d in knobs.declared(VllmOptions):
+        dest = g.dest(d.knob.flags[0]) if d.knob.flags else None
+        if dest is None:
+            continue
+        mine.add(dest)
+        if dest in got:
+            value = got[dest]
+            if d.knob.kind == "json" and value is not None and not isinstance(value, str):
+                value = json.dumps(value)
+            values[d.name] = value
     # The release modelled is llmfit's own setting (`llmfit check --vllm-version`), no flag's.
-    options = knobs.build(VllmOptions, {"version": asked.version, **values})
+    options = knobs.build(VllmOptions, {"version": defaults.options(VllmOptions).version, **values})
+    for dest, value in got.items():
+        if dest not in NEUTRAL | LAUNCH_ONLY | mine and dest not in SECRETS:
+            ignored.append(said(g.spelling(dest), value))
+    length = got.get("max_model_len", -1)
     settings = replace(
         defaults,
-        context=(
-            _tokens("--max-model-len", got["max_model_len"]) if "max_model_len" in got else None
-        ),
+        context=None if length == -1 else _positive("--max-model-len", length),
         gpu_memory_utilization=gmu,
         kv_cache_dtype={"auto": "auto", "bfloat16": "bfloat16", "bf16": "bfloat16"}.get(
             kv, "fp8" if kv.startswith("fp8") else kv
@@ -119,5 +235,19 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     ).with_options(options)
     if settings.kv_cache_dtype not in ("auto", "bfloat16", "fp8"):
         raise ValueError(f"--kv-cache-dtype {kv!r} is not one llmfit plans (auto, bfloat16, fp8).")
-    repo_at = repo + (f"@{got['revision']}" if "revision" in got else "")
-    return Request(repo=repo_at, settings=settings, ignored=tuple(ignored))
+    revision = got.get("revision")
+    program = list(argv[: len(argv) - len(args) + 1])
+    masked, refs = g.mask(args[1:], SECRETS, _spell)
+    return Request(
+        repo=repo + (f"@{revision}" if revision else ""),
+        settings=settings,
+        ignored=tuple(ignored),
+        argv=(*program, *masked),
+        secrets=tuple((i + len(program), v) for i, v in refs),
+    )
+
+
+def _positive(flag: str, n: int) -> int:
+    if n <= 0:
+        raise ValueError(f"{flag} {n} must be positive.")
+    return n
