@@ -17,7 +17,7 @@ from llmfit.advise import advise
 from llmfit.errors import UsageError
 from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import Request, for_argv, split_env
+from llmfit.plan.engines import Request, for_argv, keys, registered, split_env
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.launch import Given
 from llmfit.plan.settings import MAX_CONTEXT, PlanSettings
@@ -52,10 +52,10 @@ def check(
     engine = for_argv(words)
     if engine is None:
         first = words[0] if words else ""
+        usages = [registered(k).usage for k in keys() if registered(k).usage]
+        ways = ", ".join(usages[:-1]) + (" or " if len(usages) > 1 else "") + usages[-1]
         raise UsageError(
-            f"{first!r} is not a command llmfit can check: give one that starts "
-            "`vllm serve REPO …`, `sglang serve --model-path REPO …` (or `python -m "
-            "sglang.launch_server …`) or `llama-server -m FILE …`/`llama-server -hf REPO:QUANT …`.",
+            f"{first!r} is not a command llmfit can check: give one that starts {ways}.",
             hint="llmfit check --fleet 2xh100-80g -- vllm serve openai/gpt-oss-20b "
             "--tensor-parallel-size 2",
         )

@@ -217,6 +217,8 @@ class Registered:
     # cannot run a repository's files, or read a command, is never imported for it.
     formats: tuple[str, ...] = ()
     programs: tuple[str, ...] = ()
+    # How its command starts, for the sentence that says which commands `llmfit check` reads.
+    usage: str = ""
 
 
 # Key → its line; each module has an `ENGINE` implementing Engine. Order is the order engines are
@@ -230,16 +232,19 @@ _REGISTRY: dict[str, Registered] = {
     "vllm": Registered(
         "llmfit.plan.engines.vllm", "vLLM", "llmfit.plan.engines.vllm_options:VllmOptions",
         ("vllm_version",), formats=("safetensors",), programs=("vllm",),
+        usage="`vllm serve REPO …`",
     ),
     "llama.cpp": Registered(
         "llmfit.plan.engines.llamacpp", "llama.cpp",
         "llmfit.plan.engines.llamacpp_options:LlamaCppOptions",
         ("gpu_layers", "cpu_moe_layers", "host_bytes"), formats=("gguf",),
         programs=("llama-server",),
+        usage="`llama-server -m FILE …`/`llama-server -hf REPO:QUANT …`",
     ),
     "sglang": Registered(
         "llmfit.plan.engines.sglang", "SGLang", "llmfit.plan.engines.sglang_options:SglangOptions",
         named_only=True, formats=("safetensors",), programs=("sglang", "sglang.launch_server"),
+        usage="`sglang serve --model-path REPO …` (or `python -m sglang.launch_server …`)",
     ),
 }  # fmt: skip
 
