@@ -133,8 +133,15 @@ def breakdown(o: Option) -> str:
 
 
 def render_text(
-    advice: Advice, console: Console, show_all: bool = False, ray: bool = False, fmt: str = "shell"
+    advice: Advice,
+    console: Console,
+    show_all: bool = False,
+    ray: bool = False,
+    fmt: str = "shell",
+    number: int = 1,
 ) -> None:
+    """The model, the table of options, and one option in full with its launch: the best, or
+    option `number` (--option), whose launch is then the one printed."""
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
     print_wrapped(console, f"{repo.id}{at} {model_line(advice)}")
@@ -157,11 +164,12 @@ def render_text(
         console.print(options_table(shown, console.width))
         if len(shown) < len(options):
             console.print(Text(f"… and {len(options) - len(shown)} more (--all)", style="dim"))
-        best = options[0]
+        best = options[number - 1]
         console.print()
-        head = f"Best: {describe(best)}"
+        title = "Best: " if number == 1 else f"Option {number}: "
+        head = f"{title}{describe(best)}"
         if len(head) <= console.width:
-            console.print(Text("Best: ", style="bold green") + Text(clean(describe(best))))
+            console.print(Text(title, style="bold green") + Text(clean(describe(best))))
         else:
             print_wrapped(console, head, "bold green")
         print_wrapped(console, "  " + breakdown(best))
