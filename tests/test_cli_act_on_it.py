@@ -50,3 +50,45 @@ def test_option_n_without_a_format_prints_that_options_command(run):
     assert shown in where
     # Its launch, not the best one's: one vllm serve line at the end.
     assert out.rstrip().splitlines()[-1].startswith("vllm serve Qwen/Qwen3-8B ")
+
+
+# -- 10. --gpu-memory-utilization is vLLM's; SGLang's share is its own flag ----------------------
+
+
+def test_gpu_memory_utilization_for_sglang_is_refused_with_sglangs_own_flag(run):
+    code, out, err = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", "sglang",
+        "--gpu-memory-utilization", "0.7",
+    )  # fmt: skip
+    assert code == 2
+    assert out == ""
+    assert err == (
+        "llmfit: --gpu-memory-utilization 0.7 is vLLM's share of a card, and SGLang's is its own "
+        "--mem-fraction-static (the weights and the KV pool, without the activations and CUDA "
+        "graphs SGLang keeps beside them): give --mem-fraction-static for SGLang.\n"
+        "hint: llmfit Qwen/Qwen3-8B --engine sglang --mem-fraction-static 0.7\n"
+    )
+    # Beside vLLM too: the SGLang options would not have it, in the same table.
+    code, _, _ = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", "sglang", "--engine", "vllm",
+        "--gpu-memory-utilization", "0.7",
+    )  # fmt: skip
+    assert code == 2
+
+
+def test_sglangs_own_share_is_passed_and_vllms_is_still_taken(run):
+    code, out, err = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", "sglang", "--precision", "stored",
+        "--mem-fraction-static", "0.7",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.rstrip().splitlines()[-1] == (
+        "sglang serve --model-path Qwen/Qwen3-8B --tp-size 1 --context-length 40960 "
+        "--mem-fraction-static 0.700 --host 0.0.0.0 --port 30000"
+    )
+    code, out, err = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored",
+        "--gpu-memory-utilization", "0.7",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.rstrip().endswith("--gpu-memory-utilization 0.70")
