@@ -92,3 +92,127 @@ def test_sglangs_own_share_is_passed_and_vllms_is_still_taken(run):
     )  # fmt: skip
     assert code == 0, err
     assert out.rstrip().endswith("--gpu-memory-utilization 0.70")
+
+
+# -- 7. What a person sees: 80 columns, piped output, the fleet's bars, one label grammar --------
+
+
+def _unwrapped(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_at_80_columns_busy_options_still_say_so(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run("deepseek-ai/DeepSeek-V3", "--fleet", str(EXAMPLE_FLEET), "--all")
+    assert code == 0, err
+    lines = out.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("# artifact"))
+    assert header.split()[-1] == "now"
+    # Rows 11 to 20 are the two-node layouts on ib1, whose four h100 nodes each have 4 of their
+    # 8 cards in use (examples/fleet.toml): no whole node is free, so none can run now.
+    rows = {line.split()[0]: line for line in lines if line.split()[:1] and line[:2].strip()}
+    for n in range(11, 21):
+        assert rows[str(n)].rstrip().endswith(" busy"), rows[str(n)]
+    assert rows["1"].rstrip().endswith(" free")
+    # The columns it did leave out are named under the table, with what the engine's said.
+    assert (
+        "not shown at 80 columns (every column is at 120): hosts, bits, engine (vllm for all)"
+        in _unwrapped(out)
+    )
+
+
+def test_at_80_columns_a_column_that_says_the_same_on_every_row_is_named_with_it(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
+    assert code == 0
+    assert (
+        "not shown at 80 columns (every column is at 120): hosts, bits, engine (vllm for all), "
+        "now (all free)" in _unwrapped(out)
+    )
+    # At 120, every column and no such line.
+    monkeypatch.setenv("COLUMNS", "120")
+    _, wide, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
+    assert "not shown" not in wide
+    assert wide.splitlines()[3].split()[-2:] == ["hosts", "now"]
+
+
+def _no_terminal(monkeypatch, widths: dict[int, int]) -> None:
+    import os
+
+    def size(fd: int = 1) -> os.terminal_size:
+        if fd in widths:
+            return os.terminal_size((widths[fd], 40))
+        raise OSError("not a terminal")
+
+    monkeypatch.setattr(os, "get_terminal_size", size)
+
+
+def test_piped_output_with_no_columns_and_no_terminal_is_80_wide(run, monkeypatch):
+    monkeypatch.delenv("COLUMNS")
+    _no_terminal(monkeypatch, {})
+    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    drawn = [line for line in out.splitlines() if not line.startswith("vllm serve ")]
+    assert max(len(line) for line in drawn) <= 80
+    # The table as at 80 columns: no bits column, and the line that says so.
+    assert "not shown at 80 columns" in out
+
+
+def test_piped_output_takes_the_width_of_the_terminal_stderr_is_on(run, monkeypatch):
+    # `llmfit … | less`: stdout is the pipe, stderr the terminal, 100 columns wide.
+    monkeypatch.delenv("COLUMNS")
+    _no_terminal(monkeypatch, {2: 100})
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
+    assert code == 0
+    header = out.splitlines()[3].split()
+    assert "bits" in header and "hosts" not in header
+    assert "not shown at 100 columns (every column is at 120): hosts" in _unwrapped(out)
+
+
+def test_the_fleets_bars_fit_80_columns(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run("fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # The table is 68 wide, so 10 cells a bar: the h100s, 16 of 32 cards used, are half used.
+    h100 = next(line for line in out.splitlines() if line.startswith("h100-80g "))
+    assert h100.endswith("  " + "█" * 5 + "░" * 5)
+    assert out.splitlines()[out.splitlines().index(h100) + 3].strip() == (
+        "█ used  ░ free  × unhealthy"
+    )
+
+
+def test_one_label_grammar_names_every_size_above_one():
+    from llmfit.plan.layout import Layout
+
+    assert Layout().short() == ""
+    assert Layout(tp=8).short() == "tp8"
+    assert Layout(tp=8, pp=2, nodes=2).short() == "tp8×pp2"
+    assert Layout(tp=2, dp=4, ep=True).short() == "tp2×dp4+ep"
+    assert Layout(dp=8, ep=True).short() == "dp8+ep"
+    # Expert parallelism spreads experts over tp × dp ranks: a pipeline of one card a stage
+    # spreads none, so its label does not claim it.
+    assert Layout(pp=11, ep=True, nodes=11).short() == "pp11"
+    assert Layout(tp=4, pp=3, ep=True, nodes=3).label() == " (tp4×pp3+ep)"
+
+
+def test_tensor_parallel_and_data_parallel_rows_are_labelled_alike_and_a_dense_model_has_no_ep(
+    run,
+):
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--all", "--precision", "stored")
+    assert code == 0
+    for where in ("2 × h100-80g (tp2)", "2 × h100-80g (dp2)", "8 × h100-80g (tp8)",
+                  "8 × h100-80g (tp2×dp4)"):  # fmt: skip
+        assert f" vllm   {where} " in out, where
+    assert " vllm   1 × h100-80g " in out
+    assert "+ep" not in out
+
+
+def test_the_table_and_explain_say_a_layout_alike(run):
+    code, out, _ = run(
+        "meta-llama/Meta-Llama-3.1-405B", "--fleet", "2x8xh100-80g@ib0", "--precision", "stored",
+        "--context", "8k", "--explain",
+    )  # fmt: skip
+    assert code == 0
+    assert out.startswith("Option 1: 2 nodes × 8 h100-80g on ib0 (tp8×pp2), bf16,")
+    assert "  the fullest card of 16 (tp8×pp2):" in out.splitlines()

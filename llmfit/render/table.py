@@ -70,21 +70,43 @@ def attention_line(advice: Advice) -> str | None:
     return "attention: " + ", ".join(parts)
 
 
-# Columns by how much a reader loses without them, most first: on a narrow terminal the table
-# drops from the end of this list rather than cut a number (every column but the what-if and
-# where never wraps).
-OPTIONAL = ("hosts", "engine", "bits", "now")
+# On a narrow terminal the table leaves out the columns a reader loses least without, rather than
+# cut a number (every column but the what-if and where never wraps), and says under it which it
+# left out and what they held. The width at which every column is shown.
+FULL = 120
+
+
+def dropped(options: list[Option], width: int) -> list[str]:
+    """The columns left out at `width`: hosts below 120; below 100 the bits, and the engine and
+    `now` where every row says the same (a column that tells busy from free is kept)."""
+    drop: list[str] = []
+    if width < FULL:
+        drop.append("hosts")
+    if width < 100:
+        drop.append("bits")
+        if len({o.engine for o in options}) == 1:
+            drop.append("engine")
+        if all(o.free_now for o in options):
+            drop.append("now")
+    return drop
+
+
+def left_out(options: list[Option], width: int) -> str | None:
+    """The line under a narrow table that says which columns it left out: those whose every row
+    says the same with what they say, the others by name."""
+    drop = dropped(options, width)
+    if not drop:
+        return None
+    said = {
+        "engine": f"engine ({options[0].engine} for all)" if options else "engine",
+        "now": "now (all free)",
+    }
+    shown = ", ".join(said.get(name, name) for name in drop)
+    return f"not shown at {width} columns (every column is at {FULL}): {shown}"
 
 
 def options_table(options: list[Option], width: int = 120) -> Table:
-    engines = {o.engine for o in options}
-    drop: set[str] = set()
-    if width < 120:
-        drop.add("hosts")
-    if width < 100:
-        drop |= {"bits", "now"}
-        if len(engines) == 1:
-            drop.add("engine")
+    drop = set(dropped(options, width))
     need = "need/have GiB" if width < 120 else "a card: need/have GiB"
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     columns = (
@@ -107,7 +129,10 @@ def options_table(options: list[Option], width: int = 120) -> Table:
         cells = {
             "#": str(i),
             "artifact": quant(o),
-            "what-if": o.what_if or "",
+            # Below 100 columns the longest what-if in short, so that it and the layout fit a line.
+            "what-if": (o.what_if or "").replace(" and KV cache", "+KV")
+            if width < 100
+            else o.what_if or "",
             "engine": o.engine,
             "where": label(o),
             "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
@@ -164,6 +189,9 @@ def render_text(
         console.print(options_table(shown, console.width))
         if len(shown) < len(options):
             console.print(Text(f"… and {len(options) - len(shown)} more (--all)", style="dim"))
+        narrow = left_out(shown, console.width)
+        if narrow:
+            print_wrapped(console, narrow, "dim")
         best = options[number - 1]
         console.print()
         title = "Best: " if number == 1 else f"Option {number}: "

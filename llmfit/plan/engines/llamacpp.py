@@ -85,15 +85,15 @@ def in_ram(o: Option) -> str:
 
 
 def where(o: Option) -> str:
+    """Where it runs, in the grammar of every label (Layout.short): llama.cpp's layer split over
+    k cards is its pipeline ("pp4"; llama.cpp logs "pipeline parallelism enabled"), its
+    independent servers data-parallel copies ("dp4"), then what stays in the host's RAM."""
     if o.cpu:
         return "CPU"
     lay = o.layout
     if lay.nodes > 1:
-        return f"{lay.nodes} nodes × {lay.cards_per_node} {o.gpu_class} on {o.fabric}"
-    if lay.replicas > 1:
-        each = "a server each" if lay.pp == 1 else f"{lay.replicas} servers of {lay.pp}"
-        return f"{lay.cards} × {o.gpu_class} ({each})"
-    return f"{lay.cards} × {o.gpu_class}{in_ram(o)}"
+        return f"{lay.nodes} nodes × {lay.cards_per_node} {o.gpu_class} on {o.fabric}{lay.label()}"
+    return f"{lay.cards} × {o.gpu_class}{lay.label()}{in_ram(o)}"
 
 
 class LlamaCpp:

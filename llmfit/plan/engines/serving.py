@@ -121,12 +121,14 @@ def split_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
 
 
 def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
-    """ "4 × h200-141g", "8 × h100-80g (tp4×pp2)", "2 nodes × 8 h100-80g on ib0"."""
-    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
-    shape = "" if plain else f" ({layout.short()})"
+    """ "1 × h200-141g", "4 × h200-141g (tp4)", "8 × h100-80g (tp4×pp2)", "2 nodes × 8
+    h100-80g on ib0 (tp8×pp2)": every parallel size above 1 named (Layout.short)."""
     if layout.nodes > 1:
-        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
-    return f"{layout.cards} × {gpu_class}{shape}"
+        return (
+            f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}"
+            f"{layout.label()}"
+        )
+    return f"{layout.cards} × {gpu_class}{layout.label()}"
 
 
 def speed(
