@@ -216,3 +216,78 @@ def test_the_table_and_explain_say_a_layout_alike(run):
     assert code == 0
     assert out.startswith("Option 1: 2 nodes × 8 h100-80g on ib0 (tp8×pp2), bf16,")
     assert "  the fullest card of 16 (tp8×pp2):" in out.splitlines()
+
+
+# -- 5. llmfit models: parameter counts, the trained-context mark, "1 GPU", the order asked ------
+
+
+def test_max_params_counts_safetensors_repositories_and_leaves_out_the_big_ones(run):
+    code, out, err = run("models", "--fleet", str(EXAMPLE_FLEET), "--max-params", "70b")
+    assert code == 0, err
+    listed = out.split("\n\n", 1)[1]
+    for big in ("Meta-Llama-3.1-405B", "Qwen/Qwen3-235B-A22B", "DeepSeek-V3", "Kimi-K2"):
+        assert big not in listed, big
+    # 70b is every count that reads as 70 billion: Llama-3.1-70B's 2 × 70,553,706,496 bytes of
+    # bf16 are 70.55 billion parameters, within it.
+    assert "meta-llama/Meta-Llama-3.1-70B" in listed
+    # Over 70,999,999,999: from their indexes, Qwen3-235B-A22B (235.1 billion) and
+    # Meta-Llama-3.1-405B (405.9); from their configs, Qwen2.5-72B (72.7), Qwen3-235B-A22B-FP8
+    # and -NVFP4 (235.1), Qwen3-Next-80B (79.6), DeepSeek-R1 and -V3 (671.0), Llama-4-Scout
+    # (107.8), Kimi-K2 (1,026), gpt-oss-120b (116.8) and GLM-4.5-Air (106.9): 12.
+    assert "12 models over --max-params not shown" in out
+
+
+def test_the_params_column_is_counted_from_the_index(run):
+    code, out, _ = run("models", "--fleet", "1xh100-80g")
+    assert code == 0
+    # Qwen3-8B's index: 16,381,470,720 bytes of bf16, 8,190,735,360 parameters.
+    row = next(line for line in out.splitlines() if " Qwen/Qwen3-8B " in line)
+    assert row.split()[2] == "8.2B"
+    # One card is "1 GPU".
+    assert out.splitlines()[0].endswith("· 1 node · 1 GPU")
+
+
+def test_a_context_past_the_trained_one_is_marked(run):
+    code, out, _ = run("models", "--fleet", "1xh100-80g", "--context", "64k")
+    assert code == 0
+    rows = {line.split()[1]: line for line in out.splitlines() if line[:2].strip().isdigit()}
+    # Qwen3-8B was trained for 40,960 tokens, Mixtral for 32,768: both are marked at 65,536;
+    # Llama-3.1-8B (131,072) is not.
+    assert "65,536*" in rows["Qwen/Qwen3-8B"]
+    assert "65,536*" in rows["mistralai/Mixtral-8x7B-v0.1"]
+    assert "*" not in rows["meta-llama/Llama-3.1-8B-Instruct"]
+    said = " ".join(out.split())
+    assert (
+        "* a context of 65,536 is past the one these were trained for (Qwen/Qwen3-8B 40,960, "
+        in said
+    )
+    assert "mistralai/Mixtral-8x7B-v0.1 32,768)" in said
+    assert "answers past it may degrade" in said
+
+
+def test_the_listing_is_in_the_order_asked(run):
+    import re
+
+    def rows(out: str) -> list[tuple[str, int, str, float]]:
+        found = []
+        for line in out.splitlines():
+            cells = line.split()
+            if cells[:1] and cells[0].isdigit() and len(cells) > 6:
+                cards = int(re.search(r" (\d+) × ", line).group(1))
+                what_if = "fp8 weights" in line or "KV cache" in line
+                found.append((cells[1], cards, what_if, float(cells[-2])))
+        return found
+
+    code, out, _ = run("models", "--fleet", "1xh100-80g")
+    assert code == 0
+    listed = rows(out)
+    # One card each: the checkpoints as shipped by the sequences they hold, most first; then the
+    # what-ifs. gpt-oss-20b, which holds the most, is first.
+    shipped = [r for r in listed if not r[2]]
+    assert shipped[0][0] == "openai/gpt-oss-20b"
+    assert [r[3] for r in shipped] == sorted((r[3] for r in shipped), reverse=True)
+    assert listed.index(shipped[-1]) < min(listed.index(r) for r in listed if r[2])
+    # --rank concurrency: the most sequences first whatever the what-if.
+    _, out, _ = run("models", "--fleet", "1xh100-80g", "--rank", "concurrency")
+    held = [r[3] for r in rows(out)]
+    assert held == sorted(held, reverse=True)

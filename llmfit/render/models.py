@@ -16,6 +16,22 @@ from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
 
+# The mark of a model planned past the context it was trained for, and what it means.
+PAST = "*"
+
+
+def past_line(fits: list[ModelResult], context: int) -> str | None:
+    """What the mark says, under the models it marks: which were trained for less."""
+    marked = [r for r in fits if r.past_trained]
+    if not marked:
+        return None
+    trained = ", ".join(f"{_name(r)} {r.past_trained:,}" for r in marked)
+    return (
+        f"{PAST} a context of {context:,} is past the one these were trained for ({trained}): "
+        "llmfit REPO --context says how each is served that long, and answers past it may "
+        "degrade"
+    )
+
 
 def _name(r: ModelResult) -> str:
     return r.repo_id + (f"@{r.revision[:12]}" if r.revision else "")
@@ -33,14 +49,14 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
             {
                 "#": "",
                 "model": _name(r),
-                "params": _count(r.advice.repo.model.params),
+                "params": _count(r.params),
                 "artifact": quant(o),
                 "what-if": o.what_if or "",
                 "engine": o.engine,
                 "where": label(o),
                 "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
                 "need/have GiB": f"{gib(o.per_card.need)}/{gib(o.have)}",
-                "max ctx": f"{o.max_context:,}",
+                "max ctx": f"{o.max_context:,}{PAST if r.past_trained else ''}",
                 "seqs": f"{o.concurrency:.2f}",
                 "now": "free" if o.free_now else "busy",
             }
@@ -94,7 +110,8 @@ def render_models(models: Models, console: Console) -> None:
     print_wrapped(
         console,
         f"{models.source} · fleet: {fleet.source} · {fleet.node_count:,} "
-        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} GPUs",
+        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} "
+        f"GPU{'s' if fleet.gpus != 1 else ''}",
         "dim",
     )
     for note in models.notes:
@@ -118,14 +135,17 @@ def render_models(models: Models, console: Console) -> None:
             print_wrapped(
                 console,
                 f"    {what}, {o.engine}, {label(o)}, {gib(o.per_card.need)}/{gib(o.have)} GiB, "
-                f"ctx {o.max_context:,}, {o.concurrency:.2f} seqs"
-                + ("" if o.free_now else ", busy"),
+                f"ctx {o.max_context:,}{PAST if r.past_trained else ''}, "
+                f"{o.concurrency:.2f} seqs" + ("" if o.free_now else ", busy"),
             )
     elif table is not None:
         console.print()
         console.print(table)
     else:
         console.print(Text("no model fits this fleet", style="red"))
+    past = past_line(fits, fits[0].advice.plan.context) if fits and fits[0].advice else None
+    if past:
+        print_wrapped(console, past, "yellow")
     if misses:
         console.print()
         console.print(Text("does not fit:", style="bold"))
