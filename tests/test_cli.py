@@ -316,7 +316,7 @@ def test_why_not_names_a_width_that_does_not_divide_the_heads(run, tmp_path):
     code, out, _ = run(str(tmp_path), "--fleet", str(fleet), "--why-not", "--precision", "stored")
     assert code == 1
     assert (
-        "    8 × h100-80g: Total number of attention heads (28) must be "
+        "    8 × h100-80g (tp8): Total number of attention heads (28) must be "
         "divisible by tensor parallel size (8)."
     ) in out.splitlines()
 

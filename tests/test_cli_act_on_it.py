@@ -291,3 +291,206 @@ def test_the_listing_is_in_the_order_asked(run):
     _, out, _ = run("models", "--fleet", "1xh100-80g", "--rank", "concurrency")
     held = [r[3] for r in rows(out)]
     assert held == sorted(held, reverse=True)
+
+
+# -- 2. A pin that removes every layout says which rule did, and the nearest layout that fits ---
+
+NO_FABRIC = (
+    "16 cards are more than a h100-80g node's 8, and these nodes have no fabric, so a replica "
+    'cannot span them: give them one (fabric = "ib0" in a fleet file; inline, @ib0 as in '
+    "2x8xh100-80g@ib0)"
+)
+
+
+def test_check_of_two_nodes_without_a_fabric_says_why(run):
+    import json
+
+    argv = (
+        "--", "vllm", "serve", "meta-llama/Meta-Llama-3.1-405B", "--tensor-parallel-size", "8",
+        "--pipeline-parallel-size", "2", "--max-model-len", "8192",
+    )  # fmt: skip
+    code, out, _ = run("check", "--fleet", "2x8xh100-80g", *argv)
+    assert code == 1
+    lines = out.splitlines()
+    at = lines.index("does not fit:")
+    assert " ".join(" ".join(lines[at + 1 : at + 3]).split()) == (
+        f"16 × h100-80g (tp8×pp2): {NO_FABRIC}"
+    )
+    code, out, _ = run("check", "--fleet", "2x8xh100-80g", "--json", *argv)
+    doc = json.loads(out)
+    assert {r["reason"] for r in doc["rejected"]} == {NO_FABRIC}
+    assert doc["unplaced"][0]["reason"] == f"16 × h100-80g (tp8×pp2): {NO_FABRIC}"
+    # On the same nodes on a fabric, the same command fits: two nodes of eight.
+    code, out, _ = run("check", "--fleet", "2x8xh100-80g@ib0", *argv)
+    assert code == 0
+    assert out.splitlines()[1].startswith("fits: 16 cards of h100-80g")
+
+
+def test_a_width_that_does_not_divide_the_heads_says_so_not_cpu_nodes(run):
+    # Qwen3-235B-A22B has 64 attention heads (config.json): 3 does not divide them.
+    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", str(EXAMPLE_FLEET), "--tp", "3")
+    assert code == 1
+    said = " ".join(out.split())
+    assert (
+        "safetensors: 3 × a100-80g (tp3): Total number of attention heads (64) must be divisible "
+        "by tensor parallel size (3)." in said
+    )
+    assert "CPU node" not in said.split("fleet:", 1)[1].split("note:")[0]
+    assert "safetensors: safetensors weights are planned" not in said
+    # The nearest layout that fits, and the pin that gives it.
+    assert "nearest that fits: 2 × h200-141g (tp2+ep), fp8" in said
+    assert said.endswith("(--tp 2)")
+
+
+def test_why_not_names_the_heads_a_width_does_not_divide(run):
+    # Qwen3-8B: 32 attention heads, 8 KV heads.
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--tp", "3", "--why-not")
+    assert code == 1
+    said = " ".join(out.split())
+    assert (
+        "3 × h100-80g (tp3): Total number of attention heads (32) must be divisible by tensor "
+        "parallel size (3)." in said
+    )
+    assert "No way was refused" not in said
+    assert "safetensors: nearest that fits: 2 × h100-80g (tp2), bf16," in said
+
+
+def test_data_parallel_ranks_of_pipelines_are_refused_by_their_rule(run):
+    code, out, _ = run(
+        "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--tp", "2", "--pp", "2", "--dp", "4",
+        "--precision", "stored",
+    )  # fmt: skip
+    assert code == 1
+    said = " ".join(out.split())
+    assert (
+        "safetensors: 16 × h100-80g (tp2×pp2×dp4): data-parallel ranks are planned as one "
+        "tensor-parallel group each, not as pipelines of stages (give the ranks or the stages, "
+        "not both)" in said
+    )
+    # Nearest: the layout with two of the three sizes, tp 2 and dp 4, on the node's 8 cards.
+    assert said.endswith(
+        "nearest that fits: 8 × h100-80g (tp2×dp4), bf16, 12.2 GiB a card (59.1 free) "
+        "(--tp 2 --pp 1 --dp 4)"
+    )
+    _, why, _ = run(
+        "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--tp", "2", "--pp", "2", "--dp", "4",
+        "--precision", "stored", "--why-not",
+    )  # fmt: skip
+    assert "No way was refused" not in why
+    assert "data-parallel ranks are planned as one tensor-parallel group each" in why
+    assert "nearest that fits: 8 × h100-80g (tp2×dp4)" in " ".join(why.split())
+
+
+def test_pipeline_stages_alone_are_planned_as_asked(run):
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--pp", "2", "--precision",
+                       "stored")  # fmt: skip
+    assert code == 0
+    rows = [line for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
+    assert rows and all("pp2" in row for row in rows)
+    assert " --pipeline-parallel-size 2 " in out.rstrip().splitlines()[-1]
+
+
+def test_expert_parallelism_asked_of_a_dense_model_is_said_and_left_out(run):
+    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "2xh100-80g", "--ep", "--precision", "stored")
+    assert code == 0
+    assert (
+        "note: expert parallelism is asked for, but the model is not a mixture of experts: there "
+        "are no experts to spread, so it is left out of the layouts" in " ".join(out.split())
+    )
+    assert "--enable-expert-parallel" not in out
+    # A checked command that passes it (vLLM accepts and ignores it on a dense model) fits.
+    code, out, _ = run(
+        "check", "--fleet", "2xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-8B", "-tp", "2",
+        "--enable-expert-parallel",
+    )  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[1].startswith("fits: 2 cards of h100-80g")
+
+
+# -- 3. Pins for a GGUF file: llama.cpp's meaning of each, or one sentence ------------------------
+
+GGUF = "llmfit-fixtures/Tiny-Llama-GGUF"
+
+
+def _labels(run, *pins: str) -> set[str]:
+    import json
+
+    code, out, err = run(GGUF, "--fleet", "8xrtx4090-24g", *pins, "--json", "--all")
+    assert code == 0, err
+    return {o["label"] for o in json.loads(out)["options"]}
+
+
+def test_gguf_gpus_is_the_cards_of_a_split_or_of_servers(run):
+    # --gpus 4: four cards, as one server over all four (its layers split by count: pp4), two
+    # servers of two, or four of one; never the CPU or one card.
+    assert _labels(run, "--gpus", "4") == {
+        "4 × rtx4090-24g (pp4)", "4 × rtx4090-24g (pp2×dp2)", "4 × rtx4090-24g (dp4)",
+    }  # fmt: skip
+
+
+def test_gguf_pp_is_the_cards_a_server_splits_its_layers_over(run):
+    # --pp 2: each server on two cards, one to four of them on the node's eight.
+    assert _labels(run, "--pp", "2") == {
+        "2 × rtx4090-24g (pp2)", "4 × rtx4090-24g (pp2×dp2)", "6 × rtx4090-24g (pp2×dp3)",
+        "8 × rtx4090-24g (pp2×dp4)",
+    }  # fmt: skip
+    code, out, _ = run(GGUF, "--fleet", "8xrtx4090-24g", "--pp", "2", "--commands")
+    assert code == 0
+    assert " --tensor-split 1,1 " in out.splitlines()[0]
+
+
+def test_gguf_dp_is_independent_servers(run):
+    # --dp 4: four servers, of one card or of two (4 × 2 = 8 cards).
+    assert _labels(run, "--dp", "4") == {"4 × rtx4090-24g (dp4)", "8 × rtx4090-24g (pp2×dp4)"}
+    code, out, _ = run(GGUF, "--fleet", "8xrtx4090-24g", "--dp", "4", "--commands")
+    assert code == 0
+    lines = [line for line in out.splitlines() if "llama-server" in line]
+    assert len(lines) == 4
+    assert lines[0].startswith("CUDA_VISIBLE_DEVICES=0 llama-server ")
+    assert lines[3].startswith("CUDA_VISIBLE_DEVICES=3 llama-server ")
+    assert [line.split()[-1] for line in lines] == ["8080", "8081", "8082", "8083"]
+
+
+def test_gguf_tensor_parallelism_is_refused_in_one_sentence(run):
+    code, out, _ = run(GGUF, "--fleet", "8xrtx4090-24g", "--tp", "2", "--precision", "stored")
+    assert code == 1
+    said = " ".join(out.split())
+    assert (
+        "Tiny-Llama-Q4_K_M.gguf: --tp 2: llama.cpp splits a GGUF file over cards by layers "
+        "(--tensor-split), not by tensor parallelism; --gpus 2 (or --pp 2) puts its layers on 2 "
+        "cards" in said
+    )
+    assert "nearest that fits: 1 × rtx4090-24g, Q4_K_M," in said
+    # --tp 1 is every llama.cpp layout: it narrows nothing.
+    assert _labels(run, "--tp", "1") == _labels(run)
+
+
+def test_gguf_expert_parallelism_is_refused_in_one_sentence(run):
+    code, out, _ = run(GGUF, "--fleet", "8xrtx4090-24g", "--ep", "--precision", "stored")
+    assert code == 1
+    assert (
+        "--ep: llama.cpp has no expert parallelism; a mixture of experts' experts are split over "
+        "cards by layer with the rest, or kept in RAM (--n-cpu-moe)" in " ".join(out.split())
+    )
+
+
+def test_gguf_cards_past_a_node_without_a_fabric_say_why(run):
+    code, out, _ = run(GGUF, "--fleet", "8xrtx4090-24g", "--gpus", "16", "--precision", "stored")
+    assert code == 1
+    said = " ".join(out.split())
+    assert (
+        "Tiny-Llama-Q4_K_M.gguf: 16 × rtx4090-24g: 16 cards are more than a rtx4090-24g node's "
+        "8, and these nodes have no fabric for llama.cpp's RPC across nodes" in said
+    )
+    # On two such nodes on a fabric: one server over all sixteen cards, by RPC.
+    assert _labels_on(run, "2x8xrtx4090-24g@ib0", "--gpus", "16") == {
+        "2 nodes × 8 rtx4090-24g on ib0 (pp16)"
+    }
+
+
+def _labels_on(run, fleet: str, *pins: str) -> set[str]:
+    import json
+
+    code, out, err = run(GGUF, "--fleet", fleet, *pins, "--json", "--precision", "stored")
+    assert code == 0, err
+    return {o["label"] for o in json.loads(out)["options"]}

@@ -12,7 +12,7 @@ from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
-from llmfit.plan.settings import PRECISIONS, PlanSettings
+from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -33,6 +33,10 @@ class Unplaced:
     fits_where: str = ""
     # Part of it would run with the rest in RAM, if the nodes had RAM given.
     wants_ram: bool = False
+    # Where pinned sizes (--tp, --pp, --dp, --ep, --gpus, or a checked command's) left nothing:
+    # the layout nearest them that fits without them, and the pins that would give it.
+    nearest: Option | None = None
+    nearest_pins: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,6 +87,21 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             found += _shorter(model, art, fleet, settings, rejected)
         if found:
             options.extend(found)
+        elif settings.pins.any:
+            u = _nearest(art, rejected, pools, pinned=True)
+            fit = _nearest_fit(model, art, fleet, settings)
+            pins = settings.pins
+            if fit is not None:
+                # The user's pins, each at the value the nearest layout has.
+                given = Pins(
+                    tp=fit.tp if pins.tp is not None else None,
+                    pp=fit.pp if pins.pp is not None else None,
+                    dp=fit.dp if pins.dp is not None else None,
+                    ep=fit.expert_parallel if pins.ep is not None else None,
+                    gpus=fit.gpus if pins.gpus is not None else None,
+                )
+                u = replace(u, nearest=fit, nearest_pins=given.describe())
+            unplaced.append(u)
         else:
             unplaced.append(_nearest(art, rejected, pools))
     return Plan(
@@ -157,12 +176,43 @@ def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[
     )
 
 
-def _nearest(art: Artifact, rejected: list[Rejection], pools: list[ClassPool]) -> Unplaced:
+def _nearest_fit(
+    model: Model, art: Artifact, fleet: Fleet, settings: PlanSettings
+) -> Option | None:
+    """Of the layouts that fit without the pins (every one, not only the best of each kind), the
+    one nearest them: the most pinned sizes it has, then the least far from the others, then the
+    best ranked."""
+    free = plan(model, [art], fleet, replace(settings, pins=Pins(), every_layout=True))
+    if not free.options:
+        return None
+    pins = settings.pins
+    asked = [(pins.tp, "tp"), (pins.pp, "pp"), (pins.dp, "dp"), (pins.gpus, "gpus")]
+
+    def far(o: Option) -> tuple[int, int, int]:
+        sizes = {"tp": o.tp, "pp": o.pp, "dp": o.dp, "gpus": o.gpus}
+        missed = sum(1 for v, k in asked if v is not None and sizes[k] != v)
+        missed += int(pins.ep is not None and o.expert_parallel != pins.ep)
+        distance = sum(abs(sizes[k] - v) for v, k in asked if v is not None)
+        return missed, distance, free.options.index(o)
+
+    return min(free.options, key=far)
+
+
+def _nearest(
+    art: Artifact, rejected: list[Rejection], pools: list[ClassPool], pinned: bool = False
+) -> Unplaced:
     if not pools and art.format == "safetensors":
         return Unplaced(art.name, "the fleet has no GPU that vLLM could use")
     sized = [r for r in rejected if r.artifact == art.name and r.need and not r.what_if]
     if not sized:
-        reasons = [r.reason for r in rejected if r.artifact == art.name]
+        mine = [r for r in rejected if r.artifact == art.name and r.kind != "dominated"]
+        # A refusal on the cards before one of the CPU nodes (that safetensors do not run there):
+        # with pins, the rule that refused them, said with where it was tried.
+        on_cards = [r for r in mine if r.gpu_class] or mine
+        if pinned and on_cards:
+            r = on_cards[0]
+            return Unplaced(art.name, r.reason if r.where == "any" else f"{r.where}: {r.reason}")
+        reasons = [r.reason for r in on_cards]
         return Unplaced(art.name, reasons[-1] if reasons else "no way to place it was found")
     best = min(sized, key=lambda r: r.need / r.have)
     # Where the weights fit and only the context does not, the longest context that would.
