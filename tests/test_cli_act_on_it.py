@@ -494,3 +494,108 @@ def _labels_on(run, fleet: str, *pins: str) -> set[str]:
     code, out, err = run(GGUF, "--fleet", fleet, *pins, "--json", "--precision", "stored")
     assert code == 0, err
     return {o["label"] for o in json.loads(out)["options"]}
+
+
+# -- 9. Past the trained context: YaRN where the model's card documents it, else the override ----
+
+# The Qwen3 card's YaRN: factor = context / 32,768 native tokens, rope_theta the config's
+# 1,000,000, and max_position_embeddings the context (vLLM 0.33 takes a YaRN config's as scaled).
+YARN_128K = (
+    '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": '
+    '32768, "rope_theta": 1000000}, "max_position_embeddings": 131072}'
+)
+
+
+def test_qwen3_at_128k_is_served_with_yarn_not_the_override(run):
+    code, out, err = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--context", "128k", "--precision", "stored"
+    )
+    assert code == 0, err
+    assert out.rstrip().splitlines()[-1] == (
+        "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --max-model-len 131072 "
+        f"--gpu-memory-utilization 0.90 --hf-overrides '{YARN_128K}'"
+    )
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in out
+    assert (
+        "note: a context of 131,072 is past the 40,960 the model was trained for: the commands "
+        "stretch it with YaRN (factor 4.0 over 32,768 tokens), as the Qwen3 model card documents "
+        "up to 131,072 (vLLM's --hf-overrides, SGLang's --json-model-override-args)"
+        in " ".join(out.split())
+    )
+
+
+def test_sglang_gets_its_own_override_flag(run):
+    code, out, err = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--context", "128k", "--precision", "stored",
+        "--engine", "sglang", "--commands",
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.strip() == (
+        "sglang serve --model-path Qwen/Qwen3-8B --tp-size 1 --context-length 131072 "
+        f"--mem-fraction-static 0.829 --json-model-override-args '{YARN_128K}' "
+        "--host 0.0.0.0 --port 30000"
+    )
+
+
+def test_the_yarn_factor_is_the_context_over_the_native_length_rounded_up_to_a_tenth(run):
+    import json
+    import shlex
+
+    # 65,536 / 32,768 = 2.0; 100,000 / 32,768 = 3.05…, so 3.1 (3.1 × 32,768 = 101,580 ≥ 100,000).
+    for context, factor in (("64k", 2.0), ("100000", 3.1)):
+        code, out, _ = run(
+            "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--context", context, "--precision",
+            "stored", "--commands",
+        )  # fmt: skip
+        assert code == 0
+        argv = shlex.split(out.strip())
+        overrides = json.loads(argv[argv.index("--hf-overrides") + 1])
+        assert overrides["rope_scaling"]["factor"] == factor
+        assert overrides["max_position_embeddings"] == int(argv[argv.index("--max-model-len") + 1])
+
+
+def test_past_what_the_card_vouches_for_or_without_a_way_it_is_the_override_and_the_warning(run):
+    # 262,144 is past the 131,072 the Qwen3 card validates YaRN for.
+    code, out, _ = run(
+        "Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "256k", "--precision", "stored",
+        "--commands",
+    )  # fmt: skip
+    assert code == 0
+    assert out.startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-8B ")
+    assert "--hf-overrides" not in out
+    # Llama 3.1's card documents no way past its 131,072.
+    code, out, _ = run(
+        "meta-llama/Llama-3.1-8B-Instruct", "--fleet", "1xh200-141g", "--context", "256k",
+        "--precision", "stored",
+    )  # fmt: skip
+    assert code == 0
+    assert out.rstrip().splitlines()[-1].startswith("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve")
+    assert (
+        "the commands set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, without which the engine refuses it; "
+        "answers past it may degrade" in " ".join(out.split())
+    )
+
+
+def test_which_configs_the_qwen3_card_covers():
+    import json
+    from pathlib import Path
+
+    from llmfit.plan.model import Yarn
+    from llmfit.sources.config import model_from_config
+    from tests.conftest import HUB
+
+    path = next((HUB / "models--Qwen--Qwen3-8B" / "snapshots").glob("*/config.json"))
+    cfg = json.loads(path.read_text())
+    assert model_from_config(cfg, Path("c.json")).yarn == Yarn(
+        32_768, 131_072, 1_000_000.0, "the Qwen3 model card"
+    )
+    # Qwen3-0.6B and -1.7B (hidden 1,024 and 2,048): their cards give 32,768 only.
+    assert model_from_config({**cfg, "hidden_size": 2048}, Path("c.json")).yarn is None
+    # A config that scales its rope already, or a 2507 release's 262,144 native context.
+    scaled = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert model_from_config({**cfg, "rope_scaling": scaled}, Path("c.json")).yarn is None
+    assert (
+        model_from_config({**cfg, "max_position_embeddings": 262144}, Path("c.json")).yarn is None
+    )
+    # Another family: no documented way.
+    assert model_from_config({**cfg, "model_type": "llama"}, Path("c.json")).yarn is None

@@ -9,7 +9,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, planned
 from llmfit.plan.engines import vllm_sizes as vllm
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.model import AttentionCharge, Model, Shape
+from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings
@@ -158,6 +158,19 @@ def _shorter(
 def _context_notes(model: Model, context: int, named: tuple[str, ...]) -> tuple[str, ...]:
     if not (model.max_context and context > model.max_context):
         return ()
+    stretch = yarn_overrides(model, context)
+    if stretch is not None and model.yarn is not None:
+        # The model's own way past its trained context: the commands carry its rope overrides.
+        rope = stretch["rope_scaling"]
+        assert isinstance(rope, dict)
+        return (
+            f"a context of {context:,} is past the {model.max_context:,} the model was trained "
+            f"for: the commands stretch it with YaRN (factor {rope['factor']} over "
+            f"{model.yarn.original:,} tokens), as {model.yarn.source} documents up to "
+            f"{model.yarn.longest:,} (vLLM's --hf-overrides, SGLang's "
+            "--json-model-override-args); the card notes that static YaRN may cost some quality "
+            "on short texts",
+        )
     # vLLM and SGLang refuse a context past the model's own unless an environment variable says
     # otherwise; the commands set it, and the note says which and that quality is not promised.
     switches = {

@@ -39,7 +39,7 @@ from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Layout
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import AttentionKind, Model, Shape
+from llmfit.plan.model import AttentionKind, Model, Shape, yarn_json
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
@@ -94,6 +94,8 @@ class SglangLaunch:
     state_slots: int
     # The knobs the user set (sglang_options.py), passed on as given.
     options: SglangOptions = SglangOptions()
+    # YaRN past the trained context, as --json-model-override-args JSON (model.yarn_overrides).
+    rope_overrides: str | None = None
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -275,7 +277,9 @@ class Sglang(serving.Serving):
             server=extra.server,
             kv_cache_dtype=engine_kv_dtype(model, settings),
             trust_remote_code=model.custom_code,
-            long_context=bool(model.max_context and job.context > model.max_context),
+            long_context=bool(model.max_context and job.context > model.max_context)
+            and yarn_json(model, job.context) is None,
+            rope_overrides=yarn_json(model, job.context),
             chunked_prefill_size=extra.reserve.chunked_prefill_size,
             decode_max_bs=extra.reserve.decode_max_bs,
             reserved=int(extra.reserve.reserved_mib * sizes.MIB),
@@ -321,6 +325,10 @@ class Sglang(serving.Serving):
         ]
         if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
             argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
+        if launch.rope_overrides:
+            # YaRN past the trained context: merged into the loaded config's rope_scaling
+            # (utils/hf_transformers/config.py get_config, model_override_args).
+            argv += ["--json-model-override-args", launch.rope_overrides]
         argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
