@@ -599,3 +599,13 @@ def test_which_configs_the_qwen3_card_covers():
     )
     # Another family: no documented way.
     assert model_from_config({**cfg, "model_type": "llama"}, Path("c.json")).yarn is None
+
+
+def test_the_models_table_says_which_columns_it_left_out(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    header = out.splitlines()[2].split()
+    assert "params" not in header and "now" not in header
+    # Every best option on the example fleet is free now: the column is named with its value.
+    assert "not shown at 120 columns: bits, now (all free), params" in out.splitlines()

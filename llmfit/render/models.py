@@ -39,8 +39,12 @@ def _name(r: ModelResult) -> str:
 
 def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
     """One row a model, its best option; the model's name is never cut, so at a narrow width
-    the columns a reader can do without go first, as in the plan's table; None when even then
-    it would not fit the width."""
+    the columns a reader can do without go first, as in the plan's table (`left_out` says
+    which); None when even then it would not fit the width."""
+    return _models_table(fits, width)[0]
+
+
+def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, list[str]]:
     rows = []
     for r in fits:
         assert r.advice is not None
@@ -71,13 +75,19 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
     def wide() -> int:
         return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
 
+    dropped: list[str] = []
     for name in ("bits", "now", "engine", "params", "seqs"):
         if wide() <= width:
             break
-        if name in names and (name != "engine" or len({row["engine"] for row in rows}) == 1):
+        same = len({row[name] for row in rows}) == 1
+        # The engine, and whether it can run now, only where every row says the same: a column
+        # that tells one row from another is kept.
+        if name in names and (name not in ("engine", "now") or same):
             names.remove(name)
+            said = {"engine": f"engine ({rows[0]['engine']} for all)", "now": "now (all free)"}
+            dropped.append(said.get(name, name) if same else name)
     if rows and wide() > width:
-        return None
+        return None, dropped
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs"}
     for name in names:
@@ -88,7 +98,7 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
         )
     for row in rows:
         t.add_row(*(Text(clean(row[name])) for name in names))
-    return t
+    return t, dropped
 
 
 def _miss(r: ModelResult) -> str:
@@ -123,7 +133,7 @@ def render_models(models: Models, console: Console) -> None:
     sizeless = [r for r in misses if r.advice is not None and not r.advice.repo.artifacts]
     misses = [r for r in misses if r not in sizeless]
     failed = [r for r in models.results if r.advice is None]
-    table = models_table(fits, console.width) if fits else None
+    table, dropped = _models_table(fits, console.width) if fits else (None, [])
     if fits and table is None:
         # Too narrow for a table that keeps every name whole: two lines a model.
         console.print()
@@ -141,6 +151,12 @@ def render_models(models: Models, console: Console) -> None:
     elif table is not None:
         console.print()
         console.print(table)
+        if dropped:
+            print_wrapped(
+                console,
+                f"not shown at {console.width} columns: {', '.join(dropped)}",
+                "dim",
+            )
     else:
         console.print(Text("no model fits this fleet", style="red"))
     past = past_line(fits, fits[0].advice.plan.context) if fits and fits[0].advice else None

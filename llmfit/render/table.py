@@ -129,9 +129,10 @@ def options_table(options: list[Option], width: int = 120) -> Table:
         cells = {
             "#": str(i),
             "artifact": quant(o),
-            # Below 100 columns the longest what-if in short, so that it and the layout fit a line.
+            # Narrower than every column needs, the longest what-if in short ("fp8 weights+KV"),
+            # so that it and the layout fit a line.
             "what-if": (o.what_if or "").replace(" and KV cache", "+KV")
-            if width < 100
+            if width < FULL
             else o.what_if or "",
             "engine": o.engine,
             "where": label(o),
