@@ -609,3 +609,25 @@ def test_the_models_table_says_which_columns_it_left_out(run, monkeypatch):
     assert "params" not in header and "now" not in header
     # Every best option on the example fleet is free now: the column is named with its value.
     assert "not shown at 120 columns: bits, now (all free), params" in out.splitlines()
+
+
+def test_a_card_count_that_is_no_power_of_two_is_planned_as_ranks(run):
+    import json
+
+    # 6 cards: 32 heads do not divide by 6 (refused), but 3 ranks of 2 and 6 of 1 do.
+    code, out, _ = run(
+        "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--gpus", "6", "--precision", "stored",
+        "--all", "--json",
+    )  # fmt: skip
+    assert code == 0
+    doc = json.loads(out)
+    assert {o["label"] for o in doc["options"]} == {
+        "6 × h100-80g (tp2×dp3)", "6 × h100-80g (dp6)",
+    }  # fmt: skip
+    assert any(
+        r["where"] == "6 × h100-80g (tp6)"
+        and r["reason"].startswith(
+            "Total number of attention heads (32) must be divisible by tensor parallel size (6)"
+        )
+        for r in doc["rejected"]
+    )

@@ -428,6 +428,9 @@ class Serving(ABC):
         # A pinned number of stages or ranks is tried as asked too.
         stages = set(powers_of_two(pool.max_gpus)) | ({pins.pp} if pins.pp else set())
         ranks = set(powers_of_two(pool.max_gpus)) | ({pins.dp} if pins.dp else set())
+        if pins.gpus and not pins.dp:
+            # A pinned card count is also that many cards as data-parallel ranks of each width.
+            ranks |= {pins.gpus // w for w in widths if pins.gpus % w == 0}
         space = Space(
             widths=tuple(widths),
             stages=tuple(sorted(n for n in stages if n <= pool.max_gpus)),
