@@ -17,7 +17,7 @@ from llmfit.advise import advise
 from llmfit.errors import LlmfitError
 from llmfit.plan.catalog import ModelResult, Models
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.options import Option, rank_key
+from llmfit.plan.options import Option
 from llmfit.plan.settings import PlanSettings
 from llmfit.sources.listing import Listed, cached_models, search_models
 
@@ -74,19 +74,30 @@ def list_models(
     else:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llmfit-models") as pool:
             results = list(pool.map(counted, listed))
-    over = tuple(
-        r.repo_id
-        for r in results
-        if max_params and r.advice and (r.advice.repo.model.params or 0) > max_params
-    )
+    over = tuple(r.repo_id for r in results if max_params and (r.params or 0) > max_params)
     kept = [r for r in results if r.repo_id not in over]
     fits = sorted(
-        (r for r in kept if r.fits),
-        key=lambda r: (rank_key(_best(r), settings.rank), r.repo_id),
+        (r for r in kept if r.fits), key=lambda r: (order_key(_best(r), settings.rank), r.repo_id)
     )
     misses = [r for r in kept if r.advice is not None and not r.fits]
     failed = [r for r in kept if r.advice is None]
     return Models(fleet, source, (*fits, *misses, *failed), over, tuple(notes))
+
+
+def order_key(o: Option, by: str = "cards") -> tuple:
+    """Where a model's best option puts it in the listing, by what the user asked (`--rank`):
+    the fewest cards and nodes (and the checkpoint as shipped before a what-if), then the most
+    sequences held at once; `concurrency` puts those first, `speed` the fastest decode.
+
+    Not the plan's rank_key: its precision rule (about eight bits beats sixteen or four) weighs
+    one model's files against each other, and across models it put gpt-oss-20b (mxfp4, its own
+    precision) under models that hold a fraction of its sequences."""
+    key = (o.cpu, o.gpus, o.nodes, o.changes, -o.concurrency, not o.free_now, -o.room)
+    if by == "concurrency":
+        return (o.cpu, -o.concurrency, *key[1:])
+    if by == "speed":
+        return (o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
+    return key
 
 
 def _best(r: ModelResult) -> Option:

@@ -17,7 +17,7 @@ def test_qwen3_235b_on_the_example_fleet(run):
     # 1,971,322,880 B; vLLM 0.33's profile run, buffers, non-torch memory and CUDA graphs,
     # 3,054,033,797 B: 122,657,745,635 B = 114.2 GiB of 135,250,889,933 (11.7 GiB left).
     assert 117_632_388_958 + 1_971_322_880 + 3_054_033_797 == 122_657_745_635
-    assert "Best: 4 × h200-141g, bf16, 114.2 GiB a card (11.7 free)" in out
+    assert "Best: 4 × h200-141g (tp4+ep), bf16, 114.2 GiB a card (11.7 free)" in out
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --enable-expert-parallel "
         "--max-model-len 40960 --gpu-memory-utilization 0.90"
@@ -174,8 +174,8 @@ def test_the_fp8_what_if_of_a_bf16_checkpoint_is_marked_and_its_flag_passed(run)
     # 3,942,645,760 B; the rest 3,054,033,797 B. 125,251,398,277 B = 116.6 GiB of
     # 135,250,889,933 (9.3 left). vLLM 0.33 spells online fp8 fp8_per_tensor.
     assert (
-        "Best: 2 × h200-141g, fp8 (what-if: --quantization fp8_per_tensor), 116.6 GiB a card "
-        "(9.3 free)" in out
+        "Best: 2 × h200-141g (tp2+ep), fp8 (what-if: --quantization fp8_per_tensor), 116.6 GiB a "
+        "card (9.3 free)" in out
     )
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --enable-expert-parallel "
@@ -286,7 +286,7 @@ def test_why_not_lists_the_refusals_with_their_reasons(run, tmp_path):
     # Grouped by class of card, each reason once, the nearest misses first.
     assert lines[0] == "Ways refused, by class of card (nearest misses first):"
     h100 = lines.index("  h100-80g:")
-    assert lines[h100 + 1].startswith("    8 × h100-80g: needs ")
+    assert lines[h100 + 1].startswith("    8 × h100-80g (tp8+ep): needs ")
     assert (
         "    2 nodes × 8 h100-80g: these nodes have no fabric, so a replica cannot span them"
         in lines
@@ -316,7 +316,7 @@ def test_why_not_names_a_width_that_does_not_divide_the_heads(run, tmp_path):
     code, out, _ = run(str(tmp_path), "--fleet", str(fleet), "--why-not", "--precision", "stored")
     assert code == 1
     assert (
-        "    8 × h100-80g: Total number of attention heads (28) must be "
+        "    8 × h100-80g (tp8): Total number of attention heads (28) must be "
         "divisible by tensor parallel size (8)."
     ) in out.splitlines()
 

@@ -31,9 +31,8 @@ def test_each_quant_file_has_its_options(run):
     # a card filling each node (the l40s box has three healthy cards, the h100 nodes four free
     # of eight: a node's healthy cards count, busy or not).
     labels = ["1 × h200-141g", "1 × a100-80g", "1 × h100-80g", "1 × l40s-48g",
-              "1 × a100-80g-mig-3g.40gb", "CPU", "8 × h200-141g (a server each)",
-              "6 × a100-80g (a server each)", "8 × h100-80g (a server each)",
-              "3 × l40s-48g (a server each)"]  # fmt: skip
+              "1 × a100-80g-mig-3g.40gb", "CPU", "8 × h200-141g (dp8)",
+              "6 × a100-80g (dp6)", "8 × h100-80g (dp8)", "3 × l40s-48g (dp3)"]  # fmt: skip
     assert {k: sorted(v) for k, v in by_file.items()} == {
         a["name"]: sorted(labels) for a in doc["artifacts"]
     }

@@ -45,20 +45,13 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         assert first["max_context"] == best.max_context
         assert first["concurrency"] == best.concurrency
         assert first["gpus"] == best.gpus
-    # Those that fit come first, in the order the plan's own ranking puts their best options.
-    assert [d["repo"]["id"] for d in docs[: len(fitting)]] == [
-        "llmfit-fixtures/Tiny-Llama-GGUF",
-        "Qwen/Qwen3-8B",
-        "Qwen/Qwen3-30B-A3B",
-        "mistralai/Mixtral-8x7B-v0.1",
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "google/gemma-3-27b-it",
-        "openai/gpt-oss-20b",
-        "meta-llama/Meta-Llama-3.1-70B",
-        "Qwen/Qwen3-235B-A22B",
-        "meta-llama/Meta-Llama-3.1-405B",
-        "deepseek-ai/DeepSeek-V3",
-    ]
+    # Those that fit come first (issue 27): their best options by cards, nodes, the checkpoint
+    # as shipped before a what-if, then the most sequences held at once.
+    order = sorted(
+        fitting, key=lambda f: (f[1].cpu, f[1].gpus, f[1].nodes, f[1].changes, -f[1].concurrency)
+    )
+    assert [d["repo"]["id"] for d in docs[: len(fitting)]] == [r for r, _ in order]
+    assert docs[0]["repo"]["id"] == "openai/gpt-oss-20b"
     assert all(not d["options"] for d in docs[len(fitting) :])
 
 
@@ -69,7 +62,8 @@ def test_the_text_listing_is_one_line_a_model(run):
     # Its best option's numbers, as the plan prints them: fp8 on 2 × h200, 116.6 of 126.0 GiB
     # (tests/test_cli.py), 3.54 sequences of 40,960 tokens at once.
     assert re.search(
-        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g\s+8\.0\s+116\.6/126\.0\s+40,960\s+3\.54\s+free",
+        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+8\.0\s+116\.6/126\.0\s+40,960\s+"
+        r"3\.54\s+free",
         row,
     ), row
     # Config-only snapshots are named once, together, with why they are not planned.
@@ -83,9 +77,11 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     assert code == 0
     lines = out.splitlines()
     at = lines.index(" 9 Qwen/Qwen3-235B-A22B")
-    assert lines[at + 1] == (
-        "    fp8 weights, vllm, 2 × h200-141g, 116.6/126.0 GiB, ctx 40,960, 3.54 seqs"
-    )
+    # Its line wraps under its first word at 80 columns.
+    assert [lines[at + 1], lines[at + 2]] == [
+        "    fp8 weights, vllm, 2 × h200-141g (tp2+ep), 116.6/126.0 GiB, ctx 40,960, 3.54",
+        "        seqs",
+    ]
     assert max(len(line) for line in lines) <= 80
 
 
@@ -100,10 +96,10 @@ def test_filters_narrow_the_listing(run):
     assert {o["engine"] for d in fits for o in d["options"]} == {"llama.cpp"}
     assert all(d["context"] == 8192 for d in docs if "context" in d)
     _, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET), "--max-params", "1m", "--json")
-    # Only the GGUF fixture states its parameter count below a million; the ones whose count is
-    # unknown (index-only snapshots) are kept, not guessed.
+    # Only the GGUF fixture, of 853,248 parameters, has fewer than 2,000,000 ("1m" to the digit
+    # given); every other is counted, from its index or its config (issue 27), to billions.
     ids = [d["repo"]["id"] for d in json.loads(out)]
-    assert "llmfit-fixtures/Tiny-Llama-GGUF" in ids
+    assert ids == ["llmfit-fixtures/Tiny-Llama-GGUF"]
     code, _, err = run("models", "--max-params", "lots")
     assert code == 2 and "--max-params 'lots' is not a parameter count" in err
 

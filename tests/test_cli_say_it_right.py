@@ -61,14 +61,17 @@ def test_custom_code_gets_trust_remote_code(run):
 
 
 def test_a_context_past_the_trained_one_puts_vllms_variable_in_front(run):
-    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "65536",
+    # Past Llama 3.1's 131,072, which its card documents no way beyond (Qwen3's documented YaRN
+    # needs no variable: tests/test_cli_act_on_it.py).
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    code, out, err = run(model, "--fleet", "1xh200-141g", "--context", "262144",
                          "--precision", "stored", "--commands")  # fmt: skip
     assert code == 0, err
     assert out.splitlines() == [
-        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 "
-        "--max-model-len 65536 --gpu-memory-utilization 0.90"
+        f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve {model} --tensor-parallel-size 1 "
+        "--max-model-len 262144 --gpu-memory-utilization 0.90"
     ]
-    code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "65536",
+    code, out, _ = run(model, "--fleet", "1xh200-141g", "--context", "262144",
                        "--precision", "stored", "--json")  # fmt: skip
     cmd = json.loads(out)["options"][0]["commands"][0]
     assert cmd["env"] == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
@@ -107,16 +110,17 @@ def test_quantised_siblings_in_the_cache_are_named(run):
 
 
 def test_the_note_on_a_context_past_the_trained_one_names_each_planned_engines_switch(run):
-    # Qwen3-8B's config.json: max_position_embeddings 40960.
-    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "65536",
+    # Llama-3.1-8B-Instruct's config: 131,072 tokens, and no documented way past them.
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    code, out, err = run(model, "--fleet", "1xh200-141g", "--context", "262144",
                          "--engine", "sglang", "--engine", "vllm", "--json")  # fmt: skip
     assert code == 0, err
     assert (
-        "a context of 65,536 is past the 40,960 the model was trained for; the commands set "
+        "a context of 262,144 is past the 131,072 the model was trained for; the commands set "
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 and SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1, without "
         "which the engine refuses it; answers past it may degrade"
     ) in json.loads(out)["notes"]
-    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh200-141g", "--context", "65536",
+    code, out, err = run(model, "--fleet", "1xh200-141g", "--context", "262144",
                          "--engine", "sglang", "--commands", "--precision", "stored")  # fmt: skip
     assert code == 0, err
     assert out.startswith("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 sglang serve --model-path ")

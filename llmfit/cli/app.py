@@ -25,8 +25,32 @@ class _DefaultGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            self._unknown_command(ctx, args)
             args = [self.default, *args]
         return super().parse_args(ctx, args)
+
+    def _unknown_command(self, ctx: click.Context, args: list[str]) -> None:
+        """Refuse a first word that is a command mistyped, not a repository: `llmfit pln REPO`
+        would otherwise plan "pln" and fail on the repository as an extra argument.
+
+        A repository is `org/name` or a directory; a bare word is taken for a command when it is
+        close to one, or when more words follow it (a plan takes one repository)."""
+        import difflib
+
+        word = args[0]
+        if word.startswith("-") or "/" in word or os.path.isdir(word):
+            return
+        close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.6)
+        followed = len(args) > 1 and not args[1].startswith("-")
+        if not close and not followed:
+            return  # a lone name: the plan says whether a cached repository is meant
+        meant = (
+            f"did you mean `llmfit {close[0]}`?"
+            if close
+            else f"the commands are {', '.join(sorted(self.commands))}, and "
+            "`llmfit REPO` plans a repository (org/name)"
+        )
+        raise click.UsageError(f"there is no command {word!r}: {meant}", ctx)
 
     def invoke(self, ctx: click.Context) -> object:
         try:

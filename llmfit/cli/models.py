@@ -17,6 +17,7 @@ from llmfit.cli.shared import (
 )
 from llmfit.cli.values import context_tokens, param_count
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
+from llmfit.plan.settings import RANKINGS
 
 
 @cli.command(name="models")
@@ -29,7 +30,20 @@ from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
 @context_option("Token pool to plan for (32768, 32k, 1m).")
 @concurrency_option()
 @engines_option()
-@click.option("--max-params", help="Leave out models with more parameters (8b, 70B, 1.5t).")
+@click.option(
+    "--max-params",
+    help="Leave out models with more parameters (8b, 70B, 1.5t), counted to the digits given: "
+    "70b keeps Llama-3.1-70B's 70.6 billion.",
+)
+@click.option(
+    "--rank",
+    "rank_by",
+    type=click.Choice(RANKINGS),
+    default="cards",
+    show_default=True,
+    help="The order: the fewest cards, then the most sequences held; the most sequences held; "
+    "or the fastest decode of one sequence.",
+)
 @json_option("Print a list of version-1 documents.")
 def models_list(
     fleet_path: str | None,
@@ -39,6 +53,7 @@ def models_list(
     concurrency: float | None,
     engine_keys: tuple[str, ...],
     max_params: str | None,
+    rank_by: str,
     json_: bool,
 ) -> None:
     """Which models fit the fleet: those in the local cache, or those the Hub's search finds.
@@ -50,6 +65,7 @@ def models_list(
     Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
       llmfit models --fleet examples/fleet.toml
       llmfit models --fleet 1xrtx4090-24g --context 32k --max-params 70b
+      llmfit models --fleet examples/fleet.toml --rank concurrency
       llmfit models --fleet examples/fleet.toml --json
     Online:
       llmfit models --fleet examples/fleet.toml --search qwen3 --limit 10
@@ -61,8 +77,9 @@ def models_list(
 
     fleet = resolve_fleet(fleet_path)
     settings = PlanSettings(
-        context=context_tokens(context), concurrency=concurrency, engines=engine_keys
-    )
+        context=context_tokens(context), concurrency=concurrency, engines=engine_keys,
+        rank=rank_by,
+    )  # fmt: skip
     if search is not None and is_offline():
         raise UsageError(
             "--search asks the Hub, but this run is offline (HF_HUB_OFFLINE).",

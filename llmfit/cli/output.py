@@ -71,7 +71,9 @@ def show_plan(advice: Advice, view: View) -> None:
     else:
         from llmfit.render.table import render_text
 
-        render_text(advice, console, show_all=view.every, ray=view.ray, fmt=view.fmt)
+        render_text(
+            advice, console, show_all=view.every, ray=view.ray, fmt=view.fmt, number=view.number
+        )
 
 
 def show_check(checked: Checked, *, json: bool, fmt: str) -> None:

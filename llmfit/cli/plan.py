@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
@@ -26,6 +27,27 @@ from llmfit.plan.settings import PRECISIONS, RANKINGS, Pins
 from llmfit.render.commands import FORMATS
 
 
+def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) -> None:
+    """--gpu-memory-utilization is vLLM's share of a card (and llama.cpp's margin); SGLang's
+    share is its own --mem-fraction-static, of another thing (the weights and the KV pool, with
+    activations and CUDA graphs left outside it), so one is not the other and neither is mapped:
+    given for an SGLang plan, the flag is refused with the one that sets SGLang's."""
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("gpu_memory_utilization") in (
+        click.core.ParameterSource.COMMANDLINE,
+        click.core.ParameterSource.ENVIRONMENT,
+    )
+    if given and "sglang" in engine_keys:
+        value = ctx.params["gpu_memory_utilization"]
+        raise UsageError(
+            f"--gpu-memory-utilization {value:g} is vLLM's share of a card, and SGLang's is its "
+            "own --mem-fraction-static (the weights and the KV pool, without the activations "
+            "and CUDA graphs SGLang keeps beside them): give --mem-fraction-static for SGLang.",
+            hint=f"llmfit {shlex.quote(str(ctx.params['repo']))} --engine sglang "
+            f"--mem-fraction-static {value:g}",
+        )
+
+
 @cli.command(name="plan", cls=WithKnobs)
 @click.argument("repo")
 @fleet_option(
@@ -39,7 +61,8 @@ from llmfit.render.commands import FORMATS
     callback=finite,
     default=0.90,
     show_default=True,
-    help="Share of each card the plan counts on; passed on to vLLM.",
+    help="Share of each card the plan counts on; passed on to vLLM (SGLang's own is "
+    "--mem-fraction-static).",
 )
 @click.option(
     "--kv-cache-dtype",
@@ -150,6 +173,7 @@ def plan_cmd(
     from llmfit.plan.planner import PlanSettings
     from llmfit.sources.fleet import resolve_fleet
 
+    _sglang_share(engine_keys, knob_values)
     fleet = resolve_fleet(fleet_path)
     options = engine_options(split_knobs(knob_values))
     settings = PlanSettings(

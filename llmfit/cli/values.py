@@ -6,6 +6,7 @@ Each refuses what it cannot read in one sentence that names the flag and the val
 from __future__ import annotations
 
 import math
+import re
 
 import click
 
@@ -49,19 +50,23 @@ def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> f
 
 
 def param_count(value: str | None) -> int | None:
-    """A parameter count: 70b, 8B, 1.5t, 235000000000."""
+    """A parameter count as a limit: 70b, 8B, 1.5t, 235000000000, read to the digits given, as
+    a model's size is named: "70b" is every count that reads as 70 billion (up to 70,999,999,999,
+    so Llama-3.1-70B's 70.6 billion is within it), "1.5t" up to 1.5999… trillion."""
     if value is None:
         return None
     text = value.strip().lower().replace("_", "").replace(",", "")
     scale = {"k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}.get(text[-1:], 1)
-    try:
-        number = float(text[:-1] if scale > 1 else text) * scale
-    except ValueError:
-        number = math.nan
-    # float() reads "inf" and "nan", and int() of them raises what no sentence explains.
-    if not math.isfinite(number):
+    digits = text[:-1] if scale > 1 else text
+    # Read as a decimal, so that 2.3b is 2,300,000,000 and not a float's 2,299,999,999.9…; an
+    # exponent (1e300) and "inf" or "nan" are not a count anyone types.
+    if not re.fullmatch(r"\d{1,15}(?:\.\d{1,12})?|\.\d{1,12}", digits):
         raise UsageError(f"--max-params {value!r} is not a parameter count (like 8b or 70B).")
-    n = int(number)
+    whole, _, fraction = digits.partition(".")
+    fraction = fraction.rstrip("0")
+    n = int(whole or "0") * scale + int(fraction or "0") * scale // 10 ** len(fraction)
     if n <= 0:
         raise UsageError(f"--max-params {value!r} must be positive.")
-    return n
+    # Every count that reads as the value to the digits given: one step of its last digit less one.
+    step = max(scale // 10 ** len(fraction), 1)
+    return (n // step + 1) * step - 1

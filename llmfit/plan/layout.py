@@ -51,13 +51,20 @@ class Layout:
         return self.cards // max(self.replicas, 1)
 
     def short(self) -> str:
-        """ "tp8", "tp4×pp2", "dp8+ep": the parallel sizes that are not 1."""
-        parts = [f"tp{self.tp}"] if self.tp > 1 or (self.pp == 1 and self.dp == 1) else []
-        if self.pp > 1:
-            parts.append(f"pp{self.pp}")
-        if self.dp > 1:
-            parts.append(f"dp{self.dp}")
-        return "×".join(parts) + ("+ep" if self.ep else "")
+        """The layout in the one grammar every label uses: each parallel size above 1, tensor ×
+        pipeline × data ("tp8", "tp4×pp2", "dp8", "pp4"), then "+ep" where expert parallelism
+        spreads the experts, which it does over tp × dp ranks (a pipeline stage's experts stay on
+        its own cards: "pp11" on one card a stage spreads nothing); "" for one card."""
+        parts = [f"{n}{v}" for n, v in (("tp", self.tp), ("pp", self.pp), ("dp", self.dp)) if v > 1]
+        if not parts:
+            return ""
+        return "×".join(parts) + ("+ep" if self.ep and self.tp * self.dp > 1 else "")
+
+    def label(self) -> str:
+        """ " (tp4×pp2)": the short form in parentheses, as it follows where a layout runs; ""
+        for one card."""
+        short = self.short()
+        return f" ({short})" if short else ""
 
 
 # The dimensions of a layout that may span several nodes.

@@ -124,14 +124,19 @@ def _ep(space: Space, cards: int) -> bool:
     return cards > 1 if space.ep is None else space.ep
 
 
-def node_layouts(space: Space, width: int) -> list[Layout]:
-    """Every layout of the space within one node of `width` cards."""
+def node_layouts(space: Space, width: int, stages_asked: bool = False) -> list[Layout]:
+    """Every layout of the space within one node of `width` cards (`stages_asked`: a number of
+    pipeline stages was pinned, so stages are tried where tensor parallelism could take them)."""
     out = []
     for tp in space.widths:
         for pp in space.stages:
             if tp * pp > width or pp > space.layers:
                 continue
-            if pp > 1 and any(w > tp and tp * pp % w == 0 for w in space.widths):
+            if (
+                pp > 1
+                and not stages_asked
+                and any(w > tp and tp * pp % w == 0 for w in space.widths)
+            ):
                 # Stages within a node only where tensor parallelism cannot take those cards
                 # (a width the heads or the quantisation blocks refuse), and then at the widest
                 # width it can: where it can, it splits every layer instead of queueing them,
@@ -175,7 +180,7 @@ def search(
         return s.fits_memory and (target is None or s.concurrency >= target)
 
     widest = pool.max_gpus
-    for layout in node_layouts(space, widest):
+    for layout in node_layouts(space, widest, stages_asked=pins.pp is not None):
         if not pins.allows(layout):
             continue
         tried = Tried(Spot(layout, "", pool.seats(layout.cards, 1)), size(layout))

@@ -175,6 +175,56 @@ class ModelShapes:
 
 
 @dataclass(frozen=True)
+class Yarn:
+    """How a model is served past the context it was trained for, as its own documentation says:
+    YaRN rope scaling over its native `original` tokens, vouched for up to `longest` tokens."""
+
+    original: int
+    longest: int
+    # The config's rope_theta, which an override of the rope parameters must carry (vLLM sets
+    # them whole); None where the config gives none.
+    rope_theta: float | None
+    # Where the way is documented ("the Qwen3 model card").
+    source: str
+
+
+def yarn_overrides(model: Model, context: int) -> dict[str, object] | None:
+    """The config overrides that serve `context` tokens with YaRN, where the model's own
+    documentation allows it (`Model.yarn`) and the context is past the trained one but within
+    what it vouches for; None otherwise (the engines then need their long-context switch).
+
+    The factor is the context over the native length, rounded up to a tenth (4.0 for 131,072 over
+    32,768; the Qwen3 card: "modify the factor as needed"), and max_position_embeddings is the
+    context: vLLM 0.33 takes a YaRN config's max_position_embeddings as already scaled
+    (vllm/config/model.py _get_and_verify_max_len skips the factor for "yarn"), older releases
+    multiply the original length by the factor, and SGLang 0.5.23 reads max_position_embeddings
+    as it is when original_max_position_embeddings is given (utils/hf_transformers/common.py
+    get_context_length): each derives at least the context, so none needs its override switch.
+    """
+    y = model.yarn
+    if y is None or not model.max_context or not model.max_context < context <= y.longest:
+        return None
+    factor = -(-context * 10 // y.original) / 10
+    rope: dict[str, object] = {
+        "rope_type": "yarn",
+        "factor": factor,
+        "original_max_position_embeddings": y.original,
+    }
+    if y.rope_theta is not None:
+        rope["rope_theta"] = int(y.rope_theta) if y.rope_theta.is_integer() else y.rope_theta
+    return {"rope_scaling": rope, "max_position_embeddings": context}
+
+
+def yarn_json(model: Model, context: int) -> str | None:
+    """`yarn_overrides` as the JSON an engine's flag takes (vLLM's --hf-overrides, SGLang's
+    --json-model-override-args); None where there are none."""
+    import json
+
+    overrides = yarn_overrides(model, context)
+    return json.dumps(overrides) if overrides else None
+
+
+@dataclass(frozen=True)
 class Model:
     """What config.json (or a GGUF header) says about the network."""
 
@@ -216,6 +266,8 @@ class Model:
     # The vision encoder a model that reads pictures carries, as (layers, hidden size); None for
     # a text-only model. SGLang lowers its static share by the encoder's size.
     vision_tower: tuple[int, int] | None = None
+    # How its documentation serves it past its trained context (YaRN); None where it says none.
+    yarn: Yarn | None = None
 
     @property
     def is_moe(self) -> bool:

@@ -9,10 +9,10 @@ from typing import Any
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.model import AttentionCharge, Model, Shape
+from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
 from llmfit.plan.pools import ClassPool, class_pools
-from llmfit.plan.settings import PRECISIONS, PlanSettings
+from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -34,6 +34,10 @@ class Unplaced:
     # Part of it would run with the rest in RAM, if the nodes had RAM given: the engine that would
     # (its name), "" where none would.
     wants_ram: str = ""
+    # Where pinned sizes (--tp, --pp, --dp, --ep, --gpus, or a checked command's) left nothing:
+    # the layout nearest them that fits without them, and the pins that would give it.
+    nearest: Option[Any] | None = None
+    nearest_pins: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,21 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             found += _shorter(model, art, fleet, settings, rejected)
         if found:
             options.extend(found)
+        elif settings.pins.any:
+            u = _nearest(art, rejected, pools, gpu_only, pinned=True)
+            fit = _nearest_fit(model, art, fleet, settings)
+            pins = settings.pins
+            if fit is not None:
+                # The user's pins, each at the value the nearest layout has.
+                given = Pins(
+                    tp=fit.tp if pins.tp is not None else None,
+                    pp=fit.pp if pins.pp is not None else None,
+                    dp=fit.dp if pins.dp is not None else None,
+                    ep=fit.expert_parallel if pins.ep is not None else None,
+                    gpus=fit.gpus if pins.gpus is not None else None,
+                )
+                u = replace(u, nearest=fit, nearest_pins=given.describe())
+            unplaced.append(u)
         else:
             unplaced.append(_nearest(art, rejected, pools, gpu_only))
     return Plan(
@@ -170,6 +189,19 @@ def _context_notes(
     what they set)."""
     if not (model.max_context and context > model.max_context):
         return ()
+    stretch = yarn_overrides(model, context)
+    if stretch is not None and model.yarn is not None:
+        # The model's own way past its trained context: the commands carry its rope overrides,
+        # each engine's in its own flag.
+        rope = stretch["rope_scaling"]
+        assert isinstance(rope, dict)
+        return (
+            f"a context of {context:,} is past the {model.max_context:,} the model was trained "
+            f"for: the commands stretch it with YaRN (factor {rope['factor']} over "
+            f"{model.yarn.original:,} tokens), as {model.yarn.source} documents up to "
+            f"{model.yarn.longest:,}; the card notes that static YaRN may cost some quality on "
+            "short texts",
+        )
     # Some engines refuse a context past the model's own unless an environment variable says
     # otherwise; the commands set it, and the note says which and that quality is not promised.
     switches = [
@@ -189,14 +221,47 @@ def _context_notes(
     )
 
 
+def _nearest_fit(
+    model: Model, art: Artifact, fleet: Fleet, settings: PlanSettings
+) -> Option[Any] | None:
+    """Of the layouts that fit without the pins (every one, not only the best of each kind), the
+    one nearest them: the most pinned sizes it has, then the least far from the others, then the
+    best ranked."""
+    free = plan(model, [art], fleet, replace(settings, pins=Pins(), every_layout=True))
+    if not free.options:
+        return None
+    pins = settings.pins
+    asked = [(pins.tp, "tp"), (pins.pp, "pp"), (pins.dp, "dp"), (pins.gpus, "gpus")]
+
+    def far(o: Option[Any]) -> tuple[int, int, int]:
+        sizes = {"tp": o.tp, "pp": o.pp, "dp": o.dp, "gpus": o.gpus}
+        missed = sum(1 for v, k in asked if v is not None and sizes[k] != v)
+        missed += int(pins.ep is not None and o.expert_parallel != pins.ep)
+        distance = sum(abs(sizes[k] - v) for v, k in asked if v is not None)
+        return missed, distance, free.options.index(o)
+
+    return min(free.options, key=far)
+
+
 def _nearest(
-    art: Artifact, rejected: list[Rejection], pools: list[ClassPool], gpu_only: list[str]
+    art: Artifact,
+    rejected: list[Rejection],
+    pools: list[ClassPool],
+    gpu_only: list[str],
+    pinned: bool = False,
 ) -> Unplaced:
     if not pools and gpu_only:
         return Unplaced(art.name, f"the fleet has no GPU that {' or '.join(gpu_only)} could use")
     sized = [r for r in rejected if r.artifact == art.name and r.need and not r.what_if]
     if not sized:
-        reasons = [r.reason for r in rejected if r.artifact == art.name]
+        mine = [r for r in rejected if r.artifact == art.name and r.kind != "dominated"]
+        # A refusal on the cards before one of the CPU nodes (that safetensors do not run there):
+        # with pins, the rule that refused them, said with where it was tried.
+        on_cards = [r for r in mine if r.gpu_class] or mine
+        if pinned and on_cards:
+            r = on_cards[0]
+            return Unplaced(art.name, r.reason if r.where == "any" else f"{r.where}: {r.reason}")
+        reasons = [r.reason for r in on_cards]
         return Unplaced(art.name, reasons[-1] if reasons else "no way to place it was found")
     best = min(sized, key=lambda r: r.need / r.have)
     # Where the weights fit and only the context does not, the longest context that would.

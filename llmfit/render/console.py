@@ -6,9 +6,11 @@ import os
 
 from rich.console import Console
 
-# Piped with no COLUMNS, output is not wrapped: a line as long as it needs (a script or a file
-# reads it whole; a pager can wrap it).
-UNWRAPPED = 1000
+# The width a line is drawn to when nothing says otherwise: piped with no COLUMNS and no terminal
+# to ask (a pager reading `llmfit … | less` then shows lines as drawn, not wrapped again).
+FALLBACK = 80
+# Widths past sense (a mistyped COLUMNS) are not taken; nor, below the narrowest a table is drawn.
+NARROWEST, WIDEST = 20, 1000
 
 
 class _Console(Console):
@@ -31,11 +33,25 @@ def quiet_exit() -> None:
     raise SystemExit(0)
 
 
+def output_width() -> int:
+    """How wide to draw: COLUMNS where it is set (as rich and most tools read it), else the width
+    of the terminal the output is headed for (stdout's, or, piped, the terminal stderr or stdin
+    is on: `llmfit … | less` runs in one), else 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and NARROWEST <= int(columns) <= WIDEST:
+        return int(columns)
+    for fd in (1, 2, 0):
+        try:
+            width = os.get_terminal_size(fd).columns
+        except (OSError, ValueError):
+            continue
+        if NARROWEST <= width <= WIDEST:
+            return width
+    return FALLBACK
+
+
 def make_console(width: int | None = None) -> Console:
-    """A console as wide as the terminal, or piped as wide as COLUMNS says, else unwrapped.
+    """A console as wide as `output_width` says (a test pins `width`).
 
     rich already honours NO_COLOR and drops colour when stdout is not a terminal."""
-    if width is None and not os.isatty(1):
-        columns = os.environ.get("COLUMNS", "")
-        width = int(columns) if columns.isdigit() and 20 <= int(columns) <= UNWRAPPED else UNWRAPPED
-    return _Console(width=width, highlight=False)
+    return _Console(width=width or output_width(), highlight=False)

@@ -13,7 +13,14 @@ from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
 from llmfit.render.safe import clean
-from llmfit.render.sentences import describe, gib, rejection_reason, sequences, speed_line
+from llmfit.render.sentences import (
+    describe,
+    fits_instead,
+    gib,
+    rejection_reason,
+    sequences,
+    speed_line,
+)
 
 BAR = 30
 
@@ -97,8 +104,10 @@ def why_not_lines(advice: Advice, every: bool = False) -> list[str]:
     """The ways refused, grouped by class of card, nearest misses first; a reason given for
     several what-ifs is said once, with each of them named."""
     rejected = advice.plan.rejected
+    # Where pins left nothing, the nearest layout that fits without them, after the refusals.
+    nearest = [f"{u.artifact}: {n}" for u in advice.plan.unplaced if (n := fits_instead(u))]
     if not rejected:
-        return ["No way was refused."]
+        return ["No way was refused.", *nearest]
     # (class, line) → the what-ifs it was said for, in order, and how near a miss it is.
     groups: dict[str, dict[str, list[str | None]]] = {}
     nearness: dict[tuple[str, str], float] = {}
@@ -147,7 +156,7 @@ def why_not_lines(advice: Advice, every: bool = False) -> list[str]:
                 f"    and {len(far)} more needing over {HOPELESS:g}× a card "
                 f"({', '.join(far)}; --why-not --all lists them)"
             )
-    return lines
+    return lines + nearest
 
 
 def render_explain(advice: Advice, console: Console, number: int) -> None:

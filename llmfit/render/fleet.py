@@ -60,16 +60,36 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: int) 
     return [line(header), *(line(r) for r in rows)]
 
 
-def render_summary(s: FleetSummary) -> str:
+def _wrapped(line: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(
+        line, width=width, subsequent_indent="    ", break_long_words=False,
+        break_on_hyphens=False,
+    ) or [line]  # fmt: skip
+
+
+# Fewer cells than this say nothing a reader can see at a glance: the bars are left out instead.
+NARROWEST_BAR = 6
+
+
+def render_summary(s: FleetSummary, width: int | None = None) -> str:
+    """The summary drawn to `width` columns (the output's, render/console.py): lines wrapped,
+    the bars as wide as what is left of the table allows, up to 20 cells."""
+    if width is None:
+        from llmfit.render.console import output_width
+
+        width = output_width()
     gpu_part = (
         f"{_n(s.gpus, 'GPU')}: {s.used:,} used, {s.free:,} free, {s.unhealthy:,} unhealthy"
         if s.classes
         else "no GPUs"
     )
-    lines = [
+    lines = _wrapped(
         f"fleet: {s.source} · {_n(s.nodes, 'node')} "
-        f"({s.gpu_nodes:,} with GPUs, {s.cpu_nodes:,} CPU only) · {gpu_part}"
-    ]
+        f"({s.gpu_nodes:,} with GPUs, {s.cpu_nodes:,} CPU only) · {gpu_part}",
+        width,
+    )
     if s.classes:
         rows = [
             (
@@ -80,15 +100,23 @@ def render_summary(s: FleetSummary) -> str:
                 f"{c.used:,}",
                 f"{c.free:,}",
                 f"{c.unhealthy:,}",
-                bar(c.used, c.free, c.unhealthy),
             )
             for c in s.classes
         ]
-        header = ("class", "GiB a card", "nodes", "GPUs", "used", "free", "unhealthy", "")
+        header = ("class", "GiB a card", "nodes", "GPUs", "used", "free", "unhealthy")
         table = _table(header, rows, 1)
-        # The bar column is the last; align it left under its own start.
-        lines += ["", *table, " " * (len(table[0]) + 2) + f"{USED} used  {FREE} free  "
-                  f"{UNHEALTHY} unhealthy"]  # fmt: skip
+        start = max(len(line) for line in table) + 2
+        cells = min(BAR, width - start)
+        if cells >= NARROWEST_BAR:
+            # The bars in the last column, each at the same start, and their legend under them
+            # (moved left as far as it must to end within the width).
+            table = [table[0]] + [
+                line.ljust(start) + bar(c.used, c.free, c.unhealthy, cells)
+                for line, c in zip(table[1:], s.classes, strict=True)
+            ]
+            legend = f"{USED} used  {FREE} free  {UNHEALTHY} unhealthy"
+            table.append(" " * max(0, min(start, width - len(legend))) + legend)
+        lines += ["", *table]
     if s.fabrics:
         fabric_rows = [
             (
@@ -103,14 +131,22 @@ def render_summary(s: FleetSummary) -> str:
         fabric_header = ("fabric", "class", "nodes", "GPUs a node", "free whole nodes")
         lines += ["", *_table(fabric_header, fabric_rows, 2)]
         if any(not f.fabric for f in s.fabrics):
-            lines.append("(nodes with no fabric are islands: a replica cannot span them)")
+            lines += _wrapped(
+                "(nodes with no fabric are islands: a replica cannot span them)", width
+            )
     lines += [
         "",
-        f"CPU only: {_n(s.cpu_nodes, 'node')}, {_ram(s.cpu_ram_bytes)} GiB RAM "
-        f"({_ram(s.cpu_free_ram_bytes)} free)",
-        f"host RAM, all nodes: {_ram(s.ram_bytes)} GiB ({_ram(s.free_ram_bytes)} free)",
+        *_wrapped(
+            f"CPU only: {_n(s.cpu_nodes, 'node')}, {_ram(s.cpu_ram_bytes)} GiB RAM "
+            f"({_ram(s.cpu_free_ram_bytes)} free)",
+            width,
+        ),
+        *_wrapped(
+            f"host RAM, all nodes: {_ram(s.ram_bytes)} GiB ({_ram(s.free_ram_bytes)} free)", width
+        ),
     ]
-    lines += [f"note: {n}" for n in s.notes]
+    for n in s.notes:
+        lines += _wrapped(f"note: {n}", width)
     return "\n".join(lines)
 
 

@@ -142,7 +142,15 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
         ],
         "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options[:limit], 1)],
         "unplaced": [
-            {"artifact": u.artifact, "reason": unplaced_reason(u), "fits_at": u.fits_at or None}
+            {
+                "artifact": u.artifact,
+                "reason": unplaced_reason(u),
+                "fits_at": u.fits_at or None,
+                # Where pins left nothing: the nearest layout that fits without them.
+                "nearest": {"label": label(u.nearest), "pins": u.nearest_pins}
+                if u.nearest is not None
+                else None,
+            }
             for u in plan.unplaced
         ],
         "rejected": [

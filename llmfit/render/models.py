@@ -16,6 +16,22 @@ from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
 from llmfit.render.table import _count
 
+# The mark of a model planned past the context it was trained for, and what it means.
+PAST = "*"
+
+
+def past_line(fits: list[ModelResult], context: int) -> str | None:
+    """What the mark says, under the models it marks: which were trained for less."""
+    marked = [r for r in fits if r.past_trained]
+    if not marked:
+        return None
+    trained = ", ".join(f"{_name(r)} {r.past_trained:,}" for r in marked)
+    return (
+        f"{PAST} a context of {context:,} is past the one these were trained for ({trained}): "
+        "llmfit REPO --context says how each is served that long, and answers past it may "
+        "degrade"
+    )
+
 
 def _name(r: ModelResult) -> str:
     return r.repo_id + (f"@{r.revision[:12]}" if r.revision else "")
@@ -23,8 +39,12 @@ def _name(r: ModelResult) -> str:
 
 def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
     """One row a model, its best option; the model's name is never cut, so at a narrow width
-    the columns a reader can do without go first, as in the plan's table; None when even then
-    it would not fit the width."""
+    the columns a reader can do without go first, as in the plan's table (`left_out` says
+    which); None when even then it would not fit the width."""
+    return _models_table(fits, width)[0]
+
+
+def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, list[str]]:
     rows = []
     for r in fits:
         assert r.advice is not None
@@ -33,14 +53,14 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
             {
                 "#": "",
                 "model": _name(r),
-                "params": _count(r.advice.repo.model.params),
+                "params": _count(r.params),
                 "artifact": quant(o),
                 "what-if": o.what_if or "",
                 "engine": o.engine,
                 "where": label(o),
                 "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
                 "need/have GiB": f"{gib(o.per_card.need)}/{gib(o.have)}",
-                "max ctx": f"{o.max_context:,}",
+                "max ctx": f"{o.max_context:,}{PAST if r.past_trained else ''}",
                 "seqs": f"{o.concurrency:.2f}",
                 "now": "free" if o.free_now else "busy",
             }
@@ -55,13 +75,19 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
     def wide() -> int:
         return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
 
+    dropped: list[str] = []
     for name in ("bits", "now", "engine", "params", "seqs"):
         if wide() <= width:
             break
-        if name in names and (name != "engine" or len({row["engine"] for row in rows}) == 1):
+        same = len({row[name] for row in rows}) == 1
+        # The engine, and whether it can run now, only where every row says the same: a column
+        # that tells one row from another is kept.
+        if name in names and (name not in ("engine", "now") or same):
             names.remove(name)
+            said = {"engine": f"engine ({rows[0]['engine']} for all)", "now": "now (all free)"}
+            dropped.append(said.get(name, name) if same else name)
     if rows and wide() > width:
-        return None
+        return None, dropped
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs"}
     for name in names:
@@ -72,7 +98,7 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
         )
     for row in rows:
         t.add_row(*(Text(clean(row[name])) for name in names))
-    return t
+    return t, dropped
 
 
 def _miss(r: ModelResult) -> str:
@@ -94,7 +120,8 @@ def render_models(models: Models, console: Console) -> None:
     print_wrapped(
         console,
         f"{models.source} · fleet: {fleet.source} · {fleet.node_count:,} "
-        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} GPUs",
+        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} "
+        f"GPU{'s' if fleet.gpus != 1 else ''}",
         "dim",
     )
     for note in models.notes:
@@ -106,7 +133,7 @@ def render_models(models: Models, console: Console) -> None:
     sizeless = [r for r in misses if r.advice is not None and not r.advice.repo.artifacts]
     misses = [r for r in misses if r not in sizeless]
     failed = [r for r in models.results if r.advice is None]
-    table = models_table(fits, console.width) if fits else None
+    table, dropped = _models_table(fits, console.width) if fits else (None, [])
     if fits and table is None:
         # Too narrow for a table that keeps every name whole: two lines a model.
         console.print()
@@ -118,14 +145,23 @@ def render_models(models: Models, console: Console) -> None:
             print_wrapped(
                 console,
                 f"    {what}, {o.engine}, {label(o)}, {gib(o.per_card.need)}/{gib(o.have)} GiB, "
-                f"ctx {o.max_context:,}, {o.concurrency:.2f} seqs"
-                + ("" if o.free_now else ", busy"),
+                f"ctx {o.max_context:,}{PAST if r.past_trained else ''}, "
+                f"{o.concurrency:.2f} seqs" + ("" if o.free_now else ", busy"),
             )
     elif table is not None:
         console.print()
         console.print(table)
+        if dropped:
+            print_wrapped(
+                console,
+                f"not shown at {console.width} columns: {', '.join(dropped)}",
+                "dim",
+            )
     else:
         console.print(Text("no model fits this fleet", style="red"))
+    past = past_line(fits, fits[0].advice.plan.context) if fits and fits[0].advice else None
+    if past:
+        print_wrapped(console, past, "yellow")
     if misses:
         console.print()
         console.print(Text("does not fit:", style="bold"))

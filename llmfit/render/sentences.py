@@ -67,10 +67,15 @@ def rejection_reason(r: Rejection) -> str:
 
 
 def fits_instead(u: Unplaced) -> str | None:
-    """ "at 35,536 tokens, 1 × rtx3090-24g would hold it" when only the context is too long."""
-    if not u.fits_at:
-        return None
-    return f"at {u.fits_at:,} tokens, {u.fits_where} would hold it (--context {u.fits_at})"
+    """ "at 35,536 tokens, 1 × rtx3090-24g would hold it" when only the context is too long;
+    where pins left nothing, the nearest layout that fits without them and the pins that give
+    it."""
+    if u.fits_at:
+        return f"at {u.fits_at:,} tokens, {u.fits_where} would hold it (--context {u.fits_at})"
+    if u.nearest is not None:
+        give = f" ({u.nearest_pins})" if u.nearest_pins else ""
+        return f"nearest that fits: {describe(u.nearest)}{give}"
+    return None
 
 
 def sequences(o: Option) -> str:

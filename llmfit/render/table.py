@@ -70,21 +70,43 @@ def attention_line(advice: Advice) -> str | None:
     return "attention: " + ", ".join(parts)
 
 
-# Columns by how much a reader loses without them, most first: on a narrow terminal the table
-# drops from the end of this list rather than cut a number (every column but the what-if and
-# where never wraps).
-OPTIONAL = ("hosts", "engine", "bits", "now")
+# On a narrow terminal the table leaves out the columns a reader loses least without, rather than
+# cut a number (every column but the what-if and where never wraps), and says under it which it
+# left out and what they held. The width at which every column is shown.
+FULL = 120
+
+
+def dropped(options: list[Option], width: int) -> list[str]:
+    """The columns left out at `width`: hosts below 120; below 100 the bits, and the engine and
+    `now` where every row says the same (a column that tells busy from free is kept)."""
+    drop: list[str] = []
+    if width < FULL:
+        drop.append("hosts")
+    if width < 100:
+        drop.append("bits")
+        if len({o.engine for o in options}) == 1:
+            drop.append("engine")
+        if all(o.free_now for o in options):
+            drop.append("now")
+    return drop
+
+
+def left_out(options: list[Option], width: int) -> str | None:
+    """The line under a narrow table that says which columns it left out: those whose every row
+    says the same with what they say, the others by name."""
+    drop = dropped(options, width)
+    if not drop:
+        return None
+    said = {
+        "engine": f"engine ({options[0].engine} for all)" if options else "engine",
+        "now": "now (all free)",
+    }
+    shown = ", ".join(said.get(name, name) for name in drop)
+    return f"not shown at {width} columns (every column is at {FULL}): {shown}"
 
 
 def options_table(options: list[Option], width: int = 120) -> Table:
-    engines = {o.engine for o in options}
-    drop: set[str] = set()
-    if width < 120:
-        drop.add("hosts")
-    if width < 100:
-        drop |= {"bits", "now"}
-        if len(engines) == 1:
-            drop.add("engine")
+    drop = set(dropped(options, width))
     need = "need/have GiB" if width < 120 else "a card: need/have GiB"
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     columns = (
@@ -107,7 +129,11 @@ def options_table(options: list[Option], width: int = 120) -> Table:
         cells = {
             "#": str(i),
             "artifact": quant(o),
-            "what-if": o.what_if or "",
+            # Narrower than every column needs, the longest what-if in short ("fp8 weights+KV"),
+            # so that it and the layout fit a line.
+            "what-if": (o.what_if or "").replace(" and KV cache", "+KV")
+            if width < FULL
+            else o.what_if or "",
             "engine": o.engine,
             "where": label(o),
             "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
@@ -133,8 +159,15 @@ def breakdown(o: Option) -> str:
 
 
 def render_text(
-    advice: Advice, console: Console, show_all: bool = False, ray: bool = False, fmt: str = "shell"
+    advice: Advice,
+    console: Console,
+    show_all: bool = False,
+    ray: bool = False,
+    fmt: str = "shell",
+    number: int = 1,
 ) -> None:
+    """The model, the table of options, and one option in full with its launch: the best, or
+    option `number` (--option), whose launch is then the one printed."""
     repo, plan = advice.repo, advice.plan
     at = f"@{repo.revision}" if repo.revision else ""
     print_wrapped(console, f"{repo.id}{at} {model_line(advice)}")
@@ -157,11 +190,15 @@ def render_text(
         console.print(options_table(shown, console.width))
         if len(shown) < len(options):
             console.print(Text(f"… and {len(options) - len(shown)} more (--all)", style="dim"))
-        best = options[0]
+        narrow = left_out(shown, console.width)
+        if narrow:
+            print_wrapped(console, narrow, "dim")
+        best = options[number - 1]
         console.print()
-        head = f"Best: {describe(best)}"
+        title = "Best: " if number == 1 else f"Option {number}: "
+        head = f"{title}{describe(best)}"
         if len(head) <= console.width:
-            console.print(Text("Best: ", style="bold green") + Text(clean(describe(best))))
+            console.print(Text(title, style="bold green") + Text(clean(describe(best))))
         else:
             print_wrapped(console, head, "bold green")
         print_wrapped(console, "  " + breakdown(best))

@@ -101,8 +101,11 @@ def inside(path: Path, root: Path) -> bool:
         return False
 
 
-def parse_ref(text: str) -> RepoRef | Path:
-    """A repository id (`org/name[@revision]`) or a local directory."""
+def parse_ref(text: str, cache_dir: Path | None = None, *, ask_hub: bool = False) -> RepoRef | Path:
+    """A repository id (`org/name[@revision]`) or a local directory.
+
+    A bare name (`Qwen3-8B`) is refused with the cached repositories of that name, and with
+    `ask_hub` those the Hub's search offers, as what was meant."""
     if text.startswith(("/", "./", "../", "~")) or os.path.isdir(text):
         try:
             return Path(text).expanduser()
@@ -110,13 +113,67 @@ def parse_ref(text: str) -> RepoRef | Path:
             return Path(text)
     repo, _, revision = text.partition("@")
     if not is_repo_id(repo) or (_ and not revision):
+        meant = suggestions(repo, cache_dir) if "/" not in repo else []
+        if not meant and ask_hub and "/" not in repo and _REPO_PART_ONLY.fullmatch(repo):
+            from llmfit.sources import hub
+
+            try:
+                hub._ready()
+                meant = hub.similar_repos(repo, limit=3)
+            except Exception:  # a suggestion is a courtesy: no answer means none
+                meant = []
         raise UsageError(
             f"{show(text)} is neither a directory nor a repository id like "
-            "Qwen/Qwen3-8B[@revision]."
+            "Qwen/Qwen3-8B[@revision]" + (f"; did you mean {_either(meant)}?" if meant else "."),
+            hint=f"llmfit {meant[0]}" if meant else None,
         )
     if revision:
         check_revision(revision, f"{show(text)} names revision {show(revision)}")
     return RepoRef(repo, revision or None)
+
+
+_REPO_PART_ONLY = re.compile(_REPO_PART, re.ASCII)
+# How a hint that names a cached repository ends: the next command is that one, not a download.
+IN_CACHE = "  (in the local cache)"
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def cached_repo_ids(cache_dir: Path | None = None) -> list[str]:
+    """The model repositories the cache has a folder for, by id (folders whose name is not one a
+    repository can have are left out); [] when the cache cannot be listed."""
+    cache = cache_dir or hub_cache_dir()
+    try:
+        names = [e.name for e in os.scandir(cache) if e.name.startswith("models--")]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        org, sep, rest = name.removeprefix("models--").partition("--")
+        repo_id = f"{org}/{rest}"
+        if sep and is_repo_id(repo_id):
+            out.append(repo_id)
+    return sorted(out)
+
+
+def suggestions(name: str, cache_dir: Path | None = None, limit: int = 3) -> list[str]:
+    """The cached repositories someone typing `name` most likely meant: the same id in another
+    case (the Hub's ids are not case-sensitive, the cache's folders are), for a bare name the
+    repositories of that name, then ids one or two letters off."""
+    import difflib
+
+    ids = cached_repo_ids(cache_dir)
+    low = name.lower()
+    if "/" in name:
+        same = [i for i in ids if i.lower() == low and i != name]
+        keys = {i.lower(): i for i in ids}
+    else:
+        same = [i for i in ids if i.split("/", 1)[1].lower() == low]
+        keys = {i.split("/", 1)[1].lower(): i for i in ids}
+    close = [keys[k] for k in difflib.get_close_matches(low, list(keys), n=limit, cutoff=0.85)]
+    return list(dict.fromkeys(same + [c for c in close if c != name]))[:limit]
 
 
 def check_revision(revision: str, said: str) -> None:
@@ -226,10 +283,15 @@ def require_snapshot(ref: RepoRef, cache_dir: Path | None = None) -> Snapshot:
         return snap
     cache = cache_dir or hub_cache_dir()
     at = f" at revision {ref.revision}" if ref.revision else ""
+    # Another spelling of a cached repository (Qwen/Qwen3-8b for Qwen/Qwen3-8B) is named; a
+    # repository that is cached, but not at this revision, is not another one.
+    meant = [] if repo_folder(cache, ref.repo_id).is_dir() else suggestions(ref.repo_id, cache)
+    download = f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'" + (
+        f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""
+    )
+    at_revision = f"@{ref.revision}" if ref.revision else ""
     raise RepoNotFound(
-        f"{ref.repo_id}{at} is not in the local Hugging Face cache ({cache}).",
-        hint=(
-            f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
-            + (f" --revision {shlex.quote(ref.revision)}" if ref.revision else "")
-        ),
+        f"{ref.repo_id}{at} is not in the local Hugging Face cache ({cache})"
+        + (f"; did you mean {_either(meant)}?" if meant else "."),
+        hint=f"llmfit {shlex.quote(meant[0] + at_revision)}{IN_CACHE}" if meant else download,
     )

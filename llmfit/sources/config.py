@@ -19,6 +19,7 @@ from llmfit.plan.model import (
     ModelShapes,
     ParamSplit,
     SplitRule,
+    Yarn,
 )
 from llmfit.sources.cache import show
 from llmfit.sources.jsonfile import JsonProblem, parse
@@ -706,7 +707,49 @@ def model_from_config(
         ),
         shapes=_model_shapes(cfg, merged, text_type, layers, head_dim, task, path),
         vision_tower=_vision_tower(cfg),
+        yarn=_documented_yarn(merged, text_type, path),
     )
+
+
+# Families whose model cards document serving them past their native context with YaRN: the
+# native length (original_max_position_embeddings), the longest the card vouches for, and which
+# of the family's configs the card covers. The Qwen3 cards (Qwen/Qwen3-4B … -32B, -30B-A3B,
+# -235B-A22B, "Processing Long Texts"): "Qwen3 natively supports context lengths of up to 32,768
+# tokens … We have validated the model's performance on context lengths of up to 131,072 tokens
+# using the YaRN method", with rope_scaling {"rope_type": "yarn", "factor": 4.0,
+# "original_max_position_embeddings": 32768}. Their configs say max_position_embeddings 40,960
+# and no rope scaling; Qwen3-0.6B and -1.7B (hidden size under 2,560) are cards of 32,768 only,
+# and the 2507 releases (262,144 natively) document other ways.
+DOCUMENTED_YARN = {
+    "qwen3": (32_768, 131_072, "the Qwen3 model card"),
+    "qwen3_moe": (32_768, 131_072, "the Qwen3 model card"),
+}
+
+
+def _documented_yarn(merged: dict[str, Any], text_type: str | None, path: Path) -> Yarn | None:
+    """The YaRN way a model's card documents for its family, where the config is one the card
+    covers and carries no rope scaling of its own; None otherwise."""
+    known = DOCUMENTED_YARN.get(text_type or "")
+    if known is None:
+        return None
+    original, longest, source = known
+    rope = merged.get("rope_parameters") or merged.get("rope_scaling")
+    if isinstance(rope, dict) and (rope.get("rope_type") or rope.get("type")) not in (
+        None,
+        "default",
+    ):
+        return None  # the config scales its rope already: its trained context says how far
+    if merged.get("max_position_embeddings") != 40_960:
+        return None
+    if text_type == "qwen3" and (_int(merged, ("hidden_size",), path) or 0) < 2560:
+        return None
+    theta = merged.get("rope_theta")
+    if isinstance(rope, dict) and theta is None:
+        theta = rope.get("rope_theta")
+    if isinstance(theta, bool) or not isinstance(theta, (int, float)):
+        return Yarn(original, longest, None, source)
+    good = math.isfinite(theta) and theta > 0
+    return Yarn(original, longest, float(theta) if good else None, source)
 
 
 # What vLLM's memory model reads besides the KV layout (llmfit/plan/engines/vllm_memory.py). These

@@ -25,6 +25,7 @@ from llmfit.plan.model import DTYPE_SHORT, Model
 from llmfit.plan.repo import Repo
 from llmfit.sources.cache import (
     COMMIT,
+    IN_CACHE,
     RepoRef,
     check_revision,
     file_name_problem,
@@ -72,7 +73,7 @@ def load_repo(
     """
     from llmfit.sources import hub
 
-    ref = parse_ref(text)
+    ref = parse_ref(text, cache_dir, ask_hub=not hub.offline(offline))
     if revision:
         check_revision(revision, f"--revision {show(revision)}")
     if isinstance(ref, RepoRef):
@@ -165,7 +166,8 @@ def _from_cache(
     try:
         snap = require_snapshot(ref, cache_dir)
     except RepoNotFound as e:
-        e.hint = f"llmfit {arg}  (online, once: it fetches metadata only), or: {e.hint}"
+        if not (e.hint or "").endswith(IN_CACHE):  # else the cached one meant is the next step
+            e.hint = f"llmfit {arg}  (online, once: it fetches metadata only), or: {e.hint}"
         raise
     # A GGUF-only repository (unsloth's, bartowski's) has no config.json: its files' headers say
     # what the model is, and _read_dir reads them (from disk, or from llmfit's cache).

@@ -73,8 +73,8 @@ def test_two_cards_are_refused_when_they_cannot_hold_it():
     sized = {r.where: r.need for r in p.rejected if r.need}
     # Half the weights a card on two cards (235 GB, more than the 126 GiB counted on), plus the
     # KV of 2 heads a rank and the rest.
-    assert sized["2 × h200-141g"] > 470_187_269_120 // 2 + 94 * 2 * 256 * 2 * 40_960
-    assert sized["2 × h200-141g"] > int(H200 * 0.9)
+    assert sized["2 × h200-141g (tp2+ep)"] > 470_187_269_120 // 2 + 94 * 2 * 256 * 2 * 40_960
+    assert sized["2 × h200-141g (tp2+ep)"] > int(H200 * 0.9)
 
 
 def test_deepseek_v3_on_eight_h200_keeps_the_whole_latent_cache_on_every_card():

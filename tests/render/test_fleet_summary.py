@@ -49,7 +49,7 @@ def test_example_fleet_numbers_by_hand():
 
 
 def test_four_node_fleet_as_text():
-    text = render_summary(summarize(read_fleet(FOUR)))
+    text = render_summary(summarize(read_fleet(FOUR)), width=1000)
     # a100-80g: 6 cards, 4 free, 1 broken → 1 used; bar 20 × (1, 4, 1) / 6 = 3⅓, 13⅓, 3⅓ cells,
     # the one left over to the first. MIG: 4 instances, 2 free → 2 used, 10 + 10 cells.
     # RAM: 2 × 2048 + 1024 + 512 = 5,632 GiB; free 2 × 1800 + 1024 + 512 = 5,136.
@@ -80,8 +80,27 @@ def test_four_node_fleet_as_text():
     ]
 
 
+def test_the_bars_fit_80_columns_with_their_legend_under_them():
+    # Issue 27: at 80 columns the table is 68 wide, so its bars start at 70 and have 10 cells.
+    # a100-80g (1, 4, 1) × 10 / 6 = 1⅔, 6⅔, 1⅔: 1, 6, 1 and the two cells left over to the first
+    # two (equal remainders, in order); the MIG slices (2, 2) five and five. The legend (27
+    # characters) ends at the 80th column; the first line (the file's path is this checkout's)
+    # wraps.
+    lines = render_summary(summarize(read_fleet(FOUR)), width=80).splitlines()
+    assert lines[0].startswith("fleet: ") and lines[1].startswith("    ")
+    assert lines[lines.index("") + 1 :][:6] == [
+        "class                 GiB a card  nodes  GPUs  used  free  unhealthy",
+        "a100-80g                    79.3      1     6     1     4          1  ██░░░░░░░×",
+        "a100-80g-mig-3g.40gb        39.2      1     4     2     2          0  █████░░░░░",
+        "h100-80g                    79.2      2    16     0    16          0  ░░░░░░░░░░",
+        "rtxa5000-24g                24.0      1     1     0     1          0  ░░░░░░░░░░",
+        " " * 53 + "█ used  ░ free  × unhealthy",
+    ]
+    assert max(len(line) for line in lines) <= 80
+
+
 def test_cpu_only_fleet_has_no_gpu_tables():
-    text = render_summary(summarize(parse_inline("2xcpu:1t")))
+    text = render_summary(summarize(parse_inline("2xcpu:1t")), width=1000)
     assert text.splitlines() == [
         "fleet: inline: 2xcpu:1t · 2 nodes (0 with GPUs, 2 CPU only) · no GPUs",
         "",

@@ -20,13 +20,14 @@ from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.engines import NO_ENV, Explanation, Found, Image, Job, Part, Request, knobs
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
+from llmfit.plan.engines.serving import pinned_cards, pinned_text, pinned_where
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import Card, Layout, LayoutSpace
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, PerCard, Rejection
 from llmfit.plan.pools import ClassPool, Host
-from llmfit.plan.settings import PlanSettings
+from llmfit.plan.settings import Pins, PlanSettings
 
 RPC_PORT = 50052  # rpc-server's default port (tools/rpc/README.md)
 PORT = 8080  # llama-server's default; each further server on a node takes the next one
@@ -104,15 +105,15 @@ def in_ram(o: Option[LlamaCppLaunch]) -> str:
 
 
 def where(o: Option[LlamaCppLaunch]) -> str:
+    """Where it runs, in the grammar of every label (Layout.short): llama.cpp's layer split over
+    k cards is its pipeline ("pp4"; llama.cpp logs "pipeline parallelism enabled"), its
+    independent servers data-parallel copies ("dp4"), then what stays in the host's RAM."""
     if o.cpu:
         return "CPU"
     lay = o.layout
     if lay.nodes > 1:
-        return f"{lay.nodes} nodes × {lay.cards_per_node} {o.gpu_class} on {o.fabric}"
-    if lay.replicas > 1:
-        each = "a server each" if lay.pp == 1 else f"{lay.replicas} servers of {lay.pp}"
-        return f"{lay.cards} × {o.gpu_class} ({each})"
-    return f"{lay.cards} × {o.gpu_class}{in_ram(o)}"
+        return f"{lay.nodes} nodes × {lay.cards_per_node} {o.gpu_class} on {o.fabric}{lay.label()}"
+    return f"{lay.cards} × {o.gpu_class}{lay.label()}{in_ram(o)}"
 
 
 class LlamaCpp:
@@ -138,6 +139,10 @@ class LlamaCpp:
             found.rejected.append(
                 Rejection(job.artifact.name, self.key, "any", "its header was not read")
             )
+            return found
+        refusal = pin_refusal(job.settings.pins)
+        if refusal:
+            found.rejected.append(Rejection(job.artifact.name, self.key, "any", refusal))
             return found
         for kv_type, what_if, flags in variants(job.settings):
             refused: list[Rejection] = []
@@ -205,13 +210,17 @@ class LlamaCpp:
                 **kw,
             )
 
-        # CPU: every node's RAM is a candidate, GPU nodes' too.
+        # CPU: every node's RAM is a candidate, GPU nodes' too; not where pins ask for cards.
+        pins = settings.pins
+        # --tp 1 and --no-ep are every llama.cpp layout: only cards and servers narrow them.
+        narrowed = bool(pins.pp or pins.dp or pins.gpus)
+        on_cpu = not narrowed
         cpu = sizes.Placement(0, 0, kv_type=kv_type)
         e = est.estimate(layout, cpu, context, extra)
         need = e.host.total
         rams = [Host(nd, 0, 0) for nd in job.fleet.nodes if nd.ram_bytes > 0]
         fitting = [h for h in rams if need <= ram_have(h)]
-        if fitting:
+        if fitting and on_cpu:
             have = max(ram_have(h) for h in fitting)
             out.append(
                 Option(
@@ -248,7 +257,7 @@ class LlamaCpp:
                     ),
                 )
             )
-        elif rams:
+        elif rams and on_cpu:
             have = max(ram_have(h) for h in rams)
             rejected.append(Rejection(art.name, self.key, "CPU", "", need=need, have=have))
 
@@ -259,6 +268,8 @@ class LlamaCpp:
             refused: list[Rejection] = []
             if _exact(settings):
                 out += self._exact(job, pool, refused, kv_type, option, ram_have, est)
+            elif narrowed:
+                out += self._pinned(job, pool, refused, kv_type, option, ram_have, est)
             else:
                 out += self._on_pool(job, pool, refused, kv_type, option, ram_have, est)
             rejected += [replace(r, gpu_class=pool.gpu_class) for r in refused]
@@ -393,6 +404,135 @@ class LlamaCpp:
                 )
                 break
         return out
+
+    def _pinned(
+        self,
+        job: Job,
+        pool: ClassPool,
+        rejected: list[Rejection],
+        kv_type: str,
+        option: _Make,
+        ram_have: Callable[[Host], int],
+        est: _Estimator,
+    ) -> list[Option[LlamaCppLaunch]]:
+        """The layouts the pins name, as llama.cpp means each: --pp and --gpus are the cards a
+        server's layers are split over (its layer split is its pipeline), --dp the independent
+        servers on a node, each on its own cards and port; a server on more cards than a node
+        has spans the nodes of a fabric over RPC. Each pinned split is sized whole on its cards,
+        and, where that does not fit a single server, with the rest in the node's RAM."""
+        art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        pins = settings.pins
+        layout = art.layout
+        assert layout is not None
+        n = layout.layers
+        extra = art.projector_bytes
+        have = int(pool.card_bytes * settings.gpu_memory_utilization)
+        cls, width = pool.gpu_class, pool.max_gpus
+        card = Card(cls, pool.card_bytes)
+        before = len(rejected)
+        out: list[Option[LlamaCppLaunch]] = []
+        # (cards a server, servers) on one node, as the pins allow.
+        shapes = [
+            (k, servers)
+            for k in range(1, width + 1)
+            for servers in range(1, width // k + 1)
+            if pins.allows(Layout(1, k, servers, False, 1, servers))
+        ]
+        for k in sorted({k for k, _ in shapes}):
+            placement = sizes.Placement(n + 1, k, kv_type=kv_type)
+            e = est.estimate(layout, placement, context, extra)
+            worst = e.worst_card()
+            assert worst is not None
+            if worst.total > have:
+                rejected.append(
+                    Rejection(art.name, self.key, f"{k} × {cls}{Layout(1, k).label()}", "",
+                              need=worst.total, have=have)
+                )  # fmt: skip
+                if (k, 1) in shapes and not pool.mig:
+                    out += self._partial_on(job, pool, k, have, rejected, kv_type, option,
+                                            ram_have, est)  # fmt: skip
+                continue
+            longest = est.max_context(layout, placement, have, None, model.max_context, extra=extra)
+            for servers in sorted(s for kk, s in shapes if kk == k):
+                seats = pool.seats(k * servers, 1)
+                out.append(
+                    option(
+                        placement, e, layout=Layout(1, k, servers, False, 1, servers), card=card,
+                        have=have, hosts=seats.hosts, free_now=seats.free_now(1),
+                        max_context=longest,
+                    )
+                )  # fmt: skip
+        # One server over the cards of several nodes of a fabric (RPC), every card of each.
+        for fabric in pool.fabrics() if not pool.mig and width else ():
+            if not fabric:
+                continue
+            total = pool.seats(width, 1, fabric).hosts
+            for m in range(2, min(total, n + 1) + 1):
+                lay = Layout(1, m * width, 1, False, m, 1)
+                if not pins.allows(lay):
+                    continue
+                placement = sizes.Placement(n + 1, m * width, kv_type=kv_type)
+                e = est.estimate(layout, placement, context, extra)
+                worst = e.worst_card()
+                assert worst is not None
+                if worst.total > have:
+                    rejected.append(
+                        Rejection(art.name, self.key, f"{m} nodes × {width} {cls} on {fabric}"
+                                  f"{lay.label()}", "", need=worst.total, have=have, nodes=m)
+                    )  # fmt: skip
+                    continue
+                seats = pool.seats(width, m, fabric)
+                out.append(
+                    option(
+                        placement, e, layout=lay, card=card, have=have, fabric=fabric,
+                        hosts=seats.hosts, free_now=seats.free_now(m), node_ids=seats.node_ids,
+                        max_context=est.max_context(layout, placement, have, None,
+                                                    model.max_context, extra=extra),
+                    )
+                )  # fmt: skip
+        if not out and len(rejected) == before:
+            rejected.append(
+                Rejection(art.name, self.key, pinned_where(pins, cls), _pin_rule(pins, pool, n))
+            )
+        return out
+
+    def _partial_on(
+        self, job: Job, pool: ClassPool, k: int, have: int, rejected: list[Rejection],
+        kv_type: str, option: _Make, ram_have: Callable[[Host], int], est: _Estimator,
+    ) -> list[Option[LlamaCppLaunch]]:  # fmt: skip
+        """A server on k cards of a node with what they cannot hold in the node's RAM (the
+        experts of the first layers, else the first layers), where a node has the RAM."""
+        art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        layout = art.layout
+        assert layout is not None
+        n = layout.layers
+        partial = _partial(layout, n, k, have, context, art.projector_bytes, kv_type, est)
+        if not partial:
+            return []
+        placement, e = partial
+        hosts = [h for h in pool.hosts if h.gpus >= k]
+        with_ram = [h for h in hosts if e.host.total <= ram_have(h)]
+        if not with_ram:
+            why = NO_RAM if not any(h.ram for h in hosts) else (
+                f"the part in RAM needs {e.host.total / GIB:.1f} GiB, more than "
+                f"{settings.host_share:.0%} of any {pool.gpu_class} node's RAM"
+            )  # fmt: skip
+            rejected.append(
+                Rejection(art.name, self.key, f"{k} × {pool.gpu_class} with the rest in RAM", why)
+            )
+            return []
+        host_have = min(ram_have(h) for h in with_ram)
+        return [
+            option(
+                placement, e, layout=Layout(1, k, 1, False, 1, 1),
+                card=Card(pool.gpu_class, pool.card_bytes), have=have,
+                hosts=sum(h.count for h in with_ram),
+                free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
+                host_bytes=e.host.total,
+                max_context=est.max_context(layout, placement, have, host_have, model.max_context,
+                                            extra=art.projector_bytes),
+            )
+        ]  # fmt: skip
 
     def _exact(
         self,
@@ -605,6 +745,44 @@ class LlamaCpp:
         from llmfit.plan.engines.llamacpp_command import read
 
         return read(argv, defaults, env)
+
+
+def pin_refusal(pins: Pins) -> str | None:
+    """A pin llama.cpp has no meaning for, refused in one sentence; None for those it has."""
+    if pins.tp is not None and pins.tp > 1:
+        return (
+            f"--tp {pins.tp}: llama.cpp splits a GGUF file over cards by layers (--tensor-split), "
+            f"not by tensor parallelism; --gpus {pins.tp} (or --pp {pins.tp}) puts its layers on "
+            f"{pins.tp} cards"
+        )
+    if pins.ep:
+        return (
+            "--ep: llama.cpp has no expert parallelism; a mixture of experts' experts are split "
+            "over cards by layer with the rest, or kept in RAM (--n-cpu-moe)"
+        )
+    return None
+
+
+def _pin_rule(pins: Pins, pool: ClassPool, layers: int) -> str:
+    """Why no llama.cpp layout on this class of cards has the pinned sizes."""
+    need = pinned_cards(pins)
+    width = pool.max_gpus
+    if pins.pp and pins.pp > layers + 1:
+        return f"{pins.pp} cards are more than the model's {layers} layers and its output layer"
+    if pool.mig and need > 1:
+        return "a MIG instance cannot be joined with others, on its node or across nodes"
+    if need > width:
+        if not any(f and sum(h.count for h in hs) > 1 for f, hs in pool.fabrics().items()):
+            return (
+                f"{need} cards are more than a {pool.gpu_class} node's {width}, and these nodes "
+                "have no fabric for llama.cpp's RPC across nodes: give them one (fabric = "
+                '"ib0" in a fleet file; inline, @ib0 as in 2x8xh100-80g@ib0)'
+            )
+        return (
+            f"{need} cards are more than a {pool.gpu_class} node's {width}; across nodes "
+            "llama.cpp runs one server over every card of each node (RPC), not servers"
+        )
+    return f"no llama.cpp layout on {pool.gpu_class} is {pinned_text(pins)}"
 
 
 def _partial(

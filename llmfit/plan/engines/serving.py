@@ -25,7 +25,7 @@ from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, sele
 from llmfit.plan.model import Model, Shape
 from llmfit.plan.options import Option, Rejection
 from llmfit.plan.pools import ClassPool
-from llmfit.plan.settings import PlanSettings
+from llmfit.plan.settings import Pins, PlanSettings
 
 # The port a Ray cluster's head listens on (Ray's default), for both engines' --ray launches.
 RAY_PORT = 6379
@@ -121,13 +121,92 @@ def split_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
     return None
 
 
+def dense_pins(pins: Pins, moe: bool) -> Pins:
+    """The pins a layout search of a dense model takes: expert parallelism asked of one (`--ep`,
+    or a checked command's --enable-expert-parallel, which vLLM accepts and ignores there) has no
+    experts to spread, so it is left out rather than refuse every layout (the plan says so)."""
+    return replace(pins, ep=None) if pins.ep and not moe else pins
+
+
+def pinned_cards(pins: Pins) -> int:
+    """The fewest cards the pins ask for: their card count, or tp × pp × dp of those given."""
+    product = (pins.tp or 1) * (pins.pp or 1) * (pins.dp or 1)
+    return max(product, pins.gpus or 0)
+
+
+def pinned_sizes(pins: Pins) -> str:
+    """The pinned sizes above 1 in the labels' grammar (Layout.short): "tp8×pp2", "tp3"; ""
+    where none is."""
+    sizes = (("tp", pins.tp), ("pp", pins.pp), ("dp", pins.dp))
+    return "×".join(f"{n}{v}" for n, v in sizes if v and v > 1)
+
+
+def pinned_text(pins: Pins) -> str:
+    """The pins in words: their sizes ("tp8×pp2"), else their card count ("16 cards")."""
+    cards = pinned_cards(pins)
+    return pinned_sizes(pins) or f"{cards} card{'s' if cards != 1 else ''}"
+
+
+def pinned_where(pins: Pins, gpu_class: str) -> str:
+    """Where a pinned layout would have stood: "16 × h100-80g (tp8×pp2)", "3 × l40s-48g"."""
+    sizes = pinned_sizes(pins)
+    return f"{pinned_cards(pins)} × {gpu_class}" + (f" ({sizes})" if sizes else "")
+
+
+def pin_rule(pins: Pins, pool: ClassPool, layers: int, moe: bool) -> str:
+    """Why no layout the engines' shared search tries has the pinned sizes on this class of
+    cards, in one sentence naming the rule (the sizes in the labels' grammar, not as flags: a
+    checked command's were the engine's own)."""
+    asked = pinned_text(pins)
+    need = pinned_cards(pins)
+    cls, width = pool.gpu_class, pool.max_gpus
+    product = (pins.tp or 1) * (pins.pp or 1) * (pins.dp or 1)
+    if pins.gpus and pins.tp and pins.pp and pins.dp and product != pins.gpus:
+        return f"{asked} is {product} card{'s' if product > 1 else ''}, not the {pins.gpus} asked"
+    if pins.pp and pins.pp > layers:
+        return f"{pins.pp} pipeline stages are more than the model's {layers} layers"
+    if (pins.dp or 1) > 1 and (pins.pp or 1) > 1:
+        return (
+            "data-parallel ranks are planned as one tensor-parallel group each, not as "
+            "pipelines of stages (give the ranks or the stages, not both)"
+        )
+    if moe and (pins.dp or 1) > 1 and pins.ep is False:
+        return (
+            "a mixture of experts' data-parallel ranks are planned with expert parallelism "
+            "(its attention a rank, its experts over all of them), not without"
+        )
+    if need > width:
+        fabrics = {f: sum(h.count for h in hosts) for f, hosts in pool.fabrics().items() if f}
+        nodes = -(-need // width) if width else 0
+        if not fabrics or max(fabrics.values()) < 2:
+            return (
+                f"{need} cards are more than a {cls} node's {width}, and these nodes have no "
+                'fabric, so a replica cannot span them: give them one (fabric = "ib0" in a '
+                "fleet file; inline, @ib0 as in 2x8xh100-80g@ib0)"
+            )
+        best, count = max(fabrics.items(), key=lambda kv: kv[1])
+        if count < nodes:
+            return (
+                f"{asked} is {need} cards, {nodes} {cls} nodes of {width}; the most on one "
+                f"fabric are {count}, on {best}"
+            )
+        return (
+            f"{asked} is {need} cards, more than a {cls} node's {width}; across nodes a "
+            "replica is planned as a node's cards a pipeline stage (tp × pp, pp the nodes), "
+            "or, for a mixture of experts, data-parallel ranks with expert parallelism"
+        )
+    return f"no layout planned on {cls} is {asked}"
+
+
 def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
-    """ "4 × h200-141g", "8 × h100-80g (tp4×pp2)", "2 nodes × 8 h100-80g on ib0"."""
-    plain = layout.pp == 1 and layout.dp == 1 or layout.nodes > 1 and layout.dp == 1
-    shape = "" if plain else f" ({layout.short()})"
+    """ "1 × h200-141g", "4 × h200-141g (tp4)", "8 × h100-80g (tp4×pp2)", "2 nodes × 8
+    h100-80g on ib0 (tp8×pp2)": every parallel size above 1 named (Layout.short)."""
     if layout.nodes > 1:
-        return f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}{shape}"
-    return f"{layout.cards} × {gpu_class}{shape}"
+        return (
+            f"{layout.nodes} nodes × {layout.cards_per_node} {gpu_class} on {fabric}"
+            f"{layout.label()}"
+        )
+    return f"{layout.cards} × {gpu_class}{layout.label()}"
 
 
 def speed(
@@ -269,6 +348,11 @@ class Serving(ABC, Generic[L]):
         found = Found()
         if job.settings.given is not None:
             found.notes += self._as_given(job)
+        if job.settings.pins.ep and not job.model.is_moe:
+            found.notes.append(
+                "expert parallelism is asked for, but the model is not a mixture of experts: "
+                "there are no experts to spread, so it is left out of the layouts"
+            )
         if any(n.is_cpu for n in job.fleet.nodes):
             found.rejected.append(
                 Rejection(
@@ -344,16 +428,24 @@ class Serving(ABC, Generic[L]):
         rejected: list[Rejection],
     ) -> list[Option[L]]:
         model, settings = job.model, job.settings
-        pins = settings.pins
         moe = model.is_moe
+        pins = dense_pins(settings.pins, moe)
         ep = pins.ep if moe else False
+        before = len(rejected)
         widths: list[int] = []
-        for tp in powers_of_two(pool.max_gpus):
+        # A pinned width, or a pinned card count for tensor parallelism alone, is tried as asked
+        # (3, 6, 12): refused in the engine's own words where the heads or blocks refuse it,
+        # never dropped for not being a power of two.
+        asked = {w for w in (pins.tp, pins.gpus if pins.tp is None else None) if w}
+        for tp in sorted(
+            set(powers_of_two(pool.max_gpus)) | {w for w in asked if w <= pool.max_gpus}
+        ):
             if pins.tp is not None and tp != pins.tp:
                 continue
             refusal = self._width_refusal(shape, tp, moe and ep is not False)
             if refusal:
-                rejected.append(Rejection(art.name, self.key, f"{tp} × {pool.gpu_class}", refusal))
+                here = where(Layout(tp=tp), pool.gpu_class, None)
+                rejected.append(Rejection(art.name, self.key, here, refusal))
             else:
                 widths.append(tp)
         if pins.tp is not None and pins.tp > pool.max_gpus and not pool.mig:
@@ -368,11 +460,17 @@ class Serving(ABC, Generic[L]):
             )
         if not widths:
             return []
+        # A pinned number of stages or ranks is tried as asked too.
+        stages = set(powers_of_two(pool.max_gpus)) | ({pins.pp} if pins.pp else set())
+        ranks = set(powers_of_two(pool.max_gpus)) | ({pins.dp} if pins.dp else set())
+        if pins.gpus and not pins.dp:
+            # A pinned card count is also that many cards as data-parallel ranks of each width.
+            ranks |= {pins.gpus // w for w in widths if pins.gpus % w == 0}
         space = Space.of(
             self.layouts,
             widths=tuple(widths),
-            stages=tuple(powers_of_two(pool.max_gpus)),
-            ranks=tuple(n for n in powers_of_two(pool.max_gpus) if n > 1),
+            stages=tuple(sorted(n for n in stages if n <= pool.max_gpus)),
+            ranks=tuple(sorted(n for n in ranks if 1 < n <= pool.max_gpus)),
             moe=moe,
             layers=shape.layers,
             ep=ep,
@@ -406,6 +504,16 @@ class Serving(ABC, Generic[L]):
             plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
             if plain or pins.any or settings.concurrency is not None:
                 rejected.append(self._miss(art, pool, t, settings.concurrency))
+        if pins.any and not fits and len(rejected) == before:
+            # The pins left no layout of the space to size here: which rule, said once.
+            rejected.append(
+                Rejection(
+                    art.name,
+                    self.key,
+                    pinned_where(pins, pool.gpu_class),
+                    pin_rule(pins, pool, shape.layers, moe),
+                )
+            )
         out: list[Option[L]] = []
         groups: dict[str, list[Tried]] = {}
         for t in fits:

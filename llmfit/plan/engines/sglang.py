@@ -39,7 +39,7 @@ from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import ACROSS, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import AttentionCharge, AttentionKind, Model, Shape
+from llmfit.plan.model import AttentionCharge, AttentionKind, Model, Shape, yarn_json
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
@@ -96,6 +96,8 @@ class SglangLaunch:
     options: SglangOptions = SglangOptions()
     # A command being checked, which the launch runs as given (llmfit check).
     given: Given | None = None
+    # YaRN past the trained context, as --json-model-override-args JSON (model.yarn_overrides).
+    rope_overrides: str | None = None
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -285,7 +287,9 @@ class Sglang(serving.Serving[SglangLaunch]):
             server=extra.server,
             kv_cache_dtype=engine_kv_dtype(model, settings),
             trust_remote_code=model.custom_code,
-            long_context=bool(model.max_context and job.context > model.max_context),
+            long_context=bool(model.max_context and job.context > model.max_context)
+            and yarn_json(model, job.context) is None,
+            rope_overrides=yarn_json(model, job.context),
             chunked_prefill_size=extra.reserve.chunked_prefill_size,
             decode_max_bs=extra.reserve.decode_max_bs,
             reserved=int(extra.reserve.reserved_mib * sizes.MIB),
@@ -331,6 +335,10 @@ class Sglang(serving.Serving[SglangLaunch]):
         ]
         if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
             argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
+        if launch.rope_overrides:
+            # YaRN past the trained context: merged into the loaded config's rope_scaling
+            # (utils/hf_transformers/config.py get_config, model_override_args).
+            argv += ["--json-model-override-args", launch.rope_overrides]
         argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")

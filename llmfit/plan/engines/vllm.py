@@ -45,7 +45,7 @@ from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import ACROSS, Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import AttentionCharge, Model, Shape
+from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_json
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
@@ -96,6 +96,9 @@ class VllmLaunch:
     options: VllmOptions = VllmOptions()
     # A context past the trained one, which vLLM refuses without VLLM_ALLOW_LONG_MAX_MODEL_LEN.
     long_context: bool = False
+    # Or, where the model's documentation stretches it with YaRN, the config overrides that do
+    # (model.yarn_overrides), as --hf-overrides JSON; None where there are none.
+    rope_overrides: str | None = None
     # The config names code of its own (auto_map: Kimi-K2's tokenizer, DeepSeek's modelling
     # files), which vLLM loads only with --trust-remote-code.
     trust_remote_code: bool = False
@@ -311,7 +314,9 @@ class Vllm(serving.Serving[VllmLaunch]):
             flags=(),
             batched_tokens=memory.max_num_batched_tokens,
             options=settings.options(VllmOptions),
-            long_context=bool(model.max_context and job.context > model.max_context),
+            long_context=bool(model.max_context and job.context > model.max_context)
+            and yarn_json(model, job.context) is None,
+            rope_overrides=yarn_json(model, job.context),
             trust_remote_code=model.custom_code,
             version=memory.version,
             memory=memory,
@@ -353,6 +358,10 @@ class Vllm(serving.Serving[VllmLaunch]):
         ]
         if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
             argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
+        if launch.rope_overrides:
+            # YaRN past the trained context (ModelConfig.hf_overrides: a dict value is set on the
+            # loaded config, vllm/config/model.py _apply_dict_overrides).
+            argv += ["--hf-overrides", launch.rope_overrides]
         argv += knobs.argv(launch.options)
         if launch.trust_remote_code:
             argv.append("--trust-remote-code")
