@@ -14,19 +14,18 @@ import pytest
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.engines import vllm_sizes as old_vllm
+from llmfit.plan.engines.vllm_kv import mamba_page_bytes
 from llmfit.plan.engines.vllm_memory import (
     GIB,
-    NON_TORCH,
     LoRA,
     Rank,
     Settings,
     Speculative,
-    batch_defaults,
     combine_stages,
     estimate,
-    mamba_page_bytes,
     parts_of,
 )
+from llmfit.plan.engines.vllm_runtime import NON_TORCH, batch_defaults
 from llmfit.plan.engines.vllm_versions import VllmVersion
 from llmfit.plan.fleet import MIB
 from llmfit.plan.layout import Card

@@ -65,7 +65,7 @@ def _json_object(flag: str, text: str) -> dict:
 def speculative(text: str) -> tuple[object, str | None]:
     """--speculative-config → what it costs a card (a vllm_memory.Speculative), and the draft
     model's repository, if it names one (its weights are read with the plan's own)."""
-    from llmfit.plan.engines.vllm_memory import Speculative
+    from llmfit.plan.engines.vllm_inputs import Speculative
 
     cfg = _json_object("--speculative-config", text)
     method = cfg.get("method")
@@ -192,7 +192,7 @@ class VllmOptions:
     def with_repo(self, repo_id: str, model: Model, artifacts: tuple[Artifact, ...]) -> VllmOptions:
         """The options once the draft's repository is read: its weights and cache, so that each
         card is charged for them."""
-        from llmfit.plan.engines.vllm_memory import Speculative
+        from llmfit.plan.engines.vllm_inputs import Speculative
         from llmfit.plan.model import Shape
 
         spec = self.speculative
