@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, planned
-from llmfit.plan.engines import vllm_sizes as vllm
+from llmfit.plan.engines.vllm_kv import attention_charges
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
@@ -98,7 +98,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             + tuple(engine_notes)
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
-        attention=vllm.attention_charges(shape, context),
+        attention=attention_charges(shape, context),
     )
 
 

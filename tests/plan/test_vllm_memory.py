@@ -13,7 +13,6 @@ import math
 import pytest
 
 from llmfit.plan.artifact import WeightLayout
-from llmfit.plan.engines import vllm_sizes as old_vllm
 from llmfit.plan.engines.vllm_kv import mamba_page_bytes
 from llmfit.plan.engines.vllm_memory import (
     GIB,
@@ -357,10 +356,9 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 def test_tensor_parallelism_adds_no_stale_nccl_charge():
     # gpu_worker.py init_device starts NCCL before the memory snapshot, so vLLM V1 does not count
-    # it: the 1.79 GiB a card plan/engines/vllm_sizes.py adds with TP (NON_TORCH_TP, a V0 record)
-    # is not charged. Non-torch memory is 0.13 GiB at any width, and TP 2's budget is TP 1's
-    # plus exactly the weights it no longer holds (activation and graphs are per rank alike).
-    assert old_vllm.NON_TORCH_TP == 1_920_000_000
+    # it: the 1.79 GiB a card of a V0 record (PR #10511) is not charged. Non-torch memory is
+    # 0.13 GiB at any width, and TP 2's budget is TP 1's plus exactly the weights it no longer
+    # holds (activation and graphs are per rank alike).
     one = run(LLAMA, LLAMA_8B_BYTES, max_model_len=16_000)
     two = run(LLAMA, LLAMA_8B_BYTES, rank=Rank(tp=2), max_model_len=16_000)
     assert one.non_torch == two.non_torch == NON_TORCH == 139_586_437
@@ -667,13 +665,6 @@ def test_held_out_qwen3_32b_fits_one_h100_at_16000_tokens():
     # 16,000 tokens: 1,000 blocks of 64 layers x 16 tokens x 8 KV heads x 256 x 2 B.
     assert 1_000 * 64 * 16 * 8 * 256 * 2 == 4_194_304_000 < r.kv_budget
     assert r.fits
-    # The old plan charged 0.25 GiB non-torch and 0.5 GiB of graphs on top: 3.88 GiB left,
-    # short of the 3.906 GiB 16,000 tokens need.
-    card = old_vllm.per_card(
-        Shape.of(m), 65_524_246_528, 1, 1, 16_000, old_vllm.Runtime(8192, 151_936, 5_120)
-    )
-    have = int(85_045_477_376 * 0.9)
-    assert old_vllm.max_context(Shape.of(m), card, have, 1, 1, 40_960) < 16_000
     # vLLM 0.33 fits it too: its graphs (51 sizes x 64 layers x 56 KiB = 187,170,816 B) come
     # out of the budget, but Model Runner V2's sampler warm-up is far smaller.
     new = estimate(

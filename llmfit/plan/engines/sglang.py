@@ -124,7 +124,7 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
     fp8_utils.validate_fp8_block_shape, whose sentences serving.split_refusal gives), except for
     routed experts kept whole by expert parallelism.
     """
-    # The same head checks as vLLM's (vllm_sizes.width_refusal), kept apart for their words:
+    # The same head checks as vLLM's (vllm.width_refusal), kept apart for their words:
     # vLLM's are its own sentences, SGLang asserts with none, so these say it in llmfit's.
     if shape.attention_heads and shape.attention_heads % tp:
         return (

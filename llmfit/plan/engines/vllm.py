@@ -3,7 +3,7 @@ under them, and the `vllm serve` lines that launch them.
 
 Layouts (vllm/config/parallel.py, vllm/engine/arg_utils.py, 0.33):
 - tensor parallel within a node, a width that divides the attention heads and divides or is a
-  multiple of the KV heads (see vllm_sizes.width_refusal);
+  multiple of the KV heads (width_refusal);
 - pipeline parallel across the nodes of one fabric (one stage a node, the node's cards its
   width) or within a node; stages take runs of layers by get_pp_indices, the first also holding
   the embedding and the last the output layer, so the fullest stage is the one checked;
@@ -16,7 +16,7 @@ Layouts (vllm/config/parallel.py, vllm/engine/arg_utils.py, 0.33):
 
 What one card holds is vllm_memory's, for the vLLM release asked for (`--vllm-version`, default
 the newest modelled): its weights part by part, its profile run, CUDA graphs and KV pool, each as
-that release's code works it out; the refusals of a width are vllm_sizes'.
+that release's code works it out.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import Explanation, Found, Image, Job, Part, Request, knobs, serving
 from llmfit.plan.engines import vllm_memory as vm
-from llmfit.plan.engines import vllm_sizes as sizes
-from llmfit.plan.engines.serving import Variant
+from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command
@@ -107,6 +106,25 @@ def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     if not chosen:
         return None
     return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
+
+
+def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
+    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it: its
+    attention heads, in vLLM's words, then the layers it splits (serving.split_refusal)."""
+    if shape.attention_heads and shape.attention_heads % tp:
+        # ModelConfig.verify_with_parallel_config, word for word.
+        return (
+            f"Total number of attention heads ({shape.attention_heads}) must be divisible by "
+            f"tensor parallel size ({tp})."
+        )
+    kv = shape.kv_heads
+    if kv and kv % tp and tp % kv:
+        # QKVParallelLinear splits KV heads evenly, or past their number replicates them evenly.
+        return (
+            f"{kv} KV heads can be neither split evenly across nor replicated evenly over "
+            f"{tp} cards."
+        )
+    return split_refusal(shape, tp, expert_parallel)
 
 
 def version_of(opts: VllmOptions) -> VllmVersion:
@@ -222,7 +240,7 @@ class Vllm(serving.Serving):
         return out
 
     def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
-        return sizes.width_refusal(shape, tp, expert_parallel=expert_parallel)
+        return width_refusal(shape, tp, expert_parallel=expert_parallel)
 
     def _sizer(
         self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant

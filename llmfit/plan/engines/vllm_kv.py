@@ -18,7 +18,7 @@ from llmfit.plan.engines.vllm_inputs import (
     layer_kinds,
 )
 from llmfit.plan.engines.vllm_versions import VllmVersion
-from llmfit.plan.model import AttentionKind, Model
+from llmfit.plan.model import AttentionCharge, AttentionKind, Model, Shape
 
 
 @dataclass(frozen=True)
@@ -437,3 +437,63 @@ def request_bytes(ctx: Context, layout: KvLayout, max_model_len: int) -> int:
     if not v.has("admission_sums_groups"):
         return layout.bytes_per_block * per_kind[0]
     return layout.bytes_per_block * sum(k.groups * b for k, b in pairs)
+
+
+# ------------------------------------------------------------------------------------------------
+# The plan's summary of each kind of layer
+# ------------------------------------------------------------------------------------------------
+
+# vLLM allocates KV in blocks of 16 tokens (CacheConfig.DEFAULT_BLOCK_SIZE).
+BLOCK_SIZE = 16
+# Tokens vLLM schedules in one step (--max-num-batched-tokens), which a sliding-window layer keeps
+# beside its window: `vllm serve`'s default on cards of 70 GiB or more other than the A100
+# (EngineArgs.get_batch_defaults). The summary is for the model, not a card: each card's
+# estimate counts what its own release and card keep (kv_layout).
+MAX_NUM_BATCHED_TOKENS = 8192
+
+
+def fixed_kv(shape: Shape, context: int) -> int:
+    """What one sequence's sliding windows and linear states cost one card, at any length."""
+    return shape.fixed_kv_bytes(
+        1, 1, context, batched_tokens=MAX_NUM_BATCHED_TOKENS, block_size=BLOCK_SIZE
+    )
+
+
+def attention_charges(shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
+    """Each kind of layer, what it costs a replica of one card, and in words how it was charged."""
+    out: list[AttentionCharge] = []
+    for g in shape.layer_groups:
+        one = Shape((g,), shape.attention_heads, shape.kv_heads, shape.kv_dtype)
+        per_token = one.kv_bytes_per_token()
+        per_seq = fixed_kv(one, context)
+        if g.kind is AttentionKind.FULL:
+            kind, how = "full", "K and V for every token of the context"
+        elif g.kind is AttentionKind.MLA:
+            kind = "mla"
+            how = (
+                f"one latent of {g.latent_dim} per token, stored once and not split by tensor "
+                "parallelism"
+            )
+        elif g.kind is AttentionKind.SLIDING and g.chunked:
+            kind = "chunked"
+            how = (
+                f"a chunk of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
+                "sequence, whatever the context (here at vLLM's max_num_batched_tokens on cards of "
+                "70 GiB or more; each card's plan counts what its release keeps for it)"
+            )
+        elif g.kind is AttentionKind.SLIDING:
+            kind = "sliding"
+            how = (
+                f"a window of {g.window:,} tokens + {MAX_NUM_BATCHED_TOKENS:,} batched tokens a "
+                "sequence, whatever the context (here at vLLM's max_num_batched_tokens on cards of "
+                "70 GiB or more; each card's plan counts what its release keeps for it)"
+            )
+        else:
+            kind = "linear"
+            how = (
+                f"a fixed {g.state_kind or 'recurrent'} state of {g.state_bytes:,} B a sequence "
+                "a layer, split by tensor parallelism, whatever the context"
+            )
+        window = g.window if g.kind is AttentionKind.SLIDING else None
+        out.append(AttentionCharge(kind, g.layers, per_token, per_seq, how, window))
+    return tuple(out)
