@@ -66,10 +66,10 @@ def test_the_text_listing_is_one_line_a_model(run):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     row = next(line for line in out.splitlines() if " Qwen/Qwen3-235B-A22B " in line)
-    # Its best option's numbers, as the plan prints them: fp8 on 2 × h200, 116.6 of 126.0 GiB
-    # (tests/test_cli.py), 3.54 sequences of 40,960 tokens at once.
+    # Its best option's numbers, as the plan prints them: fp8 on 2 × h200, 117.6 of 126.0 GiB
+    # (tests/test_cli.py), 3.26 sequences of 40,960 tokens at once.
     assert re.search(
-        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g\s+8\.0\s+116\.6/126\.0\s+40,960\s+3\.54\s+free",
+        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g\s+8\.0\s+117\.6/126\.0\s+40,960\s+3\.26\s+free",
         row,
     ), row
     # Config-only snapshots are named once, together, with why they are not planned.
@@ -84,7 +84,7 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     lines = out.splitlines()
     at = lines.index(" 9 Qwen/Qwen3-235B-A22B")
     assert lines[at + 1] == (
-        "    fp8 weights, vllm, 2 × h200-141g, 116.6/126.0 GiB, ctx 40,960, 3.54 seqs"
+        "    fp8 weights, vllm, 2 × h200-141g, 117.6/126.0 GiB, ctx 40,960, 3.26 seqs"
     )
     assert max(len(line) for line in lines) <= 80
 

@@ -157,11 +157,10 @@ def _card(m: vm.VllmMemory) -> PerCard:
     """A rank's memory as the three parts an option reports: its weights, one sequence of the
     context in whole blocks, and everything else its budget pays (the profile run's peak, the
     runner's buffers, memory outside torch, CUDA graphs where they come out of the budget, a
-    multimodal model's encoder cache)."""
+    multimodal model's encoder cache and encoder run, a MoE's workspace, a later pipeline
+    stage's receive buffers)."""
     one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
-    graphs = m.cuda_graphs if m.cuda_graphs_in_budget else 0
-    over = m.activation + m.persistent_buffers + m.non_torch + graphs + m.encoder_cache
-    return PerCard(weights=m.weights.total, kv_cache=one, overhead=over)
+    return PerCard(weights=m.weights.total, kv_cache=one, overhead=m.runtime)
 
 
 def _size(n: int) -> str:
@@ -414,10 +413,17 @@ class Vllm(serving.Serving):
             (w.experts, "routed experts"), (w.replicated, "kept whole on every rank"),
             (w.embedding, "embedding"), (w.output, "output head"), (w.rope, "rotary cache"),
             (w.mla_decompressed, "MLA's decompressed W_UK/W_UV"),
-            (w.mxfp4_padding, "mxfp4 padding"), (w.vision, "vision tower"), (w.lora, "LoRA"),
-            (w.draft, "speculative draft"),
+            (w.mxfp4_padding, "mxfp4 padding"), (w.vision, "vision tower"),
         ]  # fmt: skip
         shown = ", ".join(f"{name} {_size(b)}" for b, name in named if b)
+        if w.lora:
+            by = ", ".join(f"{name} {_size(b)}" for name, b in w.lora_parts)
+            slots = launch.options.lora or (0, 0)
+            shown += (", " if shown else "") + (
+                f"LoRA slots {_size(w.lora)} ({slots[0]} of rank {slots[1]}: {by})"
+            )
+        if w.draft:
+            shown += (", " if shown else "") + f"speculative draft {_size(w.draft)} a rank"
         weights = f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}"
         if shown:
             weights += f"; of it: {shown}"
@@ -429,7 +435,27 @@ class Vllm(serving.Serving):
             f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences), "
             + (f"buffers {_size(m.persistent_buffers)}, " if m.persistent_buffers else "")
             + f"non-torch {_size(m.non_torch)}{graphs}"
+            + (
+                f", MoE workspace {_size(m.moe_workspace)} (the experts' buffers for "
+                f"{m.max_num_batched_tokens * max(lay.dp, 1):,} tokens"
+                + (f", every rank's batch of {lay.dp}" if lay.dp > 1 else "")
+                + ")"
+                if m.moe_workspace
+                else ""
+            )
+            + (
+                f", stage buffers {_size(m.stage_buffers)} (the activations this stage receives)"
+                if m.stage_buffers
+                else ""
+            )
             + (f", encoder cache {_size(m.encoder_cache)}" if m.encoder_cache else "")
+            + (
+                f", encoder profile {_size(m.encoder_peak)} more (the vision encoder run on "
+                f"{m.encoder.items} {m.encoder.modality}"
+                f"{'s' if m.encoder.items != 1 else ''} of {m.encoder.tokens_per_item:,} tokens)"
+                if m.encoder_peak
+                else ""
+            )
         )
         parts = (
             Part("weights", c.weights, weights),

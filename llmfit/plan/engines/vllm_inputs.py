@@ -131,6 +131,13 @@ class Speculative:
     draft_weight_bytes: int = 0
     draft_layers: int = 0
     draft_token_bytes: int = 0
+    # The embedding the draft's checkpoint stores (0: none), and what building one costs (its
+    # vocabulary × hidden size in 16-bit): under pipeline parallelism the last stage builds it.
+    draft_embed_bytes: int = 0
+    draft_embedding_size: int = 0
+    # The draft's repository when its files give no size (a pytorch_model.bin): its weights are
+    # then its config's parameters at 2 B, the most vLLM would load, and the plan says so.
+    draft_unweighed: str = ""
 
 
 @dataclass(frozen=True)

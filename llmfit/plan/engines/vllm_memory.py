@@ -53,10 +53,13 @@ from llmfit.plan.engines.vllm_inputs import (
 from llmfit.plan.engines.vllm_kv import KvLayout, kv_layout, request_bytes
 from llmfit.plan.engines.vllm_runtime import (
     NON_TORCH,
+    EncoderProfile,
     activation,
     batch_defaults,
     cuda_graph_bytes,
-    encoder_cache_bytes,
+    encoder_profile,
+    moe_workspace,
+    stage_buffers,
 )
 from llmfit.plan.engines.vllm_versions import VllmVersion
 from llmfit.plan.engines.vllm_weights import Weights, parts_of, rank_weights
@@ -107,6 +110,32 @@ class VllmMemory:
     # The longest max_model_len that start-up check passes, up to the model's trained context.
     max_model_len_fit: int
     notes: tuple[str, ...] = field(default=())
+    # The fused MoE's workspace, kept from the profile run on (0.13 on; before, a transient
+    # peak inside `activation`).
+    moe_workspace: int = 0
+    # A pipeline stage after the first: the activations it receives (intermediate_tensors).
+    stage_buffers: int = 0
+    # The vision encoder's profile run, and what its peak adds above the decoder's.
+    encoder: EncoderProfile = field(default_factory=EncoderProfile)
+    encoder_peak: int = 0
+
+    @property
+    def runtime(self) -> int:
+        """Everything the budget pays beside the weights and the KV pool: the profile run's peak,
+        the runner's buffers, memory outside torch, CUDA graphs where they come out of the
+        budget, a MoE's workspace, a later stage's receive buffers, a multimodal model's
+        encoder outputs and its encoder run."""
+        graphs = self.cuda_graphs if self.cuda_graphs_in_budget else 0
+        return (
+            self.activation
+            + self.persistent_buffers
+            + self.non_torch
+            + graphs
+            + self.encoder_cache
+            + self.moe_workspace
+            + self.stage_buffers
+            + self.encoder_peak
+        )
 
     @property
     def kv_cache(self) -> int:
@@ -117,16 +146,7 @@ class VllmMemory:
     def need(self) -> int:
         """What the card holds at its peak outside the KV pool, plus the pool: for 0.11-0.19 the
         CUDA graphs come after, in what the profile run's peak left free."""
-        graphs = self.cuda_graphs if self.cuda_graphs_in_budget else 0
-        return (
-            self.weights.total
-            + self.activation
-            + self.persistent_buffers
-            + self.non_torch
-            + graphs
-            + self.encoder_cache
-            + self.kv_cache
-        )
+        return self.weights.total + self.runtime + self.kv_cache
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,18 +192,29 @@ def estimate(
     ctx = Context(v, model, card, rank, settings, max_len, batched, seqs, mrv2, num_spec)
     last = rank.stage == rank.pp - 1
 
-    weights = rank_weights(ctx, weight_bytes, parts)
-    act, persistent = activation(ctx, last)
+    weights = rank_weights(ctx, weight_bytes, parts, notes)
+    workspace = moe_workspace(ctx)
+    kept = v.has("moe_workspace_persistent")
+    act, persistent = activation(ctx, last, 0 if kept else workspace)
+    workspace = workspace if kept else 0
+    stage = stage_buffers(ctx)
     if not v.has("non_kv_from_free_memory"):
         # Before 0.27 vLLM counts weights + torch's peak increase during the profile run +
         # non-torch memory (mem_utils.memory_profiling): buffers allocated before the run are
-        # not seen.
+        # not seen (Model Runner V2's sampler state, and its receive buffers, made at load).
         persistent = 0
+        if mrv2:
+            stage = 0
     graphs = cuda_graph_bytes(ctx)
     in_budget = v.has("cuda_graphs_in_budget")
-    enc = encoder_cache_bytes(ctx, weights)
+    profile = encoder_profile(ctx, weights)
+    enc = profile.outputs
+    # The encoder runs first, alone (profile_run): its peak counts where it passes what the
+    # decoder's run holds with the encoder outputs kept.
+    peak = max(0, profile.peak - (act + enc + workspace + stage))
     requested = math.ceil(card.total_bytes * util)
-    non_kv = weights.total + act + persistent + NON_TORCH + enc + (graphs if in_budget else 0)
+    runtime = act + persistent + NON_TORCH + enc + workspace + stage + peak
+    non_kv = weights.total + runtime + (graphs if in_budget else 0)
     budget = requested - non_kv
 
     layout = kv_layout(ctx, notes)
@@ -191,7 +222,8 @@ def estimate(
         return VllmMemory(
             v, card.total_bytes, util, requested, max_len, seqs, batched, mrv2, weights, act,
             persistent, NON_TORCH, graphs, in_budget, enc, budget, layout, 0, 0, 0.0,
-            budget > 0, max_len if budget > 0 else 0, tuple(notes),
+            budget > 0, max_len if budget > 0 else 0, tuple(notes), workspace, stage, profile,
+            peak,
         )  # fmt: skip
     num_blocks = max(0, budget // layout.bytes_per_block)
     per_request = layout.blocks_per_request
@@ -233,6 +265,10 @@ def estimate(
         fits=fits,
         max_model_len_fit=longest,
         notes=tuple(notes),
+        moe_workspace=workspace,
+        stage_buffers=stage,
+        encoder=profile,
+        encoder_peak=peak,
     )
 
 

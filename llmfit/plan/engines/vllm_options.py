@@ -191,17 +191,40 @@ class VllmOptions:
 
     def with_repo(self, repo_id: str, model: Model, artifacts: tuple[Artifact, ...]) -> VllmOptions:
         """The options once the draft's repository is read: its weights and cache, so that each
-        card is charged for them."""
+        card is charged for them. A draft whose files give no size (a pytorch_model.bin) is
+        weighed from its config at 2 B a parameter (4 for a float32 one), and the plan says so."""
         from llmfit.plan.engines.vllm_inputs import Speculative
         from llmfit.plan.model import Shape
 
         spec = self.speculative
         assert isinstance(spec, Speculative) and repo_id == self.draft_repo
-        weights = max((a.bytes for a in artifacts if a.format == "safetensors"), default=0)
+        stored = [a for a in artifacts if a.format == "safetensors"]
+        best = max(stored, key=lambda a: a.bytes, default=None)
+        weights = best.bytes if best is not None else 0
+        elem = 4 if model.dtype == "float32" else 2
+        unweighed = ""
+        if not weights:
+            split = model.param_split
+            h, vocab = model.hidden_size or 0, model.vocab_size or 0
+            params = (
+                split.embed + split.output + sum(split.layers)
+                if split is not None
+                # No sizes to split (no layer kinds): a layer of 12 H² and an embedding and
+                # head, each layer.
+                else model.layers * 12 * h * h + 2 * vocab * h
+            )
+            weights, unweighed = params * elem, repo_id
+        exact = best.weights if best is not None and best.weights_exact else None
         shape = Shape.of(model)
         layers = sum(g.layers for g in shape.layer_groups)
         token = shape.kv_bytes_per_token() // max(layers, 1)
         spec = replace(
-            spec, draft_weight_bytes=weights, draft_layers=layers, draft_token_bytes=token
+            spec,
+            draft_weight_bytes=weights,
+            draft_layers=layers,
+            draft_token_bytes=token,
+            draft_embed_bytes=exact.embed_bytes if exact is not None else 0,
+            draft_embedding_size=(model.vocab_size or 0) * (model.hidden_size or 0) * elem,
+            draft_unweighed=unweighed,
         )
         return replace(self, speculative=spec)

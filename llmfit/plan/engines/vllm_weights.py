@@ -35,6 +35,8 @@ class Weights:
     mxfp4_padding: int = 0
     vision: int = 0
     lora: int = 0
+    # The LoRA slots by module (attention, MLP, experts, router, embedding, output head).
+    lora_parts: tuple[tuple[str, int], ...] = ()
     draft: int = 0
     # Bytes of the checkpoint vLLM does not load on this rank's account: MTP layers, a tied
     # output head stored beside the embedding.
@@ -59,6 +61,20 @@ class Weights:
 
 def elem_bytes(model: Model) -> int:
     return 4 if model.dtype == "float32" else 2
+
+
+def layer_mlp_params(model: Model, index: int) -> int:
+    """Of layer `index`'s parameters (layer_params), its MLP's: a dense layer's gated MLP, or a
+    MoE layer's shared experts (Nemotron-H's relu² MLP layers: up and down)."""
+    s = model.shapes or ModelShapes()
+    h = model.hidden_size or 0
+    if model.model_type == "nemotron_h":
+        kinds = layer_kinds(model)
+        kind = kinds[index] if index < len(kinds) else "full"
+        return 2 * h * s.intermediate_size if kind == "" else 0
+    if model.is_moe and index >= s.dense_layers:
+        return 3 * h * s.shared_expert_intermediate_size
+    return 3 * h * s.intermediate_size
 
 
 def layer_params(model: Model, index: int) -> tuple[int, int, int, int]:
@@ -125,6 +141,11 @@ def layer_params(model: Model, index: int) -> tuple[int, int, int, int]:
     return params, expert, repl, sixteen
 
 
+# The families whose MTP module carries its own embedding and output head (DeepSeek's
+# model.layers.61.embed_tokens and shared_head.head).
+MTP_OWN_EMBEDDING = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+
+
 @dataclass(frozen=True)
 class Parts:
     """The checkpoint's bytes by part, as vLLM places them: the stage's layers, the embedding
@@ -138,6 +159,12 @@ class Parts:
     embed_bytes: int
     output_bytes: int
     mtp_bytes: int = 0
+    # Of the MTP bytes: the routed experts, what every rank keeps whole (norms, router, MLA's
+    # q/kv-a projection, the 2H → H projection), and DeepSeek's own embedding and head.
+    mtp_experts: int = 0
+    mtp_replicated: int = 0
+    mtp_embedding: int = 0
+    mtp_head: int = 0
     vision_bytes: int = 0
     # Bytes outside the layout that are neither (loaded with the first stage).
     extra_bytes: int = 0
@@ -179,10 +206,27 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
             lin_params = params - exp - six
             rate = (layers[i] - experts[i] - six * elem) / lin_params if lin_params > 0 else 0.0
             repl.append(six * elem + int(rep_lin * rate))
-        mtp = sum(parts.layer_bytes[n:])
         other = max(0, weight_bytes - parts.total)
         vision = min(other, s.vision_params * elem)
         rest = other - vision
+        outside = rest if s.mtp_layers else 0
+        mtp = sum(parts.layer_bytes[n:]) + outside
+        mtp_exp = sum(parts.expert_bytes[n:])
+        if outside and layers and layers[-1]:
+            # mtp.* under another name (Qwen3-Next): its experts as the last layer's share.
+            mtp_exp += int(outside * experts[-1] / layers[-1])
+        own = model.model_type in MTP_OWN_EMBEDDING and mtp >= 2 * s.mtp_layers * head
+        mtp_embed = s.mtp_layers * head if own else 0
+        mtp_repl = 0
+        if mtp and rows:
+            # The MTP layer's whole-on-every-rank part as the last layer's, at its rate, with
+            # DeepSeek's 2H → H eh_proj (an nn.Linear; Qwen3-Next's fc is column-parallel).
+            params, exp, rep_lin, six = rows[-1]
+            lin = params - exp - six
+            r = (layers[-1] - experts[-1] - six * elem) / lin if lin > 0 and layers else 1.0
+            proj = (2 * h * h + 2 * h) * elem if own else 2 * h * elem
+            mtp_repl = s.mtp_layers * (six * elem + int(rep_lin * r) + proj)
+            mtp_repl = min(mtp_repl, max(0, mtp - mtp_exp - 2 * mtp_embed))
         tied_head = head if s.tied_embeddings and parts.output_bytes >= head else 0
         return Parts(
             layer_bytes=layers,
@@ -190,7 +234,11 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
             replicated_bytes=tuple(repl),
             embed_bytes=parts.embed_bytes,
             output_bytes=parts.output_bytes - tied_head,
-            mtp_bytes=mtp + (rest if s.mtp_layers else 0),
+            mtp_bytes=mtp,
+            mtp_experts=min(mtp_exp, mtp),
+            mtp_replicated=mtp_repl,
+            mtp_embedding=mtp_embed,
+            mtp_head=mtp_embed,
             vision_bytes=vision,
             extra_bytes=0 if s.mtp_layers else rest,
             tied_head_bytes=tied_head,
@@ -199,17 +247,26 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
     output = h * elem + (0 if s.tied_embeddings else head)
     vision = s.vision_params * elem
     sixteen = [r[3] * elem for r in rows]
-    mtp_params = 0
+    # An MTP module: a layer like the last (its linear weights at the checkpoint's rate, its
+    # norms and router 16-bit), two 16-bit norms and the 2H → H projection, and DeepSeek's own
+    # embedding and head (16-bit).
+    mtp_params = mtp_sixteen = mtp_embed = 0
     if s.mtp_layers and rows:
-        mtp_params = s.mtp_layers * (rows[-1][0] + 2 * h * h)
-        if model.model_type in ("deepseek_v3", "deepseek_v2", "kimi_k2"):
-            mtp_params += s.mtp_layers * 2 * vocab * h
+        mtp_params = s.mtp_layers * (rows[-1][0] - rows[-1][3])
+        mtp_sixteen = s.mtp_layers * (rows[-1][3] + 2 * h)
+        if model.model_type in MTP_OWN_EMBEDDING:
+            # DeepSeek's eh_proj (16-bit, an nn.Linear kept whole), embedding and head.
+            mtp_sixteen += s.mtp_layers * 2 * h * h
+            mtp_embed = s.mtp_layers * head
+        else:
+            # Qwen3-Next's fc, a column-parallel linear at the checkpoint's rate.
+            mtp_params += s.mtp_layers * 2 * h * h
     expert_b = 0
     if model.quantization == "mxfp4" and model.is_moe:
         e, inter = model.experts or 0, s.moe_intermediate_size
         # gate_up (2I × H) and down (H × I) weights at 4.25 bits, a bf16 bias an output row.
         expert_b = e * (3 * h * inter * 17 // 32 + (2 * inter + h) * 2)
-    fixed = embed + output + vision + sum(sixteen)
+    fixed = embed + output + vision + sum(sixteen) + mtp_sixteen * elem + 2 * mtp_embed
     fixed += expert_b * sum(1 for r in rows if r[1])
     linear = [r[0] - r[3] - (r[1] if expert_b else 0) for r in rows]
     tied_head = 0
@@ -251,33 +308,40 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
         layer_b.append(int(lin * rate) + six * elem + (expert_b if expert_b and exp else 0))
         exp_b.append(e_bytes)
         repl_b.append(six * elem + int(rep_lin * rate))
+    mtp_repl = 0
+    if s.mtp_layers and rows:
+        mtp_repl = s.mtp_layers * int(rows[-1][2] * rate) + mtp_sixteen * elem
     return Parts(
         layer_bytes=tuple(layer_b),
         expert_bytes=tuple(exp_b),
         replicated_bytes=tuple(repl_b),
         embed_bytes=embed,
         output_bytes=output,
-        mtp_bytes=int(mtp_params * rate),
+        mtp_bytes=int(mtp_params * rate) + mtp_sixteen * elem + 2 * mtp_embed,
+        mtp_experts=int(s.mtp_layers * rows[-1][1] * rate) if s.mtp_layers and rows else 0,
+        mtp_replicated=mtp_repl,
+        mtp_embedding=mtp_embed,
+        mtp_head=mtp_embed,
         vision_bytes=vision,
         tied_head_bytes=tied_head,
     )
 
 
 def mxfp4_padded(model: Model, card: Card) -> tuple[int, int]:
-    """(hidden, intermediate) an mxfp4 MoE's experts are padded to on this card: the Marlin
-    kernel (Ampere) pads hidden to 256 and intermediate to 128 (quantization/mxfp4.py
-    Mxfp4MoEMethod.create_weights; fused_moe/oracle/mxfp4.py from 0.2x); on Hopper triton_kernels'
-    swizzled layout pads hidden to 256 (gpt-oss-20b loads 13.47 GiB where it stores 12.82:
-    inferred from that record, the layout is triton_kernels', not vLLM's); Blackwell's TRTLLM
-    kernels pad hidden to 256 and intermediate to 128."""
+    """(hidden, the multiple the intermediate size a partition is rounded to) of an mxfp4 MoE's
+    experts on this card (fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_
+    size, applied by FusedMoE to intermediate_size_per_partition, after the tensor-parallel
+    split): the Marlin kernel (Ampere) pads hidden to 256 and the partition to 128; on Hopper
+    triton_kernels' swizzled layout pads hidden to 256 (gpt-oss-20b loads 13.47 GiB where it
+    stores 12.82: inferred from that record, the layout is triton_kernels', not vLLM's) and the
+    partition to 64; Blackwell's TRTLLM kernels pad hidden to 256 and the partition to 128."""
     h = model.hidden_size or 0
-    inter = model.shapes.moe_intermediate_size if model.shapes else 0
     arch = card_arch(card)
     if arch in ("ampere", "blackwell"):
-        return round_up(h, 256), round_up(inter, 128)
+        return round_up(h, 256), 128
     if arch == "hopper":
-        return round_up(h, 256), round_up(inter, 64)
-    return h, round_up(inter, 64)
+        return round_up(h, 256), 64
+    return h, 64
 
 
 # The same stage of the same split recurs on every card class a plan tries (120 estimates of
@@ -313,7 +377,38 @@ def _stage_layer_bytes(
     return layers + kv_extra, experts, replicated
 
 
-def rank_weights(ctx: Context, weight_bytes: int, layout: WeightLayout | None) -> Weights:
+def mtp_share(m: Model, p: Parts, tp: int, dp: int, pp: int) -> int:
+    """What the MTP module of the checkpoint costs a rank of the last stage when speculation runs
+    it (DeepSeekMTP, Qwen3NextMTP): a decoder layer like the target's, split as the target's
+    layers are (its routed experts over tp × dp, what they keep whole on every rank), its MLA
+    weights decompressed like the target's, and not its embedding and head, which vLLM shares
+    with the target (v1/spec_decode/llm_base_proposer.py _maybe_share_embeddings,
+    _maybe_share_lm_head) — but for the embedding under pipeline parallelism, where the last
+    stage has none to lend and builds its own."""
+    s = m.shapes or ModelShapes()
+    if not p.mtp_bytes or not s.mtp_layers:
+        return 0
+    split = p.mtp_bytes - p.mtp_experts - p.mtp_replicated - p.mtp_embedding - p.mtp_head
+    share = cdiv(max(0, split), tp) + p.mtp_replicated + cdiv(p.mtp_experts, tp * dp)
+    if s.kv_lora_rank:
+        # MLAAttention.process_weights_after_loading, as for the target's layers.
+        share += (
+            s.mtp_layers
+            * s.kv_lora_rank
+            * (m.attention_heads // tp)
+            * 2
+            * (s.qk_nope_head_dim + s.v_head_dim)
+        )
+    if pp > 1:
+        vocab, h = m.vocab_size or 0, m.hidden_size or 0
+        pad = round_up(vocab, 64) / vocab if vocab else 1.0
+        share += math.ceil((p.mtp_embedding or vocab * h * elem_bytes(m)) * pad / tp)
+    return share
+
+
+def rank_weights(
+    ctx: Context, weight_bytes: int, layout: WeightLayout | None, notes: list[str] | None = None
+) -> Weights:
     """What "Model loading took" reports on this rank."""
     m, rank, v, s = ctx.model, ctx.rank, ctx.version, ctx.settings
     shapes = m.shapes or ModelShapes()
@@ -364,18 +459,26 @@ def rank_weights(ctx: Context, weight_bytes: int, layout: WeightLayout | None) -
 
     pad_b = 0
     if m.quantization == "mxfp4" and m.is_moe and experts:
-        hp, ip = mxfp4_padded(m, ctx.card)
+        hp, align = mxfp4_padded(m, ctx.card)
         inter = shapes.moe_intermediate_size
         if hp and inter:
-            e = m.experts or 0
+            # Expert parallelism keeps whole experts (E / ranks of them); else every expert at
+            # intermediate / ranks, each partition rounded up on its own (so TP 2 pads more).
+            e, width = m.experts or 0, tp * dp
+            ep = rank.ep and width > 1
+            local = cdiv(e, width) if ep else e
+            ip = round_up(inter if ep else cdiv(inter, width), align)
             stored = e * (3 * h * inter * 17 // 32 + (2 * inter + h) * 2)
-            padded = e * (3 * hp * ip * 17 // 32 + (2 * ip + hp) * 2)
+            padded = local * (3 * hp * ip * 17 // 32 + (2 * ip + hp) * 2)
             n = sum(1 for i in range(start, end) if p.expert_bytes[i])
-            pad_b = cdiv(n * (padded - stored), tp * dp)
+            pad_b = n * max(0, padded - cdiv(stored, width))
 
     vision = 0
     if p.vision_bytes:
-        text_only = bool(s.limit_mm_per_prompt) and all(c == 0 for _, c in s.limit_mm_per_prompt)
+        # _mark_tower_model builds no tower only when every modality it reads is limited to 0:
+        # Qwen2.5-VL's video keeps its default limit when only images are turned off.
+        limits = dict(s.limit_mm_per_prompt)
+        text_only = all(limits.get(k, 1) == 0 for k in shapes.mm_modalities or ("image",))
         if text_only and v.has("tower_skipped_text_only"):
             vision = 0
         elif v.has("tower_first_stage_only") and ctx.mrv2 and not first:
@@ -383,15 +486,27 @@ def rank_weights(ctx: Context, weight_bytes: int, layout: WeightLayout | None) -
         else:
             vision = cdiv(p.vision_bytes, tp)
 
-    lora = lora_bytes(ctx) if s.lora else 0
+    lora_by = lora_parts(ctx)
     draft = 0
     spec = s.speculative
     if spec is not None and last:
         if spec.method == "mtp":
-            draft = cdiv(p.mtp_bytes, tp)
+            draft = mtp_share(m, p, tp, dp, pp)
             skipped -= p.mtp_bytes
-        else:
-            draft = spec.draft_weight_bytes
+        elif spec.method != "ngram":
+            # An EAGLE head or draft model is built with the target's parallel layers
+            # (eagle.py, draft_model.py: the draft's tensor-parallel size is the target's), so
+            # a rank holds its share; under pipeline parallelism the last stage has no
+            # embedding to lend it, and a draft whose checkpoint has none builds its own.
+            draft = cdiv(spec.draft_weight_bytes, tp)
+            if pp > 1 and not spec.draft_embed_bytes:
+                draft += cdiv(spec.draft_embedding_size, tp)
+            if spec.draft_unweighed and notes is not None:
+                notes.append(
+                    f"The draft {spec.draft_unweighed} publishes no safetensors weights to "
+                    f"read: it is counted at its config's parameters in 16-bit, "
+                    f"{spec.draft_weight_bytes / (1 << 30):.2f} GiB, the most vLLM would load."
+                )
     return Weights(
         layers=layers,
         experts=experts,
@@ -402,33 +517,105 @@ def rank_weights(ctx: Context, weight_bytes: int, layout: WeightLayout | None) -
         mla_decompressed=mla,
         mxfp4_padding=pad_b,
         vision=vision,
-        lora=lora,
+        lora=sum(n for _, n in lora_by),
+        lora_parts=lora_by,
         draft=draft,
         skipped=skipped,
     )
 
 
-def lora_bytes(ctx: Context) -> int:
-    """LoRA adapter slots vLLM allocates at load (vllm/lora/layers: each LoRA-able linear keeps
-    max_loras stacked A (rank × input) and B (output × rank) in the model's dtype, the
-    TP-sharded side divided): q/k/v and o, gate/up and down of every layer on the stage. MoE
-    experts' adapters are not counted."""
+# Architectures whose embedding and output head take LoRA slots too: those whose class names them
+# in `embedding_modules` (vLLM 0.33's models/*.py; get_supported_lora_modules adds them to the
+# modules an adapter may target). Gemma, DeepSeek, gpt-oss, Qwen2 and Mistral name none.
+LORA_EMBEDDING_ARCHITECTURES = frozenset(
+    {
+        "ApertusForCausalLM", "CohereForCausalLM", "ExaoneForCausalLM", "Exaone4ForCausalLM",
+        "ExaoneMoeForCausalLM", "FalconH1ForCausalLM", "GraniteForCausalLM",
+        "GraniteMoeForCausalLM", "GraniteMoeHybridForCausalLM", "GraniteMoeSharedForCausalLM",
+        "HyperCLOVAXForCausalLM", "JambaForCausalLM", "K2HorizonForCausalLM", "Lfm2ForCausalLM",
+        "Lfm2MoeForCausalLM", "LlamaForCausalLM", "MiniCPMForCausalLM", "MixtralForCausalLM",
+        "NemotronForCausalLM", "NemotronHForCausalLM", "DeciLMForCausalLM",
+        "Param2MoEForCausalLM", "PhiMoEForCausalLM", "Qwen3ForCausalLM", "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM", "Qwen3MoeForCausalLM", "SolarForCausalLM",
+    }
+)  # fmt: skip
+# 0.11's embedding adapter rows beyond the vocabulary (LoRAConfig.lora_extra_vocab_size) and the
+# padding of the output head's B (lora_vocab_padding_size).
+LORA_EXTRA_VOCAB = 256
+
+
+def lora_parts(ctx: Context) -> tuple[tuple[str, int], ...]:
+    """LoRA adapter slots vLLM allocates at load, by module, in bytes on this rank (each layer
+    vllm/lora/model_manager.py _create_lora_modules wraps keeps max_loras stacked A (rank ×
+    input) and B (output × rank) in the model's dtype, the TP-sharded side divided; with no
+    --lora-target-modules every module the model supports is wrapped):
+
+    - attention: q/k/v (A whole a slice, B column-parallel) and o (A row-parallel, B whole);
+      MLA's q_a/kv_a (replicated), q_b and kv_b (column-parallel) and o;
+    - MLP: gate/up and down of a dense layer, or of a MoE layer's shared experts;
+    - experts (0.12 on, lora/layers/fused_moe.py FusedMoEWithLoRA): for every local expert,
+      w13's A (rank × hidden) and B (intermediate a partition × rank) for gate and up, w2's A
+      (rank × intermediate a partition) and B (hidden × rank); expert parallelism keeps whole
+      experts (E / ranks of them), else every expert at intermediate / ranks;
+    - router: the gate (a ReplicatedLinear, hidden → experts), whole on every rank;
+    - embedding (first stage) and output head (last stage), for the architectures that name
+      them (VocabParallelEmbeddingWithLoRA: A vocabulary × rank, B hidden × rank;
+      LogitsProcessorWithLoRA: A rank × hidden, B vocabulary × rank), whole on every rank.
+    """
     lora = ctx.settings.lora
     if lora is None:
-        return 0
-    m, tp = ctx.model, ctx.rank.tp
+        return ()
+    m, rank, v = ctx.model, ctx.rank, ctx.version
     s = m.shapes or ModelShapes()
+    tp = rank.tp
     h, r = m.hidden_size or 0, lora.max_lora_rank
-    q = m.attention_heads * m.head_dim
-    kv = m.kv_heads * m.head_dim
-    inter = s.intermediate_size if not m.is_moe else s.shared_expert_intermediate_size
-    per_layer = (
-        3 * r * h  # qkv A: one a slice, whole input
-        + r * (q + 2 * kv) // tp  # qkv B: column-parallel output
-        + r * q // tp  # o A: row-parallel input
-        + h * r  # o B
-    )
-    if inter:
-        per_layer += 2 * r * h + 2 * inter * r // tp + r * inter // tp + h * r
-    start, end = ctx.rank.layer_range(m.layers)
-    return lora.max_loras * (end - start) * per_layer * elem_bytes(m)
+    heads, kvh, hd = m.attention_heads, m.kv_heads, m.head_dim
+    q, kv = heads * hd, kvh * hd
+    kinds = layer_kinds(m)
+    start, end = rank.layer_range(m.layers)
+    width = tp * rank.dp
+    ep = rank.ep and width > 1
+
+    def mlp(inter: int) -> int:
+        # MergedColumnParallelLinear gate_up (A 2 × rank × hidden, B 2 × inter / tp × rank) and
+        # RowParallelLinear down (A rank × inter / tp, B hidden × rank).
+        return 2 * r * h + 2 * inter * r // tp + r * inter // tp + h * r if inter else 0
+
+    attention = dense = experts = router = 0
+    for i in range(start, end):
+        kind = kinds[i] if i < len(kinds) else "full"
+        if kind == "mla":
+            q_in = s.q_lora_rank or h
+            if s.q_lora_rank:
+                attention += r * h + s.q_lora_rank * r  # q_a (replicated)
+            attention += r * q_in + heads * (s.qk_nope_head_dim + s.qk_rope_head_dim) * r // tp
+            attention += r * h + (s.kv_lora_rank + s.qk_rope_head_dim) * r  # kv_a (replicated)
+            attention += r * s.kv_lora_rank + heads * (s.qk_nope_head_dim + s.v_head_dim) * r // tp
+            attention += r * heads * s.v_head_dim // tp + h * r  # o
+        else:
+            attention += 3 * r * h + r * (q + 2 * kv) // tp + r * q // tp + h * r
+        if m.is_moe and i >= s.dense_layers:
+            e = m.experts or 0
+            inter = s.moe_intermediate_size
+            dense += mlp(s.shared_expert_intermediate_size)
+            router += r * h + e * r
+            if v.has("lora_moe_experts") and e and inter:
+                local = cdiv(e, width) if ep else e
+                part = inter if ep else cdiv(inter, width)
+                # Gated experts (w1 and w3) take two w13 slices; Nemotron-H's relu² experts one.
+                slices = 1 if m.model_type == "nemotron_h" else 2
+                experts += local * r * (slices * (h + part) + part + h)
+        else:
+            dense += mlp(s.intermediate_size)
+    out = [("attention", attention), ("MLP", dense), ("experts", experts), ("router", router)]
+    if m.architecture in LORA_EMBEDDING_ARCHITECTURES:
+        vocab = m.vocab_size or 0
+        extra = LORA_EXTRA_VOCAB if v.has("lora_extra_vocab") else 0
+        if rank.stage == 0:
+            # 0.11 also keeps the extra rows' embeddings (embeddings_tensors, extra × hidden).
+            out.append(("embedding", (vocab + extra) * r + h * r + extra * h))
+        if rank.stage == rank.pp - 1:
+            rows = round_up(vocab, extra) if extra else vocab
+            out.append(("output head", r * h + rows * r))
+    scale = lora.max_loras * elem_bytes(m)
+    return tuple((name, n * scale) for name, n in out if n)
