@@ -109,7 +109,9 @@ def read(argv: Sequence[str], defaults: PlanSettings) -> Request:
     elif quant is not None:
         ignored.append(f"--quantization {quant}")
     mine = {k: v for k, v in got.items() if k in _KNOBS.valued.values()}
-    options = knobs.build(SglangOptions, knobs.read(SglangOptions, mine, {}))
+    # SGLang's switch knobs (--enable-dp-lm-head), as the declaration's switches read them.
+    switched = {k: v for k, v in on.items() if k in {n for n, _ in _KNOBS.switches.values()}}
+    options = knobs.build(SglangOptions, knobs.read(SglangOptions, mine, switched))
     settings = replace(
         defaults,
         context=(

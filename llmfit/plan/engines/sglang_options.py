@@ -65,3 +65,10 @@ class SglangOptions:
         None, "--max-total-tokens", low=1, high=1 << 40, parser=human_readable_int,
         changes=(MEMORY,), help="a cap on the KV pool's tokens (passed on).",
     )  # fmt: skip
+    # The output head split over the attention's TP group (each data-parallel-attention group
+    # keeps its own share) instead of over the whole --tp-size group.
+    enable_dp_lm_head: bool = knob(
+        False, "--enable-dp-lm-head", kind="switch", changes=(MEMORY, SPEED),
+        help="with data-parallel attention, the output head split within each attention group "
+        "(passed on).",
+    )  # fmt: skip
