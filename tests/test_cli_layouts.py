@@ -281,13 +281,14 @@ def test_gpt_oss_20b_pinned_at_tp2_and_its_vllm_serve_line_agree(run):
     # parallelism each rank holds all 32 experts at half their 2,880-wide intermediate size,
     # which the mxfp4 kernel on Hopper pads per partition, 1,440 → 1,472 (32 × (3 × 3,072 ×
     # 1,472 × 17/32 + (2 × 1,472 + 3,072) × 2) = 231,006,208 B a layer) where 16 whole experts
-    # need none (225,890,304 B); and its MoE workspace is 8,192 tokens × 4 experts × (2,880 +
-    # 2,880) × 2 B where whole experts take (2,880 + 5,760).
+    # need none (225,890,304 B); and its MoE workspace, at the sizes the kernel pads to (hidden
+    # 3,072), is 8,192 tokens × 4 experts × (max(1,472, 3,072) + max(2,944, 3,072)) × 2 B where
+    # whole experts take (max(2,880, 3,072) + 5,760).
     assert (pinned["ep"], checked["ep"]) == (True, False)
     weights = checked["per_card"]["weights"] - pinned["per_card"]["weights"]
     assert weights == 24 * (231_006_208 - 225_890_304) == 122_781_696
     overhead = pinned["per_card"]["overhead"] - checked["per_card"]["overhead"]
-    assert overhead == 8_192 * 4 * (8_640 - 5_760) * 2 == 188_743_680
+    assert overhead == 8_192 * 4 * (8_832 - 6_144) * 2 == 176_160_768
 
 
 def test_sglang_says_nodes_without_a_fabric_cannot_be_joined(run):

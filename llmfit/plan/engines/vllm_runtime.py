@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmfit.plan.engines.vllm_inputs import KIB, Context, card_arch, card_family, card_sms, cdiv
+from llmfit.plan.engines.vllm_inputs import (
+    KIB,
+    Context,
+    card_arch,
+    card_family,
+    card_sms,
+    cdiv,
+    round_up,
+)
 from llmfit.plan.engines.vllm_versions import VllmVersion
-from llmfit.plan.engines.vllm_weights import Weights, elem_bytes
+from llmfit.plan.engines.vllm_weights import Weights, elem_bytes, mxfp4_padded
 from llmfit.plan.layout import Card
 from llmfit.plan.model import Model
 
@@ -142,6 +150,10 @@ def moe_workspace(ctx: Context) -> int:
     width = rank.tp * rank.dp
     ep = rank.ep and width > 1
     part = s.moe_intermediate_size if ep else cdiv(s.moe_intermediate_size, width)
+    if m.quantization == "mxfp4":
+        # The experts' sizes as the mxfp4 kernel pads them (FusedMoE's moe_config).
+        h, align = mxfp4_padded(m, ctx.card)
+        part = round_up(part, align)
     tokens = ctx.batched * rank.dp
     chunk = v.moe_chunk
     if chunk is not None:
