@@ -7,9 +7,10 @@ predicts the KV pool SGLang sized, in tokens (`max_total_num_tokens`, or the "#t
 Cache is allocated" line), and a rank's weights:
 
 - "card": llmfit's whole path, as a plan computes it: the card table's total less
-  sglang_sizes.PRE_BASELINE, times the static share, less the checkpoint's bytes over TP (the
-  weights SGLang logged where the checkpoint's size is not in the fixtures), in cells of the
-  config's layers (sglang_sizes.cells);
+  sglang_sizes.PRE_BASELINE, times the static share, less what a rank loads (sglang.rank_weights:
+  the checkpoint's parts over TP, what SGLang keeps whole, its fp32 rotary cache; the weights
+  SGLang logged where the checkpoint's size is not in the fixtures), in cells of the config's
+  layers (sglang_sizes.cells);
 - "logged free": SGLang's rule alone: the free memory it logged at "Load weight begin" times the
   share, less the weights it logged loading, in the same cells.
 
@@ -30,6 +31,8 @@ from typing import Any
 
 from llmfit.plan import cards
 from llmfit.plan.engines import sglang_sizes as sizes
+from llmfit.plan.engines.sglang import rank_weights
+from llmfit.plan.engines.vllm_weights import parts_of
 from llmfit.plan.model import Model, Shape
 from llmfit.sources.config import load_config, model_from_config
 
@@ -167,7 +170,13 @@ def rows() -> list[dict[str, Any]]:
         weights_logged = r["weights_gb"]
         if weights_logged is None and before is not None and r["avail_after_load_gb"]:
             weights_logged = before - r["avail_after_load_gb"]
-        ours_weights = -(-inp.checkpoint // tp) if inp.checkpoint else None
+        ours_weights = None
+        if inp.checkpoint:
+            # What a rank of the record's TP loads, as the plan counts it.
+            parts = parts_of(m, inp.checkpoint, None)
+            ours_weights = rank_weights(
+                m, parts, 0, m.layers, True, True, sizes.ServerSizes(tp_size=tp)
+            )
         tokens = logged_tokens(r)
         # The whole path: the card table's card, the checkpoint's weights where known.
         by_card = None
@@ -268,6 +277,13 @@ def main() -> None:
     print()
     for key, (mae, n) in errors(table).items():
         print(f"mean absolute error, {key}: {mae:.2f} % over {n} records")
+    for key in ("by_card", "by_free"):
+        errs = [e for r in table if r["stock"] and (e := _pct(r[key], r["tokens"])) is not None]
+        print(
+            f"{key}: largest error {max(abs(e) for e in errs):.1f} %, most optimistic "
+            f"{max(errs):+.1f} % (the pool, so the sequences it holds at once) over "
+            f"{len(errs)} records"
+        )
     print()
     print("| record | model | TP | SGLang B a token (K + V over #tokens) | llmfit's cell | error |")
     print("|---|---|---|---|---|---|")

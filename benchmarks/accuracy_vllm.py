@@ -300,6 +300,12 @@ def main() -> None:
         mc = f"{sum(conc) / len(conc):.2f} % ({len(conc)})" if conc else "-"
         mw = f"{sum(wts) / len(wts):.2f} % ({len(wts)})" if wts else "-"
         print(f"| {version} | {len(sel)} | {mc} | {mw} |")
+    errs = [e for r in rs if r.modelled and (e := pct(r.concurrency)) is not None]
+    print()
+    print(
+        f"max concurrency: largest error {max(abs(e) for e in errs):.2f} %, most optimistic "
+        f"{max(errs):+.2f} % over {len(errs)} records"
+    )
     wrong = [r.id for r in rs if r.fits and r.fits[1] and not r.fits[0]]
     print()
     print(f"wrong 'fits': {len(wrong)} {wrong if wrong else ''}")

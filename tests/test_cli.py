@@ -15,9 +15,11 @@ def test_qwen3_235b_on_the_example_fleet(run):
     # A quarter of the checkpoint with what every rank keeps whole and the rotary cache,
     # 117,632,388,958 B (tests/plan/test_vllm_plan.py); KV of one head a card for 40,960 tokens,
     # 1,971,322,880 B; vLLM 0.33's profile run, buffers, non-torch memory and CUDA graphs,
-    # 3,054,033,797 B: 122,657,745,635 B = 114.2 GiB of 135,250,889,933 (11.7 GiB left).
-    assert 117_632_388_958 + 1_971_322_880 + 3_054_033_797 == 122_657_745_635
-    assert "Best: 4 × h200-141g (tp4+ep), bf16, 114.2 GiB a card (11.7 free)" in out
+    # 3,054,033,797 B, and the MoE workspace, 8,192 tokens × 8 experts × (4,096 + 4,096) × 2 B
+    # (tests/plan/test_vllm_memory.py): 123,731,487,459 B = 115.2 GiB of 135,250,889,933 (10.7
+    # GiB left).
+    assert 117_632_388_958 + 1_971_322_880 + 3_054_033_797 + 2**30 == 123_731_487_459
+    assert "Best: 4 × h200-141g (tp4+ep), bf16, 115.2 GiB a card (10.7 free)" in out
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --enable-expert-parallel "
         "--max-model-len 40960 --gpu-memory-utilization 0.90"
@@ -141,11 +143,12 @@ def test_nothing_fits_exits_1_and_says_the_nearest(run, tmp_path):
     code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", str(small))
     assert code == 1
     # The weights (with a 10 MiB rotary cache) alone are 437.9 GiB, and KV for 40,960 tokens
-    # at 192,512 B 7.3 more; against 0.90 of the RTX 4090's 25,386,352,640 B.
+    # at 192,512 B 7.3 more; the MoE workspace for the RTX 4090's 2,048 batched tokens,
+    # 2,048 × 8 × 8,192 × 2 B = 0.25 GiB; against 0.90 of the RTX 4090's 25,386,352,640 B.
     assert f"{(470_187_269_120 + 192_512 * 40_960) / 2**30:.1f}" == "445.2"
     assert f"{25_386_352_640 * 0.9 / 2**30:.1f}" == "21.3"
     assert (
-        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 446.9 GiB of 21.3 a card"
+        "safetensors: nothing fits; closest is 1 × rtx4090-24g, needing 447.2 GiB of 21.3 a card"
         in out.splitlines()
     )
 
@@ -171,11 +174,13 @@ def test_the_fp8_what_if_of_a_bf16_checkpoint_is_marked_and_its_flag_passed(run)
     assert code == 0
     # Linear layers in one byte, the embedding, head, norms and routers in two, over 2 cards:
     # 118,254,718,720 B (tests/plan/test_vllm_plan.py); KV of 2 heads a card for 40,960 tokens:
-    # 3,942,645,760 B; the rest 3,054,033,797 B. 125,251,398,277 B = 116.6 GiB of
-    # 135,250,889,933 (9.3 left). vLLM 0.33 spells online fp8 fp8_per_tensor.
+    # 3,942,645,760 B; the rest 3,054,033,797 B and the MoE workspace, 1 GiB (8,192 tokens ×
+    # 8 × 8,192 × 2 B). 126,325,140,101 B = 117.6 GiB of 135,250,889,933 (8.3 left). vLLM 0.33
+    # spells online fp8 fp8_per_tensor.
+    assert 125_251_398_277 + 2**30 == 126_325_140_101
     assert (
-        "Best: 2 × h200-141g (tp2+ep), fp8 (what-if: --quantization fp8_per_tensor), 116.6 GiB a "
-        "card (9.3 free)" in out
+        "Best: 2 × h200-141g (tp2+ep), fp8 (what-if: --quantization fp8_per_tensor), 117.6 GiB a "
+        "card (8.3 free)" in out
     )
     assert (
         "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --enable-expert-parallel "

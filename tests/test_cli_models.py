@@ -59,11 +59,11 @@ def test_the_text_listing_is_one_line_a_model(run):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     row = next(line for line in out.splitlines() if " Qwen/Qwen3-235B-A22B " in line)
-    # Its best option's numbers, as the plan prints them: fp8 on 2 × h200, 116.6 of 126.0 GiB
-    # (tests/test_cli.py), 3.54 sequences of 40,960 tokens at once.
+    # Its best option's numbers, as the plan prints them: fp8 on 2 × h200, 117.6 of 126.0 GiB
+    # (tests/test_cli.py), 3.26 sequences of 40,960 tokens at once.
     assert re.search(
-        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+8\.0\s+116\.6/126\.0\s+40,960\s+"
-        r"3\.54\s+free",
+        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+8\.0\s+117\.6/126\.0\s+40,960\s+"
+        r"3\.26\s+free",
         row,
     ), row
     # Config-only snapshots are named once, together, with why they are not planned.
@@ -79,7 +79,7 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     at = lines.index(" 9 Qwen/Qwen3-235B-A22B")
     # Its line wraps under its first word at 80 columns.
     assert [lines[at + 1], lines[at + 2]] == [
-        "    fp8 weights, vllm, 2 × h200-141g (tp2+ep), 116.6/126.0 GiB, ctx 40,960, 3.54",
+        "    fp8 weights, vllm, 2 × h200-141g (tp2+ep), 117.6/126.0 GiB, ctx 40,960, 3.26",
         "        seqs",
     ]
     assert max(len(line) for line in lines) <= 80

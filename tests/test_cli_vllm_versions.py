@@ -52,8 +52,14 @@ def test_mtp_speculation_loads_the_layer_vllm_otherwise_skips(run):
                  "stored", "--tp", "8")  # fmt: skip
     mtp = best(run, "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision", "stored",
                "--tp", "8", "--speculative-config", '{"method": "mtp"}')  # fmt: skip
-    # The MTP layer's 13,505,541,211 B (tests/plan/test_vllm_memory.py), an eighth a card.
-    assert mtp["per_card"]["weights"] - plain["per_card"]["weights"] == -(-13_505_541_211 // 8)
+    # The MTP layer's 15,424,414,441 B (tests/plan/test_vllm_plan.py), split as the target's
+    # layers are, less its own embedding and head, which vLLM shares with the target
+    # (tests/plan/test_vllm_memory.py): its 11,277,239,959 B of experts and 216,063,192 B of
+    # attention and shared expert an eighth a card, its router, norms, q/kv-a and eh_proj
+    # (224,395,130 B) whole, and its MLA's W_UK/W_UV, 512 × 16 heads × 256 × 2 B.
+    share = -(-216_063_192 // 8) + 224_395_130 + -(-11_277_239_959 // 8) + 512 * 16 * 256 * 2
+    assert 15_424_414_441 - 11_277_239_959 - 224_395_130 - 2 * 1_853_358_080 == 216_063_192
+    assert mtp["per_card"]["weights"] - plain["per_card"]["weights"] == share == 1_665_252_328
 
 
 def test_lora_slots_cost_their_memory(run):

@@ -120,7 +120,7 @@ CARDS: tuple[CardSpec, ...] = (
     ),
     CardSpec(
         "a100-80g", "NVIDIA A100 SXM4 80GB", "nvidia",
-        ("a100", "a100-80gb", "a100-sxm4-80gb", "a100-sxm-80gb", "A100-SXM4-80GB",
+        ("a100-80gb", "a100-sxm4-80gb", "a100-sxm-80gb", "A100-SXM4-80GB",
          "NVIDIA A100-SXM4-80GB"),
         85_100_068_864, "measured", 2039 * G, 312 * T, None, 624 * T,
         "nvlink3", 300 * G, PCIE4, A100_SHEET,
@@ -468,6 +468,11 @@ _MIG = re.compile(r"^(.*)-mig-(\d+)g\.(\d+)gb$")
 
 
 _SIZED = re.compile(r"^(.*?)[-_ ](\d+)\s*gb?$")  # "a6000-48g", "h100 80GB"
+
+
+# Names of more than one card of different memory: "a100" is sold with 40 and 80 GB, and a plan
+# for the 80 GB card runs an A100-40GB out of memory. Such a name needs its size.
+AMBIGUOUS: dict[str, tuple[str, ...]] = {"a100": ("a100-40g", "a100-80g")}
 
 
 def resolve(name: str) -> str | None:

@@ -172,6 +172,18 @@ class ModelShapes:
     vision_params: int = 0
     vision_hidden: int = 0
     mm_tokens_per_item: int = 0
+    # What vLLM's profile run of the vision encoder holds (multimodal/encoder_budget.py): the
+    # encoder's MLP width and whether it is gated (gate and up, SwiGLU), the patches the encoder
+    # sees for each token it hands the text model (its spatial merge, squared), the pixels a
+    # patch carries (channels × temporal frames × patch²), the frames a temporal patch takes
+    # (a model that reads video: Qwen2-VL, 2; 0 for images only), and the modalities it reads
+    # (each has its own --limit-mm-per-prompt; the tower is built while any is above 0).
+    vision_intermediate: int = 0
+    vision_gated: bool = False
+    mm_patches_per_token: int = 0
+    mm_pixels_per_patch: int = 0
+    mm_video_temporal: int = 0
+    mm_modalities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

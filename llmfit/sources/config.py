@@ -766,33 +766,86 @@ def _size(cfg: dict[str, Any], *keys: str) -> int:
     return 0
 
 
-def _vision_params(cfg: dict[str, Any], text_hidden: int) -> tuple[int, int]:
-    """Parameters of a multimodal checkpoint's vision tower and projector, and the tower's
-    hidden size, for a ViT-style vision_config (SigLIP: Gemma 3, PaliGemma; close for others).
+# The Qwen2-VL image processor's default largest picture (Qwen2VLImageProcessor min_pixels /
+# max_pixels, 12,845,056 = 16,384 merged tokens of 28 × 28 pixels), which vLLM's profile run
+# sizes its dummy image and video frames by (qwen2_vl.py get_image_size_with_most_features).
+QWEN_VL_MAX_PIXELS = 12_845_056
+# The vision families that read video as well as pictures (each vLLM processor's
+# supported_mm_limits).
+VIDEO_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"})
 
-    A SigLIP encoder is a patch embedding (channels × patch² × hidden, + bias), a position
-    embedding for every patch, and per layer q/k/v/o (4 × (hidden² + hidden)), an MLP
-    (2 × hidden × intermediate + intermediate + hidden) and two layer norms (4 × hidden), then a
-    post layer norm; Gemma 3's projector maps hidden → the text hidden size and norms it. For
-    gemma-3-27b-it this is 423,060,336, the Hub's 27,432,406,640 less the text model's
-    27,009,346,304 (tests/plan/test_vllm_memory.py works it out).
+
+def _vision(cfg: dict[str, Any], text_hidden: int) -> dict[str, Any]:
+    """What a multimodal config says of its vision tower: its parameters with the projector, its
+    hidden size, and what vLLM's profile run of it holds (ModelShapes' vision_* and mm_*).
+
+    A SigLIP encoder (Gemma 3, PaliGemma; close for others) is a patch embedding (channels ×
+    patch² × hidden, + bias), a position embedding for every patch, and per layer q/k/v/o (4 ×
+    (hidden² + hidden)), an MLP (2 × hidden × intermediate + intermediate + hidden) and two layer
+    norms (4 × hidden), then a post layer norm; Gemma 3's projector maps hidden → the text
+    hidden size and norms it. For gemma-3-27b-it this is 423,060,336, the Hub's 27,432,406,640
+    less the text model's 27,009,346,304 (tests/plan/test_vllm_memory.py works it out).
+
+    Qwen2.5-VL's (transformers' Qwen2_5_VisionTransformer, vLLM's qwen2_5_vl.py) is a conv3d
+    patch embedding (channels × temporal patch × patch² × hidden, no bias), per layer a fused
+    qkv and a projection with biases (4 × (hidden² + hidden)), a gated MLP with biases
+    (3 × hidden × intermediate + 2 × intermediate + hidden) and two RMS norms, then the merger:
+    an RMS norm and an MLP from 4 hidden (2 × 2 patches merged) to 4 hidden to the text hidden
+    size, with biases. Qwen2-VL's is the same with a plain MLP of embed_dim × mlp_ratio and
+    layer norms.
     """
     v = cfg.get("vision_config")
     if not isinstance(v, dict):
-        return 0, 0
-    h = _size(v, "hidden_size", "embed_dim", "width")
-    inter = _size(v, "intermediate_size") or 4 * h
+        return {}
+    kind = cfg.get("model_type")
+    qwen = kind in VIDEO_TYPES
+    if kind == "qwen2_vl":
+        h = _size(v, "embed_dim")
+        ratio = v.get("mlp_ratio")
+        inter = int(h * ratio) if isinstance(ratio, (int, float)) and ratio > 0 else 4 * h
+    else:
+        h = _size(v, "hidden_size", "embed_dim", "width")
+        inter = _size(v, "intermediate_size") or 4 * h
     depth = _size(v, "num_hidden_layers", "depth", "num_layers")
-    patch = _size(v, "patch_size") or 14
+    patch = _size(v, "patch_size", "spatial_patch_size") or 14
     image = _size(v, "image_size")
-    channels = _size(v, "num_channels", "in_channels") or 3
+    channels = _size(v, "num_channels", "in_channels", "in_chans") or 3
     if not (h and depth):
-        return 0, 0
+        return {}
+    gated = kind in ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
+    out: dict[str, Any] = {"vision_hidden": h, "vision_intermediate": inter, "vision_gated": gated}
+    if qwen:
+        temporal = _size(v, "temporal_patch_size") or 2
+        merge = _size(v, "spatial_merge_size") or 2
+        out_hidden = _size(v, "out_hidden_size") or text_hidden
+        embed = channels * temporal * patch * patch * h
+        mlp = 3 * h * inter + 2 * inter + h if gated else 2 * h * inter + inter + h
+        layer = 4 * (h * h + h) + mlp + 2 * h * (1 if gated else 2)
+        wide = h * merge * merge
+        merger = h * (1 if gated else 2) + wide * wide + wide + wide * out_hidden + out_hidden
+        unit = patch * merge
+        out |= {
+            "vision_params": embed + depth * layer + merger,
+            "mm_tokens_per_item": QWEN_VL_MAX_PIXELS // (unit * unit),
+            "mm_patches_per_token": merge * merge,
+            "mm_pixels_per_patch": channels * temporal * patch * patch,
+            "mm_video_temporal": temporal,
+            "mm_modalities": ("image", "video"),
+        }
+        return out
     patches = (image // patch) ** 2 if image else 0
     embed = channels * patch * patch * h + h + patches * h
     layer = 4 * (h * h + h) + 2 * h * inter + inter + h + 4 * h
     projector = h * text_hidden + h if text_hidden else 0
-    return embed + depth * layer + 2 * h + projector, h
+    tokens = _size(cfg, "mm_tokens_per_image")
+    out |= {
+        "vision_params": embed + depth * layer + 2 * h + projector,
+        "mm_tokens_per_item": tokens,
+        "mm_patches_per_token": patches // tokens if tokens and patches >= tokens else 0,
+        "mm_pixels_per_patch": channels * patch * patch,
+        "mm_modalities": ("image",),
+    }
+    return out
 
 
 def _mamba_shape(merged: dict[str, Any], kinds: list[tuple[str, ...]]) -> MambaShape | None:
@@ -871,7 +924,6 @@ def _model_shapes(
     rotary = _size(merged, "qk_rope_head_dim") if mla else head_dim
     if isinstance(partial, (int, float)) and not isinstance(partial, bool) and 0 < partial < 1:
         rotary = int(head_dim * partial)
-    vision, vision_hidden = _vision_params(cfg, hidden)
     return ModelShapes(
         layer_kinds=tuple(ks[0] if ks else "" for ks in kinds),
         # A config that does not say ties, as transformers' PretrainedConfig does, unless its
@@ -893,9 +945,7 @@ def _model_shapes(
         # Gemma 3 builds a local (rope_local_base_freq) and a global rotary cache.
         rope_caches=2 if merged.get("rope_local_base_freq") else 1,
         mamba=_mamba_shape(merged, kinds),
-        vision_params=vision,
-        vision_hidden=vision_hidden,
-        mm_tokens_per_item=_size(cfg, "mm_tokens_per_image"),
+        **_vision(cfg, hidden),
     )
 
 

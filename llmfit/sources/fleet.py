@@ -112,6 +112,9 @@ def read_class(label: str, *, memory_given: bool = False) -> tuple[str, str | No
     label = label.strip().lower()
     if is_mig(label):
         return label, None
+    if label in cards.AMBIGUOUS and not memory_given:
+        # Two cards of one name: the refusal names both (and a given gpu_memory_gb plans it).
+        raise ClassError(label, None, cards.AMBIGUOUS[label])
     key = cards.resolve(label)
     if key is not None:
         card = cards.BY_KEY[key]

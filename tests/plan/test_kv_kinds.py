@@ -11,7 +11,8 @@ import struct
 from pathlib import Path
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import vllm_sizes as vllm
+from llmfit.plan.engines.vllm import width_refusal
+from llmfit.plan.engines.vllm_kv import attention_charges
 from llmfit.plan.fleet import GIB, Fleet
 from llmfit.plan.model import Shape
 from llmfit.plan.planner import PlanSettings, plan
@@ -25,60 +26,51 @@ def read(repo: str):
     return load_repo(repo, HUB).model
 
 
-# --- the fixed part of a sequence's cache is charged on the card --------------------------------
+# --- the fixed part of a sequence's cache, as the plan's summary charges it ---------------------
+
+
+def sequence(shape: Shape, tp: int, context: int) -> int:
+    """One sequence of `context` tokens on one card of a TP-wide replica: the growing layers in
+    16-token blocks, plus the windows and states that do not grow (8,192 batched tokens)."""
+    blocks = -(-context // 16) * 16
+    fixed = shape.fixed_kv_bytes(tp, 1, context, batched_tokens=8192, block_size=16)
+    return shape.kv_bytes_per_token(tp) * blocks + fixed
 
 
 def test_gpt_oss_card_holds_its_full_layers_per_token_and_its_windows_per_sequence():
-    m = read("openai/gpt-oss-20b")
-    shape = Shape.of(m)
-    card = vllm.per_card(shape, 13 * GIB, 1, 1, 131_072)
+    shape = Shape.of(read("openai/gpt-oss-20b"))
     # 24,576 B × 131,072 tokens for the 12 full layers, + 204,865,536 B for the 12 windows
     # (8,336 tokens × 12 × 2,048 B, see test_config_models).
-    assert card.kv_cache == 24_576 * 131_072 + 204_865_536 == 3_426_091_008
+    assert sequence(shape, 1, 131_072) == 24_576 * 131_072 + 204_865_536 == 3_426_091_008
+    full, sliding = attention_charges(shape, 131_072)
+    assert (full.kind, full.layers, full.bytes_per_token, full.bytes_per_sequence) == (
+        "full", 12, 24_576, 0,
+    )  # fmt: skip
+    assert (sliding.kind, sliding.bytes_per_sequence, sliding.window) == (
+        "sliding", 204_865_536, 128,
+    )  # fmt: skip
 
 
 def test_qwen3_next_linear_state_is_charged_once_a_sequence_and_split_by_tp():
     shape = Shape.of(read("Qwen/Qwen3-Next-80B-A3B-Thinking"))
     # TP 2: 12 full layers of 2 KV heads split to 1 a rank: 12 × 1 × 512 × 2 B = 12,288 B a
     # token, × 8,192 tokens; 36 states of 1,097,728 B halved.
-    card = vllm.per_card(shape, 158 * GIB, 2, 1, 8192)
-    assert card.kv_cache == 12_288 * 8_192 + 36 * 548_864 == 120_422_400
+    assert sequence(shape, 2, 8192) == 12_288 * 8_192 + 36 * 548_864 == 120_422_400
 
 
-def test_max_context_leaves_room_for_the_windows_first():
-    m = read("google/gemma-3-27b-it")
-    shape = Shape.of(m)
-    weights = 54_864_813_280  # 2 B × 27,432,406,640 params (shared meta.json params_total)
-    have = int(H100 * 0.90)
-    card = vllm.per_card(shape, weights, 1, 1, 8192)
-    # Budget: 76,540,929,638 have - weights - (2 GiB + weights / 10 = 7,633,964,976)
-    # - the 52 windows at their largest (3,932,684,288) = 10,109,467,094 B;
-    # / 81,920 B a token = 123,406 tokens, floored to a block: 123,392.
-    assert have == 76_540_929_638
-    assert card.overhead == 7_633_964_976
-    assert vllm.max_context(shape, card, have, 1, 1, 131_072) == 123_392
-
-
-def test_concurrency_counts_the_windows_in_every_sequence():
+def test_gemma3_windows_hold_the_batch_beside_the_window():
     shape = Shape.of(read("google/gemma-3-27b-it"))
-    weights = 54_864_813_280
-    have = int(H200 * 0.90)
-    card = vllm.per_card(shape, weights, 1, 1, 8192)
     # One 8,192-token sequence: 81,920 × 8,192 = 671,088,640 for the 10 full layers; the 52
     # sliding ones hold min(1023 + 8192, 8192) = 8,192 → 512 + 1 blocks = 8,208 tokens × 52 ×
     # 8,192 B = 3,496,476,672.
-    assert card.kv_cache == 671_088_640 + 3_496_476_672
-    budget = have - weights - card.overhead
-    assert vllm.concurrency(shape, card, have, 1, 1, 8192) == round(budget / card.kv_cache, 2)
+    assert sequence(shape, 1, 8192) == 671_088_640 + 3_496_476_672
 
 
 def test_nemotron_h_card_holds_attention_per_token_and_mamba_state_per_sequence():
-    m = read("nvidia/Nemotron-H-56B-Base-8K")
-    shape = Shape.of(m)
-    card = vllm.per_card(shape, 112 * GIB, 2, 1, 8192)
+    shape = Shape.of(read("nvidia/Nemotron-H-56B-Base-8K"))
     # 10 attention layers of 8 KV heads, 4 a rank: 10 × 4 × 256 × 2 B = 20,480 B a token;
     # 54 Mamba-2 states of 8,511,488 B, halved.
-    assert card.kv_cache == 20_480 * 8_192 + 54 * 4_255_744 == 397_582_336
+    assert sequence(shape, 2, 8192) == 20_480 * 8_192 + 54 * 4_255_744 == 397_582_336
 
 
 # --- what vLLM refuses, in its words ---------------------------------------------------------
@@ -87,21 +79,21 @@ def test_nemotron_h_card_holds_attention_per_token_and_mamba_state_per_sequence(
 def test_block_fp8_moe_refuses_a_width_that_splits_a_block_unless_experts_stay_whole():
     shape = Shape.of(read("Qwen/Qwen3-235B-A22B-FP8"))
     # moe_intermediate_size 1536 / 8 = 192, not a multiple of weight_block_size[0] = 128.
-    assert vllm.width_refusal(shape, 8) == (
+    assert width_refusal(shape, 8) == (
         "The output_size of gate's and up's weight = 192 is not divisible by "
         "weight quantization block_n = 128."
     )
     # 1536 / 4 = 384 = 3 × 128.
-    assert vllm.width_refusal(shape, 4) is None
+    assert width_refusal(shape, 4) is None
     # Expert parallelism keeps each expert whole, so 8 cards are fine.
-    assert vllm.width_refusal(shape, 8, expert_parallel=True) is None
+    assert width_refusal(shape, 8, expert_parallel=True) is None
 
 
 def test_qwen3_30b_fp8_already_fails_at_four_cards_without_expert_parallelism():
     shape = Shape.of(read("Qwen/Qwen3-30B-A3B-FP8"))
     # 768 / 2 = 384 = 3 × 128; 768 / 4 = 192.
-    assert vllm.width_refusal(shape, 2) is None
-    assert vllm.width_refusal(shape, 4) == (
+    assert width_refusal(shape, 2) is None
+    assert width_refusal(shape, 4) == (
         "The output_size of gate's and up's weight = 192 is not divisible by "
         "weight quantization block_n = 128."
     )
@@ -110,8 +102,8 @@ def test_qwen3_30b_fp8_already_fails_at_four_cards_without_expert_parallelism():
 def test_block_fp8_dense_mlp_split_below_a_block_is_refused():
     shape = Shape.of(read("Qwen/Qwen3-32B-FP8"))
     # intermediate_size 25600 / 8 = 3,200 = 25 × 128; / 16 = 1,600 = 12.5 × 128.
-    assert vllm.width_refusal(shape, 8) is None
-    assert vllm.width_refusal(shape, 16) == (
+    assert width_refusal(shape, 8) is None
+    assert width_refusal(shape, 16) == (
         "Weight output_partition_size = 1600 is not divisible by weight quantization block_n = 128."
     )
 
@@ -124,13 +116,13 @@ def test_awq_group_size_against_the_row_parallel_split():
     cfg = json.loads((FIXTURES / "src" / "Qwen--Qwen2.5-72B.json").read_text())
     cfg["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128}
     shape = Shape.of(model_from_config(cfg, Path("config.json")))
-    assert vllm.width_refusal(shape, 1) is None
-    assert vllm.width_refusal(shape, 2) == (
+    assert width_refusal(shape, 1) is None
+    assert width_refusal(shape, 2) == (
         "The input size is not aligned with the quantized weight shape. "
         "This can be caused by too large tensor parallel size."
     )
     padded = Shape.of(model_from_config({**cfg, "intermediate_size": 29_696}, Path("c.json")))
-    assert vllm.width_refusal(padded, 8) is None
+    assert width_refusal(padded, 8) is None
 
 
 # --- an FP8 checkpoint at its real bytes, with its parameters counted from the headers -----------
@@ -382,6 +374,12 @@ PROPERTY_REPOS = [
 ]  # fmt: skip
 
 
+def stage_kv(shape: Shape, tp: int, pp: int, context: int) -> int:
+    blocks = -(-context // 16) * 16
+    fixed = shape.fixed_kv_bytes(tp, pp, context, batched_tokens=8192, block_size=16)
+    return shape.kv_bytes_per_token(tp, pp) * blocks + fixed
+
+
 def test_more_context_never_needs_less_cache_and_fp8_never_more_than_bf16():
     from hypothesis import given, settings
     from hypothesis import strategies as st
@@ -399,14 +397,10 @@ def test_more_context_never_needs_less_cache_and_fp8_never_more_than_bf16():
     )
     def check(i, a, b, tp, pp):
         short, long = sorted((a, b))
-        assert vllm.sequence_kv(shapes[i], tp, pp, short) <= vllm.sequence_kv(
-            shapes[i], tp, pp, long
-        )
-        assert vllm.sequence_kv(fp8[i], tp, pp, long) <= vllm.sequence_kv(shapes[i], tp, pp, long)
+        assert stage_kv(shapes[i], tp, pp, short) <= stage_kv(shapes[i], tp, pp, long)
+        assert stage_kv(fp8[i], tp, pp, long) <= stage_kv(shapes[i], tp, pp, long)
         # A wider replica never holds more cache a card.
-        assert vllm.sequence_kv(shapes[i], tp * 2, pp, long) <= vllm.sequence_kv(
-            shapes[i], tp, pp, long
-        )
+        assert stage_kv(shapes[i], tp * 2, pp, long) <= stage_kv(shapes[i], tp, pp, long)
 
     check()
 

@@ -156,6 +156,8 @@ def test_max_context_fits_and_one_block_more_does_not(m, art, fleet, ctx):
 
 
 def _same_layout(m, art, fleet, pins, o, context: int) -> list:
-    """The options of `o`'s pinned layout on its class and nodes, planned at another context."""
+    """The options of `o`'s pinned layout on its class, planned at another context. Its stages
+    may land on one node where the pins fit one (issue 27: a pinned pipeline is planned within a
+    node first): each card holds the same there, so the node count is not compared."""
     again = plan(m, [art], fleet, PlanSettings(context=context, precision="stored", pins=pins))
-    return [x for x in again.options if (x.gpu_class, x.nodes) == (o.gpu_class, o.nodes)]
+    return [x for x in again.options if x.gpu_class == o.gpu_class]

@@ -34,9 +34,19 @@ def test_every_record_is_compared_or_says_why_not(bench):
 
 def test_the_stated_mean_errors(bench):
     # docs/accuracy.md, "SGLang": the pool from the card table 1.86 % over 8 records, from the
-    # free memory SGLang logged 0.04 % over 12, a rank's weights 0.56 % over 5.
+    # free memory SGLang logged 0.04 % over 12, a rank's weights 0.30 % over 5 (the fp32 rotary
+    # cache SGLang counts in its weights, issue 26, took it from 0.56).
     got = {k: (round(v[0], 2), v[1]) for k, v in bench.errors(bench.rows()).items()}
-    assert got == {"by_card": (1.86, 8), "by_free": (0.04, 12), "weights_ours": (0.56, 5)}
+    assert got == {"by_card": (1.86, 8), "by_free": (0.04, 12), "weights_ours": (0.30, 5)}
+
+
+def test_on_every_record_whose_inputs_are_known_the_pool_is_within_the_issue_26_bounds(bench):
+    # With the free memory SGLang measured before loading (the input its rule takes, logged on
+    # these 12 stock records), the pool, and so the sequences it holds at once, is never more
+    # than 3 % off nor more than 1 % optimistic.
+    errs = [(r["by_free"] - r["tokens"]) / r["tokens"] for r in bench.rows() if r["stock"]]
+    assert len(errs) == 12
+    assert max(abs(e) for e in errs) <= 0.03 and max(errs) <= 0.01
 
 
 def test_sglangs_rule_on_its_own_free_memory_is_within_a_fifth_of_a_percent(bench):

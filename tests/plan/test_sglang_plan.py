@@ -61,13 +61,15 @@ def test_llama_8b_on_one_h100_at_a_static_share_of_088_part_by_part():
     # what the CUDA context takes from the static share.
     assert o.have == int(H100 * 0.88) == 74_840_020_090
     assert o.per_card.overhead == 74_840_020_090 - 74_273_084_408 == 566_935_682
-    assert o.per_card.weights == 16_060_522_496
+    # The checkpoint, and the fp32 rotary cos/sin cache SGLang builds (RotaryEmbedding keeps it
+    # in fp32 on CUDA): 131,072 positions × 128 rotary dims × 4 B = 67,108,864 B.
+    assert o.per_card.weights == 16_060_522_496 + 131_072 * 128 * 4 == 16_127_631_360
     # One sequence of the trained 131,072 tokens × 131,072 B (32 layers × 8 heads × 256 × 2 B).
     assert o.per_card.kv_cache == 131_072 * 131_072
-    # The pool: (74,273,084,408 − 16,060,522,496) // 131,072 = 444,126 tokens, 3.39 sequences
+    # The pool: (74,273,084,408 − 16,127,631,360) // 131,072 = 443,614 tokens, 3.38 sequences
     # of 131,072 tokens.
-    assert o.kv_tokens == 444_126
-    assert o.concurrency == round(444_126 / 131_072, 2) == 3.39
+    assert o.kv_tokens == 443_614
+    assert o.concurrency == round(443_614 / 131_072, 2) == 3.38
     assert o.max_context == 131_072
     assert argv(o) == [
         "sglang", "serve", "--model-path", "org/repo", "--tp-size", "1",
@@ -80,12 +82,14 @@ def test_sglangs_default_share_is_passed_on():
     m, art = llama8b()
     fleet = Fleet((node("h", "h100-80g", H100, 1),))
     o = plan(m, [art], fleet, SGLANG).options[0]
-    # 0.829 on an H100 at TP 1 (test_sglang_sizes).
+    # SGLang sizes its default by nvidia-smi's memory.total, 81,559 MiB on an H100 (not CUDA's
+    # 81,105.69): its reserve at TP 1 is 13,904 MiB (test_sglang_sizes), so the share is
+    # (81,559 − 13,904) / 81,559 = 0.8295, 0.830 to three places (0.829 of CUDA's total).
     launch = o.launch
     assert isinstance(launch, SglangLaunch) and launch.default_share
-    assert launch.mem_fraction_static == 0.829 == o.share
-    assert "0.829" in argv(o)
-    assert o.kv_tokens == (int((H100 - PRE) * 0.829) - 16_060_522_496) // 131_072
+    assert launch.mem_fraction_static == 0.83 == o.share
+    assert "0.830" in argv(o)
+    assert o.kv_tokens == (int((H100 - PRE) * 0.83) - 16_127_631_360) // 131_072 == 411_418
 
 
 def test_qwen3_8b_at_tp2_with_its_own_flags():
@@ -98,12 +102,16 @@ def test_qwen3_8b_at_tp2_with_its_own_flags():
                                                    max_running_requests=128),),
     )  # fmt: skip
     o = plan(m, [art], fleet, settings).options[0]
-    assert (o.tp, o.per_card.weights) == (2, 16_381_470_720 // 2)
+    # Half the checkpoint, but what SGLang keeps whole on both ranks: the norms (36 layers × 2 ×
+    # 4,096 × 2 B = 589,824 B, and the final norm's 8,192 B) count once more by half, and the fp32
+    # rotary cache (40,960 × 128 × 4 B = 20,971,520 B) is every rank's own:
+    # 16,381,470,720 / 2 + 598,016 / 2 + 20,971,520 = 8,212,005,888 B.
+    assert (o.tp, o.per_card.weights) == (2, 16_381_470_720 // 2 + 598_016 // 2 + 20_971_520)
     # 36 layers × 4 KV heads a rank × 256 × 1 B (fp8): 36,864 B a token. 0.85 of the free
-    # memory: int(0.85 × 84,401,232,282) = 71,741,047,439 B, less 8,190,735,360 of weights =
-    # 63,550,312,079 B // 36,864 = 1,723,912 tokens; 128 requests at most.
+    # memory: int(0.85 × 84,401,232,282) = 71,741,047,439 B, less 8,212,005,888 of weights =
+    # 63,529,041,551 B // 36,864 = 1,723,335 tokens; 128 requests at most.
     assert o.kv_per_token == 36_864
-    assert o.kv_tokens == 63_550_312_079 // 36_864 == 1_723_912
+    assert o.kv_tokens == 63_529_041_551 // 36_864 == 1_723_335
     assert o.concurrency == 128
     assert argv(o)[4:] == [
         "--tp-size", "2", "--context-length", "8192", "--mem-fraction-static", "0.850",
@@ -192,13 +200,106 @@ def test_what_ifs_use_sglangs_spellings():
 
 
 def test_a_vision_towers_share_is_planned_as_the_command_passes_it():
-    # SGLang's default for Qwen2.5-VL-7B on an H100 is 0.834 × 0.8470833 = 0.7064675
-    # (test_sglang_sizes); the command passes three places, 0.706, and the plan holds that.
+    # SGLang's default for Qwen2.5-VL-7B on an H100, from nvidia-smi's 81,559 MiB: a reserve of
+    # 512 + 8,192 × 1.5 + 128 + 256 × 2 = 13,440 MiB (no prefill graphs for this multimodal
+    # model), (81,559 − 13,440) / 81,559 = 0.835, × the tower's 0.8470833 (test_sglang_sizes) =
+    # 0.7073; the command passes three places, 0.707, and the plan holds that.
     m = model("Qwen/Qwen2.5-VL-7B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_584_333_312, quant="bf16")
     o = plan(m, [art], Fleet((node("h", "h100-80g", H100, 1),)), SGLANG).options[0]
-    assert o.share == 0.706 and "0.706" in argv(o)
-    assert o.have == int(H100 * 0.706)
+    assert o.share == 0.707 and "0.707" in argv(o)
+    assert o.have == int(H100 * 0.707)
+    # The checkpoint and the fp32 rotary cache, 128,000 × 128 × 4 B = 65,536,000 B.
+    assert o.per_card.weights == 16_584_333_312 + 65_536_000
     # 28 layers × 4 KV heads × 256 × 2 B = 57,344 B a token; SGLang keeps 100 MiB of the budget
     # back for its multimodal cache.
-    assert o.kv_tokens == (int((H100 - PRE) * 0.706) - 16_584_333_312 - 100 * 2**20) // 57_344
+    assert o.kv_tokens == (int((H100 - PRE) * 0.707) - 16_649_869_312 - 100 * 2**20) // 57_344
+
+
+# --- issue 26: data-parallel attention splits what is not attention over every rank ------------
+
+
+def test_deepseek_v3_under_data_parallel_attention_splits_mlps_embedding_and_head():
+    # DeepSeek-V3's parts at 1 B a linear weight and 2 B a 16-bit one, with a 12 GB MTP layer
+    # 61 (tests/plan/test_vllm_memory.py deepseek_layout). SGLang's deepseek_v2.py under
+    # --tp-size 8 --attn-dp-size 8: attention within its group of 1, the dense MLPs and shared
+    # experts (DeepseekV2MLP, parallel_group "tp") and the routed experts over all 8; norms, the
+    # router gates and MLA's fused q/kv-a projection whole; the embedding and the head over 8.
+    from llmfit.plan.engines import sglang_sizes as sizes
+    from llmfit.plan.engines.sglang import rank_weights
+    from llmfit.plan.engines.vllm_weights import parts_of
+    from tests.plan.test_vllm_memory import deepseek_layout
+
+    m = model("deepseek-ai/DeepSeek-V3")
+    layout = deepseek_layout()
+    p = parts_of(m, layout.total, layout)
+    dp8 = sizes.ServerSizes(tp_size=8, attn_dp_size=8, ep_size=8)
+    # A dense layer: attention 187,107,328 parameters, 15,138,816 of them q_a/kv_a (replicated)
+    # and 2,048 norms; its MLP 3 × 7,168 × 18,432 = 396,361,728. A MoE layer: the same
+    # attention, shared experts 3 × 7,168 × 2,048 = 44,040,192, 256 routed experts of
+    # 3 × 7,168 × 2,048 each.
+    attention = 61 * (187_107_328 - 15_138_816 - 2_048)
+    mlps = 3 * 396_361_728 + 58 * 44_040_192
+    experts = 58 * 256 * 44_040_192
+    replicated = 3 * (15_138_816 + 2 * 16_384) + 58 * (15_138_816 + 2 * 1_851_392)
+    embed = head = 129_280 * 7_168 * 2
+    # w_kc/w_vc in bf16 for all 128 heads: 61 × 512 × 128 × (128 + 128) × 2 B; the fp32 rotary
+    # cache 163,840 × 64 × 4 B.
+    kc_vc = 61 * 512 * 128 * 256 * 2
+    rope = 163_840 * 64 * 4
+    want = (
+        attention + mlps // 8 + experts // 8 + replicated + embed // 8 + 14_336 + head // 8
+        + kc_vc + rope
+    )  # fmt: skip
+    assert rank_weights(m, p, 0, 61, True, True, dp8) == want == 96_386_922_496
+    # The MTP layer 61 is not built: it is in none of it. --enable-dp-lm-head keeps the head
+    # within each group: the whole head on every rank.
+    assert rank_weights(m, p, 0, 61, True, True, dp8, dp_lm_head=True) == want - head // 8 + head
+
+
+def test_sglang_keeps_the_mtp_layer_out_of_the_weights():
+    # The DeepSeek-V3 fixture's 688,586,727,753 B include the MTP layer 61 (num_nextn_predict_
+    # layers 1), which DeepseekV3ForCausalLM builds only for speculative decoding: a rank of
+    # attention DP 8 holds the 61 layers' share, not the 62's.
+    from llmfit.plan.engines import sglang_sizes as sizes
+    from llmfit.plan.engines.sglang import rank_weights
+    from llmfit.plan.engines.vllm_weights import parts_of
+
+    m = model("deepseek-ai/DeepSeek-V3")
+    p = parts_of(m, 688_586_727_753, None)
+    assert p.mtp_bytes > 12 * GIB
+    dp8 = sizes.ServerSizes(tp_size=8, attn_dp_size=8, ep_size=8)
+    with_mtp = rank_weights(m, p, 0, 61, True, True, dp8)
+    assert with_mtp < (688_586_727_753 - p.mtp_bytes) // 8 + 12 * GIB
+
+
+def test_llama_8b_on_one_mi300x_takes_085_of_its_share_past_8192_tokens():
+    # One MI300X: SGLang's default share is 0.867 (test_sglang_sizes: no prefill graphs on ROCm),
+    # which the command passes; aiter then uses 0.85 of it at the trained 131,072 tokens, so the
+    # plan holds 0.867 × 0.85 of the card. At 8,192 tokens the share stands.
+    m, art = llama8b()
+    card = 206_141_652_992  # the card table's mi300x-192g: HIP's 196,592 MiB
+    fleet = Fleet((node("m", "mi300x-192g", card, 1),))
+    long = plan(m, [art], fleet, SGLANG).options[0]
+    assert long.share == 0.867 and "0.867" in argv(long)
+    assert long.have == int(card * 0.867 * 0.85)
+    weights = 16_060_522_496 + 131_072 * 128 * 4
+    assert long.kv_tokens == (int((card - PRE) * 0.867 * 0.85) - weights) // 131_072
+    short = plan(m, [art], fleet, PlanSettings(precision="stored", engines=("sglang",),
+                                               context=8192)).options[0]  # fmt: skip
+    assert short.have == int(card * short.share)
+
+
+def test_enable_dp_lm_head_is_read_and_passed_on():
+    from llmfit.plan.engines.sglang_command import read
+
+    req = read(
+        ["sglang", "serve", "--model-path", "deepseek-ai/DeepSeek-V3", "--tp", "8",
+         "--attn-dp-size", "8", "--enable-dp-lm-head"],
+        PlanSettings(),
+    )  # fmt: skip
+    opts = req.settings.options(SglangOptions)
+    assert opts.enable_dp_lm_head
+    from llmfit.plan.engines import knobs
+
+    assert knobs.argv(opts) == ["--enable-dp-lm-head"]

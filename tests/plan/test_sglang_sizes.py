@@ -245,3 +245,63 @@ def test_a_reserve_past_the_card_leaves_no_share():
     # is most of an 81,106 MiB card; SGLang's share would be negative and it would not start.
     r = s.default_reserve(H100, s.ServerSizes(32, attn_dp_size=32, ep_size=32), mla=True)
     assert r.reserved_mib > H100 / s.MIB and r.mem_fraction_static == 0.0
+
+
+# --- issue 26: what SGLang splits, what it keeps, and where it differs on AMD -------------------
+
+
+def test_the_default_share_reads_the_card_as_nvidia_smi_does():
+    # utils/common.py get_device_memory_capacity: nvidia-smi's memory.total, 81,559 MiB on an H100
+    # (shared/fixtures/fleet/gpu-memory-totals.md), not CUDA's 81,105.69 MiB; a class whose
+    # nvidia-smi total is not known keeps its own (an MI300X's HIP total).
+    assert s.smi_bytes("h100-80g", H100) == 81_559 * 2**20
+    assert s.smi_bytes("h200-141g", H200) == 143_771 * 2**20
+    assert s.smi_bytes("mi300x-192g", 206_141_652_992) == 206_141_652_992
+
+
+def test_prefill_graphs_are_reserved_on_cuda_only():
+    # One MI300X (HIP's 196,592 MiB), Llama-3.1-8B at TP 1: chunked prefill 16,384 (a card of
+    # 160 GiB or more), decode graphs up to 512; reserved 512 + 16,384 × 1.5 + 128 + 512 × 2 =
+    # 26,240 MiB and no prefill graphs on ROCm, so (196,592 − 26,240) / 196,592 = 0.8665. On a
+    # CUDA card of that size the 74 prefill graph sizes up to 16,384 add 74 × 8 = 592 MiB.
+    card = 196_592 * 2**20
+    sizes = s.ServerSizes(tp_size=1)
+    rocm = s.default_reserve(card, sizes, mla=False, backend="rocm")
+    cuda = s.default_reserve(card, sizes, mla=False, backend="cuda")
+    assert (rocm.prefill_graphs, rocm.reserved_mib) == (False, 26_240)
+    assert round(rocm.mem_fraction_static, 3) == round((196_592 - 26_240) / 196_592, 3) == 0.867
+    assert (cuda.prefill_graphs, cuda.reserved_mib) == (True, 26_240 + 74 * 8)
+
+
+def test_aiter_takes_085_of_the_share_past_8192_tokens_on_rocm():
+    # attention_hook.py: aiter, the default attention backend on ROCm for MHA models and for MLA
+    # at 16 or 128 heads a rank, scales mem_fraction_static by 0.85 once the context is over
+    # 8,192, a share given on the command line too.
+    assert s.aiter_scaled("rocm", False, 8, 131_072)
+    assert not s.aiter_scaled("rocm", False, 8, 8192)
+    assert not s.aiter_scaled("cuda", False, 8, 131_072)
+    assert s.aiter_scaled("rocm", True, 16, 32_768) and not s.aiter_scaled("rocm", True, 32, 32_768)
+
+
+def test_a_gdn_state_keeps_its_convolution_in_bf16_and_its_temporal_state_in_fp32():
+    # configs/mamba_utils.py mamba2_state_dtype: conv bf16, temporal fp32. Qwen3-Next's GDN:
+    # conv (4 − 1) × (2 × 16 × 128 + 32 × 128) = 24,576 elements × 2 B, temporal 32 × 128 × 128
+    # = 524,288 × 4 B: 2,146,304 B a layer at TP 1 over its 36 GDN layers (the whole at fp32, as
+    # before, was 2 × 1,097,728 = 2,195,456 B a layer).
+    m = model("Qwen/Qwen3-Next-80B-A3B-Thinking")
+    assert m.shapes is not None
+    shape = Shape.of(m)
+    assert s.state_bytes(shape, 1, m.shapes.mamba) == 36 * (24_576 * 2 + 524_288 * 4)
+    assert 36 * (24_576 * 2 + 524_288 * 4) == 77_266_944
+    assert s.state_bytes(shape, 1) == 36 * 2 * 1_097_728
+    # TP 2 halves both.
+    assert s.state_bytes(shape, 2, m.shapes.mamba) == 36 * (12_288 * 2 + 262_144 * 4)
+
+
+def test_the_hybrid_swa_architectures_are_sglangs_whole_list():
+    # configs/model_config.py is_hybrid_swa_model (0.5.23): the SWA-sink families, MiMo-V2,
+    # Step 3.5/3.7, Gemma 4 and the rest, 28 in all.
+    assert len(s.HYBRID_SWA_ARCHITECTURES) == 28
+    assert {"BeamForCausalLM", "IQuestQ1ForCausalLM", "MuseGlimmerForCausalLM"} <= (
+        s.HYBRID_SWA_ARCHITECTURES
+    )

@@ -9,24 +9,23 @@ the facts that are there and the test says how.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from llmfit.plan.artifact import WeightLayout
-from llmfit.plan.engines import vllm_sizes as old_vllm
+from llmfit.plan.engines.vllm_kv import mamba_page_bytes
 from llmfit.plan.engines.vllm_memory import (
     GIB,
-    NON_TORCH,
     LoRA,
     Rank,
     Settings,
     Speculative,
-    batch_defaults,
     combine_stages,
     estimate,
-    mamba_page_bytes,
     parts_of,
 )
+from llmfit.plan.engines.vllm_runtime import NON_TORCH, batch_defaults
 from llmfit.plan.engines.vllm_versions import VllmVersion
 from llmfit.plan.fleet import MIB
 from llmfit.plan.layout import Card
@@ -228,7 +227,14 @@ def test_qwen3_next_mtp_is_skipped_until_speculation_runs_it():
     assert plain.weights.skipped == 3_000_000_000 and plain.weights.draft == 0
     spec = Settings(max_model_len=65_536, speculative=Speculative("mtp", 1))
     drafted = estimate(m, total, Rank(tp=4), H100, spec, layout)
-    assert drafted.weights.draft == 3_000_000_000 // 4 and drafted.weights.skipped == 0
+    # Qwen3NextMTP is a layer like the last, split as the target's are: its experts (the last
+    # layer's share, 3.2 of 3.3 GB: 2,909,090,909 B) and the rest over TP 4, kept whole its
+    # router (512 × 2,048), norms (2 × 2,048, and the MTP's own two) in bf16: 2,113,536 B.
+    experts = 3_000_000_000 * 3_200_000_000 // 3_300_000_000
+    whole = (512 * 2_048 + 2 * 2_048) * 2 + 2 * 2_048 * 2
+    split = 3_000_000_000 - experts - whole
+    assert drafted.weights.draft == -(-split // 4) + whole + -(-experts // 4) == 751_585_153
+    assert drafted.weights.skipped == 0
     # The MTP layer is one more full-attention layer: 13 full and 36 GDN, groups of 13
     # (36 >= 1.5 x 13), GDN in cdiv(36, 13) = 3 of them. One speculative token adds a conv row:
     # (3 + 1) x 2,048 x 2 + 262,144 = 278,528 B, block 64 x cdiv(278,528, 65,536) = 320, and a
@@ -348,7 +354,8 @@ def test_llama4_with_eagle_falls_back_to_full_attention():
     )
     assert r.layout is not None
     assert {k.kind for k in r.layout.kinds} == {"full"}
-    assert r.weights.draft == 1 << 30
+    # The EAGLE head is built with the target's parallel layers: a quarter a rank at TP 4.
+    assert r.weights.draft == (1 << 30) // 4
 
 
 # --- The budget: tensor parallelism, CUDA graphs, activation -----------------------------------
@@ -358,10 +365,9 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 
 def test_tensor_parallelism_adds_no_stale_nccl_charge():
     # gpu_worker.py init_device starts NCCL before the memory snapshot, so vLLM V1 does not count
-    # it: the 1.79 GiB a card plan/engines/vllm_sizes.py adds with TP (NON_TORCH_TP, a V0 record)
-    # is not charged. Non-torch memory is 0.13 GiB at any width, and TP 2's budget is TP 1's
-    # plus exactly the weights it no longer holds (activation and graphs are per rank alike).
-    assert old_vllm.NON_TORCH_TP == 1_920_000_000
+    # it: the 1.79 GiB a card of a V0 record (PR #10511) is not charged. Non-torch memory is
+    # 0.13 GiB at any width, and TP 2's budget is TP 1's plus exactly the weights it no longer
+    # holds (activation and graphs are per rank alike).
     one = run(LLAMA, LLAMA_8B_BYTES, max_model_len=16_000)
     two = run(LLAMA, LLAMA_8B_BYTES, rank=Rank(tp=2), max_model_len=16_000)
     assert one.non_torch == two.non_torch == NON_TORCH == 139_586_437
@@ -540,9 +546,28 @@ def test_deepseek_v3_data_parallel_attention_with_expert_parallelism():
     assert r.layout is not None and r.layout.bytes_per_block == 61 * 16 * 576 * 2
 
 
+def mtp_layout() -> WeightLayout:
+    """deepseek_layout with an MTP layer 61 as DeepSeek-V3 stores it: a MoE layer (11,509,137,408
+    B, 11,274,289,152 of them routed experts), its eh_proj (2 × 7,168 × 7,168 × 2 B) and two
+    norms (2 × 7,168 × 2 B), and its own bf16 embedding and head (2 × 129,280 × 7,168 × 2 B)."""
+    base = deepseek_layout()
+    mtp = 11_509_137_408 + 205_520_896 + 28_672 + 2 * 1_853_358_080
+    return WeightLayout(
+        base.layer_bytes[:61] + (mtp,), base.expert_bytes[:61] + (11_274_289_152,),
+        base.embed_bytes, base.output_bytes, False,
+    )  # fmt: skip
+
+
 def test_mtp_speculation_loads_the_mtp_layer_and_caches_it():
-    layout = deepseek_layout()
+    layout = mtp_layout()
     spec = Speculative("mtp", 1)
+
+    def draft(rank: Rank) -> int:
+        return run(
+            "deepseek-ai/DeepSeek-V3", layout.total, rank=rank, card=H200, max_model_len=32_768,
+            parts=layout, speculative=spec,
+        ).weights.draft  # fmt: skip
+
     r = run(
         "deepseek-ai/DeepSeek-V3",
         layout.total,
@@ -552,8 +577,75 @@ def test_mtp_speculation_loads_the_mtp_layer_and_caches_it():
         parts=layout,
         speculative=spec,
     )
-    assert r.weights.draft == 12_000_000_000 // 8 and r.weights.skipped == 0
+    # DeepSeekMTP shares the target's embedding and head (llm_base_proposer.py
+    # _maybe_share_embeddings, _maybe_share_lm_head); the rest is a MoE layer split as the
+    # target's are: kept whole its router and norms in bf16 (2 × 1,851,392 B), its q_a/kv_a
+    # (15,138,816 B) and its eh_proj and two norms (205,549,568 B), 224,391,168 B in all; its
+    # attention and shared expert (216,006,656 B) over TP 8 and its experts over the 8 ranks;
+    # its MLA decompressed like the target's: 512 × 16 heads × 256 × 2 B.
+    whole = 2 * 1_851_392 + 15_138_816 + 205_549_568
+    assert whole == 224_391_168
+    assert r.weights.draft == 216_006_656 // 8 + whole + 11_274_289_152 // 8 + 512 * 16 * 256 * 2
+    assert r.weights.skipped == 0
     assert r.layout is not None and r.layout.kinds[0].layers == 62
+    # Data-parallel attention with expert parallelism: attention whole on every rank, the experts
+    # over 8 and W_UK/W_UV for all 128 heads: 1.75 GiB a rank, not the whole 15.4 GB layer.
+    dp = draft(Rank(tp=1, dp=8, ep=True))
+    assert dp == 216_006_656 + whole + 11_274_289_152 // 8 + 512 * 128 * 256 * 2 == 1_883_238_400
+    assert round(dp / GIB, 2) == 1.75
+    # Under pipeline parallelism the last stage has no embedding to lend: the MTP builds its own,
+    # an eighth a rank (129,280 is a multiple of 64).
+    assert draft(Rank(tp=8, pp=2, stage=1, ep=True)) == r.weights.draft + 1_853_358_080 // 8
+
+
+def test_an_eagle_head_is_split_over_tensor_parallelism_and_builds_an_embedding_under_pp():
+    # eagle.py: the head's layers and output head are the target's parallel layers; under PP the
+    # last stage builds the embedding the head would borrow (a checkpoint without one: 128,256 ×
+    # 4,096 × 2 B), a quarter a rank at TP 4.
+    spec = Speculative(
+        "eagle3", 1, draft_weight_bytes=2_000_000_000, draft_layers=1,
+        draft_embedding_size=128_256 * 4_096 * 2,
+    )  # fmt: skip
+    one = run(LLAMA, LLAMA_8B_BYTES, rank=Rank(tp=4), max_model_len=16_000, speculative=spec)
+    assert one.weights.draft == 2_000_000_000 // 4
+    staged = run(
+        LLAMA, LLAMA_8B_BYTES, rank=Rank(tp=4, pp=2, stage=1), max_model_len=16_000,
+        speculative=spec,
+    )  # fmt: skip
+    assert staged.weights.draft == 2_000_000_000 // 4 + 128_256 * 4_096 * 2 // 4
+    # A draft whose checkpoint holds its embedding does not build another.
+    own = replace(spec, draft_embed_bytes=128_256 * 4_096 * 2)
+    again = run(
+        LLAMA, LLAMA_8B_BYTES, rank=Rank(tp=4, pp=2, stage=1), max_model_len=16_000,
+        speculative=own,
+    )  # fmt: skip
+    assert again.weights.draft == 2_000_000_000 // 4
+
+
+def test_a_draft_with_no_safetensors_is_weighed_from_its_config_and_said_so():
+    # A draft published as pytorch_model.bin: no size to read, so VllmOptions.with_repo weighs
+    # it at its config's parameters × 2 B (Llama-3.1-8B's config: 128,256 × 4,096 embedding and
+    # head and the final norm, 32 layers of 4,096 × (2 × 4,096 + 2 × 1,024) + 3 × 4,096 ×
+    # 14,336 parameters) and the plan says so: never 0.
+    from llmfit.plan.engines.vllm_options import VllmOptions
+
+    opts = VllmOptions(
+        speculative_config='{"method": "draft_model", "model": "org/draft", '
+        '"num_speculative_tokens": 2}',
+    ).checked()
+    m = model(LLAMA)
+    drafted = opts.with_repo("org/draft", m, ())
+    spec = drafted.speculative
+    assert isinstance(spec, Speculative)
+    params = 2 * 128_256 * 4_096 + 4_096 + 32 * (4_096 * 10_240 + 3 * 4_096 * 14_336)
+    assert spec.draft_weight_bytes == 2 * params == 16_059_998_208
+    assert spec.draft_unweighed == "org/draft"
+    r = run(LLAMA, LLAMA_8B_BYTES, card=H200, max_model_len=16_000, speculative=spec)
+    assert r.weights.draft == 16_059_998_208
+    assert r.notes == (
+        "The draft org/draft publishes no safetensors weights to read: it is counted at its "
+        "config's parameters in 16-bit, 14.96 GiB, the most vLLM would load.",
+    )
 
 
 def test_gemma3_vision_tower_and_the_text_only_what_if():
@@ -565,14 +657,25 @@ def test_gemma3_vision_tower_and_the_text_only_what_if():
     assert 62 * 412_898_560 + 262_208 * 5_376 + 5_376 + 423_060_336 == 27_432_406_640
     r = run(GEMMA, GEMMA_BYTES, max_model_len=32_768)
     assert r.weights.vision == 423_060_336 * 2 == 846_120_672
-    # The profile run keeps max(8,192 batched tokens, 256 tokens an image) encoder outputs of
-    # the text model's 5,376 in bf16 (MultiModalBudget).
+    # The encoder's profile run (MultiModalBudget): the budget is max(8,192 batched tokens, 256
+    # tokens an image), 32 images of 256 tokens; their outputs, kept while the decoder runs, are
+    # 8,192 tokens of the text model's 5,376 in bf16.
+    assert (r.encoder.modality, r.encoder.items, r.encoder.tokens_per_item) == ("image", 32, 256)
     assert r.encoder_cache == 8_192 * 5_376 * 2 == 88_080_384
+    # The encoder itself, first and alone: 32 images of (896 / 14)² = 4,096 patches, each at
+    # the least its pixels (3 × 14 × 14) and, in a layer's MLP, the residual, the normed input,
+    # fc1's 4,304 and their activation (2 × 1,152 + 2 × 4,304), all bf16: 131,072 × 23,000 B =
+    # 2.81 GiB (the issue's 2.66 GiB without the pixels), over what the decoder's run holds:
+    # its activation 8,192 × 5,376 × 2.75 + 1,024 × 262,208 × 6 = 1,732,116,480 B and the
+    # outputs.
+    assert r.encoder.peak == 131_072 * ((2 * 1_152 + 2 * 4_304) * 2 + 588 * 2) == 3_014_656_000
+    assert r.activation == 1_732_116_480
+    assert r.encoder_peak == 3_014_656_000 - 1_732_116_480 - 88_080_384 == 1_194_459_136
     # --limit-mm-per-prompt '{"image": 0}': _mark_tower_model builds no tower (0.15 on), so
-    # neither the tower nor its encoder cache costs anything, and the cache gains both.
+    # neither the tower nor its encoder run costs anything, and the cache gains all three.
     text = run(GEMMA, GEMMA_BYTES, max_model_len=32_768, limit_mm_per_prompt=(("image", 0),))
-    assert text.weights.vision == 0 and text.encoder_cache == 0
-    assert text.kv_budget - r.kv_budget == 846_120_672 + 88_080_384
+    assert text.weights.vision == 0 and text.encoder_cache == 0 and text.encoder_peak == 0
+    assert text.kv_budget - r.kv_budget == 846_120_672 + 88_080_384 + 1_194_459_136
     # 0.11 built the tower whatever the limit.
     v11 = run(
         GEMMA,
@@ -625,10 +728,26 @@ def test_lora_slots():
     # layer's adapters hold, a slot, qkv A 3 x 16 x 4,096 and B 16 x (4,096 + 2 x 1,024), o A
     # 16 x 4,096 and B 4,096 x 16, gate_up A 2 x 16 x 4,096 and B 2 x 14,336 x 16, down A 16 x
     # 14,336 and B 4,096 x 16: 1,310,720 weights; 32 layers x 4 slots x 2 B.
+    # LlamaForCausalLM names embed_tokens and lm_head in embedding_modules, so both take slots
+    # too: the embedding A 128,256 × 16 and B 4,096 × 16, the head (LogitsProcessorWithLoRA) A
+    # 16 × 4,096 and B 128,256 × 16: 4,235,264 weights a slot.
     r = run(LLAMA, LLAMA_8B_BYTES, max_model_len=16_000, lora=LoRA(4, 16))
-    assert r.weights.lora == 32 * 4 * 1_310_720 * 2 == 335_544_320
+    layers = 32 * 4 * 1_310_720 * 2
+    embed_head = 4 * (2 * 128_256 * 16 + 2 * 4_096 * 16) * 2
+    assert r.weights.lora == layers + embed_head == 335_544_320 + 33_882_112
+    assert dict(r.weights.lora_parts) == {
+        "attention": 32 * 4 * (3 * 16 * 4_096 + 16 * 6_144 + 16 * 4_096 + 4_096 * 16) * 2,
+        "MLP": 32 * 4 * (2 * 16 * 4_096 + 2 * 14_336 * 16 + 16 * 14_336 + 4_096 * 16) * 2,
+        "embedding": 4 * (128_256 * 16 + 4_096 * 16) * 2,
+        "output head": 4 * (16 * 4_096 + 128_256 * 16) * 2,
+    }
     plain = run(LLAMA, LLAMA_8B_BYTES, max_model_len=16_000)
-    assert plain.kv_budget - r.kv_budget == 335_544_320
+    assert plain.kv_budget - r.kv_budget == 369_426_432
+    # 8 slots of rank 256: the embedding's and head's alone are 8 × 2 × (128,256 + 4,096) × 256
+    # × 2 B = 1.01 GiB.
+    wide = run(LLAMA, LLAMA_8B_BYTES, max_model_len=16_000, lora=LoRA(8, 256))
+    by = dict(wide.weights.lora_parts)
+    assert by["embedding"] + by["output head"] == 8 * 2 * 132_352 * 256 * 2 == 1_084_227_584
 
 
 # --- The held-out run ----------------------------------------------------------------------------
@@ -668,13 +787,6 @@ def test_held_out_qwen3_32b_fits_one_h100_at_16000_tokens():
     # 16,000 tokens: 1,000 blocks of 64 layers x 16 tokens x 8 KV heads x 256 x 2 B.
     assert 1_000 * 64 * 16 * 8 * 256 * 2 == 4_194_304_000 < r.kv_budget
     assert r.fits
-    # The old plan charged 0.25 GiB non-torch and 0.5 GiB of graphs on top: 3.88 GiB left,
-    # short of the 3.906 GiB 16,000 tokens need.
-    card = old_vllm.per_card(
-        Shape.of(m), 65_524_246_528, 1, 1, 16_000, old_vllm.Runtime(8192, 151_936, 5_120)
-    )
-    have = int(85_045_477_376 * 0.9)
-    assert old_vllm.max_context(Shape.of(m), card, have, 1, 1, 40_960) < 16_000
     # vLLM 0.33 fits it too: its graphs (51 sizes x 64 layers x 56 KiB = 187,170,816 B) come
     # out of the budget, but Model Runner V2's sampler warm-up is far smaller.
     new = estimate(
@@ -764,3 +876,155 @@ def test_every_fixture_model_plans_under_every_release(repo: str):
                 Settings(version=version, max_model_len=ctx, kv_cache_dtype="fp8"),
             )
             assert fp8.max_concurrency >= r.max_concurrency
+
+
+# --- issue 26: LoRA on experts, the MoE workspace, stage buffers, the encoder's profile run ------
+
+QWEN3_30B = "Qwen/Qwen3-30B-A3B"
+QWEN3_30B_BYTES = 61_064_245_248  # the fixture index's total_size
+QWEN3_235B = "Qwen/Qwen3-235B-A22B"
+QWEN3_235B_BYTES = 470_187_269_120  # the fixture index's total_size
+
+
+def test_lora_slots_on_a_moes_experts():
+    # Qwen3-30B-A3B (48 MoE layers of 128 experts, hidden 2,048, moe_intermediate 768; 32 heads
+    # and 4 KV heads of 128), --enable-lora at rank 16 (vllm/lora/layers/fused_moe.py
+    # FusedMoEWithLoRA, 0.12 on): a layer's experts, each slot, w13's A (2 × 16 × 2,048) and B
+    # (2 × 768 × 16), w2's A (16 × 768) and B (2,048 × 16), 128 experts: 17,301,504 weights;
+    # attention 3 × 16 × 2,048 + 16 × 5,120 + 16 × 4,096 + 2,048 × 16 = 278,528; the router
+    # (ReplicatedLinear 2,048 → 128) 16 × 2,048 + 128 × 16 = 34,816; Qwen3MoeForCausalLM's
+    # embedding and head (151,936 + 2,048) × 16 each. 1.58 GiB a slot, in bf16.
+    r = run(QWEN3_30B, QWEN3_30B_BYTES, max_model_len=32_768, lora=LoRA(1, 16))
+    experts = 48 * 128 * 16 * (2 * (2_048 + 768) + 768 + 2_048) * 2
+    attention = 48 * 278_528 * 2
+    router = 48 * 34_816 * 2
+    embed = head = (151_936 + 2_048) * 16 * 2
+    assert dict(r.weights.lora_parts) == {
+        "attention": attention, "experts": experts, "router": router, "embedding": embed,
+        "output head": head,
+    }  # fmt: skip
+    assert experts == 1_660_944_384
+    assert r.weights.lora == 1_700_880_384 and round(r.weights.lora / GIB, 2) == 1.58
+    # Expert parallelism over 2 ranks keeps whole experts, 64 of them a rank; without it every
+    # expert at 768 / 2 of its intermediate width.
+    ep = run(QWEN3_30B, QWEN3_30B_BYTES, rank=Rank(tp=2, ep=True), lora=LoRA(1, 16))
+    plain_tp = run(QWEN3_30B, QWEN3_30B_BYTES, rank=Rank(tp=2), lora=LoRA(1, 16))
+    assert dict(ep.weights.lora_parts)["experts"] == 48 * 64 * 16 * 8_448 * 2
+    assert dict(plain_tp.weights.lora_parts)["experts"] == 48 * 128 * 16 * 7_296 * 2
+    # 0.11 had no LoRA for the experts, and kept 256 rows more in the embedding's adapter (and
+    # their embeddings) and a head padded to 256 rows: 152,064.
+    old = run(QWEN3_30B, QWEN3_30B_BYTES, version="0.11", max_model_len=32_768, lora=LoRA(1, 16))
+    by = dict(old.weights.lora_parts)
+    assert "experts" not in by
+    assert by["embedding"] == ((151_936 + 256) * 16 + 2_048 * 16 + 256 * 2_048) * 2
+    assert by["output head"] == (16 * 2_048 + 152_064 * 16) * 2
+
+
+def test_eight_lora_slots_on_qwen3_30b_do_not_start_on_an_h100():
+    # The issue's command: 8 slots of rank 16 cost 12.67 GiB beside the 56.87 GiB checkpoint;
+    # what is left of 0.92 of the card does not hold one request of 32,768 tokens.
+    r = run(
+        QWEN3_30B, QWEN3_30B_BYTES, gpu_memory_utilization=None, max_model_len=32_768,
+        lora=LoRA(8, 16),
+    )  # fmt: skip
+    assert r.weights.lora == 8 * 1_700_880_384
+    assert not r.fits
+    assert run(QWEN3_30B, QWEN3_30B_BYTES, gpu_memory_utilization=None, max_model_len=32_768).fits
+
+
+def test_the_moe_workspace_holds_every_ranks_batch_under_data_parallel_attention():
+    # fused_moe/modular_kernel.py _allocate_buffers (Triton experts' workspace_shapes): M × 8
+    # experts a token × (max(1,536, 4,096) + max(3,072, 4,096)) bf16 for Qwen3-235B (hidden
+    # 4,096, moe_intermediate 1,536; expert parallelism keeps it whole). With --data-parallel-
+    # size 8 the all-gather gives each rank's experts all 8 ranks' 8,192 tokens: 8 GiB a rank;
+    # at --tensor-parallel-size 8 the 8,192 tokens every rank holds: 1 GiB.
+    dp = run(QWEN3_235B, QWEN3_235B_BYTES, rank=Rank(tp=1, dp=8, ep=True), card=H200,
+             max_model_len=40_960)  # fmt: skip
+    tp = run(QWEN3_235B, QWEN3_235B_BYTES, rank=Rank(tp=8, ep=True), card=H200,
+             max_model_len=40_960)  # fmt: skip
+    assert dp.moe_workspace == 8 * 8_192 * 8 * (4_096 + 4_096) * 2 == 8 * GIB
+    assert tp.moe_workspace == 8_192 * 8 * 8_192 * 2 == GIB
+    # 0.13-0.17 keep it from the profile run too, but sized for at most 16,384 tokens; 0.12
+    # frees it after each layer, so it is only a peak that the sampler's warm-up overtops.
+    v17 = run(QWEN3_235B, QWEN3_235B_BYTES, rank=Rank(tp=1, dp=8, ep=True), card=H200,
+              version="0.17", max_model_len=40_960)  # fmt: skip
+    assert v17.moe_workspace == 16_384 * 8 * 8_192 * 2 == 2 * GIB
+    v12 = run(QWEN3_235B, QWEN3_235B_BYTES, rank=Rank(tp=1, dp=8, ep=True), card=H200,
+              version="0.12", max_model_len=40_960)  # fmt: skip
+    assert v12.moe_workspace == 0
+    # 0.12's activation: the hidden states 8,192 × 4,096 × 2.75 and the sorting sampler's 24 B ×
+    # 1,024 requests × 151,936 (3.48 GiB, more than the 2 GiB transient workspace).
+    assert v12.activation == 8_192 * 4_096 * 11 // 4 + 24 * 1_024 * 151_936
+    # A dense model has none.
+    assert run(LLAMA, LLAMA_8B_BYTES, max_model_len=16_000).moe_workspace == 0
+
+
+def test_pipeline_stages_after_the_first_keep_the_activations_they_receive():
+    # intermediate_tensors: hidden states and residual for 8,192 tokens of the 405B's 16,384 in
+    # bf16: 0.5 GiB on every card of the second stage, none on the first. Model Runner V2 makes
+    # them at load, which vLLM counts only from 0.27 (the drop in free memory); the V1 runner in
+    # its profile run, counted in every release.
+    m = "meta-llama/Meta-Llama-3.1-405B"
+    later = run(m, 811_706_777_600, rank=Rank(tp=8, pp=2, stage=1), max_model_len=8_192)
+    first = run(m, 811_706_777_600, rank=Rank(tp=8, pp=2, stage=0), max_model_len=8_192)
+    assert later.stage_buffers == 8_192 * 16_384 * 2 * 2 == GIB // 2
+    assert first.stage_buffers == 0
+    mrv2_26 = run(m, 811_706_777_600, rank=Rank(tp=8, pp=2, stage=1), version="0.26",
+                  max_model_len=8_192)  # fmt: skip
+    v1_21 = run(m, 811_706_777_600, rank=Rank(tp=8, pp=2, stage=1), version="0.21",
+                max_model_len=8_192)  # fmt: skip
+    assert mrv2_26.model_runner_v2 and mrv2_26.stage_buffers == 0
+    assert not v1_21.model_runner_v2 and v1_21.stage_buffers == GIB // 2
+
+
+def test_qwen25_vl_profiles_its_encoder_on_a_video_that_grows_with_max_model_len():
+    # qwen2_vl.py: the largest picture is 12,845,056 pixels in 28 × 28 merged tokens, 16,384 of
+    # them; a video at 128,000 tokens takes the 14 frames the cap allows, in pairs, 7 × 16,384 =
+    # 114,688 tokens, the modality with the most (MultiModalBudget), one item. Its 458,752
+    # patches each hold at least its pixels (3 × 2 × 14 × 14 in bf16) and, in the widest layer,
+    # the residual, the normed input, the gated MLP's gate and up (2 × 3,420) and its
+    # activation (3,420) at hidden 1,280: 12 GiB, where the decoder's profile run held under 1.
+    m = model("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert m.shapes is not None and m.shapes.vision_params == 676_550_144
+    bytes_ = 16_584_333_312
+    r = estimate(m, bytes_, Rank(), H100, Settings(max_model_len=128_000))
+    assert (r.encoder.modality, r.encoder.items, r.encoder.tokens_per_item) == (
+        "video", 1, 114_688,
+    )  # fmt: skip
+    per_patch = (2 * 1_280 + 3 * 3_420) * 2 + 1_176 * 2
+    assert r.encoder.peak == 458_752 * per_patch == 12_841_385_984
+    assert r.encoder_cache == 114_688 * 3_584 * 2
+    assert r.encoder_peak == r.encoder.peak - r.activation - r.encoder_cache
+    # At 32,768 tokens the video is 4 frames, 32,768 tokens.
+    short = estimate(m, bytes_, Rank(), H100, Settings(max_model_len=32_768))
+    assert short.encoder.tokens_per_item == 32_768
+    # --limit-mm-per-prompt '{"image": 0}' leaves video at its default 999: the tower is built
+    # and profiled as before; only both at 0 make it text only (config/multimodal.py,
+    # _mark_tower_model).
+    no_image = estimate(
+        m,
+        bytes_,
+        Rank(),
+        H100,
+        Settings(max_model_len=128_000, limit_mm_per_prompt=(("image", 0),)),
+    )
+    assert no_image.weights.vision == r.weights.vision > 0
+    assert no_image.encoder == r.encoder
+    text = estimate(
+        m, bytes_, Rank(), H100,
+        Settings(max_model_len=128_000, limit_mm_per_prompt=(("image", 0), ("video", 0))),
+    )  # fmt: skip
+    assert text.weights.vision == 0 and text.encoder_peak == 0
+
+
+def test_an_mxfp4_moe_pads_each_tensor_parallel_partition():
+    # fused_moe/oracle/mxfp4.py rounds intermediate_size_per_partition, after the split: at TP 2
+    # on an A100 (Marlin) each rank's 1,440 becomes 1,536 (hidden 2,880 → 3,072): 32 experts ×
+    # (3 × 3,072 × 1,536 × 17/32 + (2 × 1,536 + 3,072) × 2) = 241,041,408 B a layer a rank,
+    # against half the stored 423,567,360; with expert parallelism 16 whole experts at 2,944.
+    tp2 = run("openai/gpt-oss-20b", GPT_OSS_BYTES, rank=Rank(tp=2), card=A100, version="0.19",
+              gpu_memory_utilization=0.65, max_model_len=131_072)  # fmt: skip
+    assert tp2.weights.mxfp4_padding == 24 * (241_041_408 - 423_567_360 // 2)
+    ep2 = run("openai/gpt-oss-20b", GPT_OSS_BYTES, rank=Rank(tp=2, ep=True), card=A100,
+              version="0.19", gpu_memory_utilization=0.65, max_model_len=131_072)  # fmt: skip
+    assert ep2.weights.mxfp4_padding == 24 * (230_907_904 - 423_567_360 // 2)

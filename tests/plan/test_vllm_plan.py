@@ -86,11 +86,14 @@ def test_deepseek_v3_on_eight_h200_keeps_the_whole_latent_cache_on_every_card():
     o = next(o for o in opts if o.tp == 8)
     # 70,272 B a token on every rank (not divided by 8) × 163,840 tokens.
     assert o.per_card.kv_cache == 70_272 * 163_840 == 11_513_364_480
-    # vLLM does not load the MTP layer (layer 61, 13.5 GB of the checkpoint) unless it
-    # speculates with it, and adds each MLA layer's decompressed W_UK/W_UV: 512 × 16 heads a
-    # rank × (128 + 128) × 2 B × 61 layers (tests/plan/test_vllm_memory.py works both out).
+    # vLLM does not load the MTP layer (layer 61) unless it speculates with it: a MoE layer's
+    # 11,505,434,624 linear weights at the checkpoint's rate (fp8 and its block scales,
+    # 1.00026 B a weight: 11,508,445,929 B), its 16-bit router, norms and eh_proj (104,626,176
+    # × 2 B) and its own bf16 embedding and head (2 × 129,280 × 7,168 × 2 B); and it adds each
+    # MLA layer's decompressed W_UK/W_UV: 512 × 16 heads a rank × (128 + 128) × 2 B × 61 layers
+    # (tests/plan/test_vllm_memory.py works both out).
     w = o.launch.memory.weights
-    assert w.skipped == 13_505_541_211
+    assert w.skipped == 11_508_445_929 + 104_626_176 * 2 + 2 * 129_280 * 7_168 * 2
     assert w.mla_decompressed == 512 * 16 * 256 * 2 * 61 == 255_852_544
 
 

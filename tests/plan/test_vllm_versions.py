@@ -75,6 +75,13 @@ def test_every_switch_names_the_file_it_was_read_from():
         ("fp8_per_tensor_alias", "0.30", "0.31"),
         ("group_size_max_under_1_5", "0.17", "0.18"),
         ("tower_skipped_text_only", "0.14", "0.15"),
+        # lora/layers/fused_moe.py (FusedMoEWithLoRA) first ships in 0.12.0.
+        ("lora_moe_experts", "0.11", "0.12"),
+        # fused_moe/modular_kernel.py takes its buffers from current_workspace_manager() from
+        # 0.13.0 (0.12.0 allocates them a call).
+        ("moe_workspace_persistent", "0.12", "0.13"),
+        # modular_kernel.py _chunk_info and the env's chunk size are gone in 0.18.0.
+        ("moe_workspace_unchunked", "0.17", "0.18"),
     ],
 )
 def test_each_switch_turns_on_in_the_release_whose_code_first_has_it(
@@ -90,6 +97,16 @@ def test_mamba_all_mode_lives_from_0_15_to_0_27():
     assert not V("0.14").has("mamba_all_mode")
     assert V("0.15").has("mamba_all_mode") and V("0.27.1").has("mamba_all_mode")
     assert not V("0.28").has("mamba_all_mode")
+
+
+def test_the_moe_chunk_and_the_loras_extra_vocabulary_by_release():
+    # envs.py VLLM_FUSED_MOE_CHUNK_SIZE: 64 × 1024 in 0.11.0, 16 × 1024 in 0.12.0-0.17.0, gone
+    # (with modular_kernel.py _chunk_info) in 0.18.0.
+    assert [V(x).moe_chunk for x in ("0.11", "0.12", "0.17", "0.18", "0.33")] == [
+        65_536, 16_384, 16_384, None, None,
+    ]  # fmt: skip
+    # 0.11's embedding adapter keeps lora_extra_vocab_size rows more; 0.12 drops them.
+    assert V("0.11").has("lora_extra_vocab") and not V("0.12").has("lora_extra_vocab")
 
 
 def test_valued_switches():

@@ -676,9 +676,9 @@ class LlamaCpp:
     def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
         # The summary of the model's kinds of layer in vLLM's terms: llama.cpp's own per-layer
         # cache is llamacpp_sizes.layer_kv_bytes, charged in each option's cards.
-        from llmfit.plan.engines import vllm_sizes
+        from llmfit.plan.engines.vllm_kv import attention_charges
 
-        return vllm_sizes.attention_charges(shape, context)
+        return attention_charges(shape, context)
 
     def explain(self, option: Option[LlamaCppLaunch], model: Model) -> Explanation:
         o, c = option, option.per_card

@@ -88,7 +88,7 @@ def split_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
 
     SGLang's linear layers and fp8 block checks are vLLM's (the same sentences in both engines'
     code), so the rule is one here; the attention heads each engine checks in its own words
-    (vllm_sizes.width_refusal, sglang.width_refusal). With expert parallelism the routed experts
+    (vllm.width_refusal, sglang.width_refusal). With expert parallelism the routed experts
     stay whole on each rank, so their quantisation blocks are never split and their rule does not
     apply.
     """

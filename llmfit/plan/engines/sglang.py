@@ -36,14 +36,21 @@ from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, 
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.sglang_options import SglangOptions
+from llmfit.plan.engines.vllm_weights import (
+    Parts,
+    elem_bytes,
+    layer_mlp_params,
+    layer_params,
+    parts_of,
+)
 from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import ACROSS, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Tried
-from llmfit.plan.model import AttentionCharge, AttentionKind, Model, Shape, yarn_json
+from llmfit.plan.model import AttentionCharge, AttentionKind, Model, ModelShapes, Shape, yarn_json
 from llmfit.plan.options import Option, PerCard
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import PlanSettings
-from llmfit.plan.weights import layout_of, stage_parts
+from llmfit.plan.weights import layout_of
 
 # The launcher SGLang's docs and its own deprecation warning name (sglang/launch_server.py:
 # "'sglang serve' is the recommended entrypoint"); `python -m sglang.launch_server` takes the
@@ -98,6 +105,8 @@ class SglangLaunch:
     given: Given | None = None
     # YaRN past the trained context, as --json-model-override-args JSON (model.yarn_overrides).
     rope_overrides: str | None = None
+    # SGLang's aiter backend (ROCm, past 8,192 tokens) takes 0.85 of the share passed.
+    aiter: bool = False
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -128,7 +137,7 @@ def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
     fp8_utils.validate_fp8_block_shape, whose sentences serving.split_refusal gives), except for
     routed experts kept whole by expert parallelism.
     """
-    # The same head checks as vLLM's (vllm_sizes.width_refusal), kept apart for their words:
+    # The same head checks as vLLM's (vllm.width_refusal), kept apart for their words:
     # vLLM's are its own sentences, SGLang asserts with none, so these say it in llmfit's.
     if shape.attention_heads and shape.attention_heads % tp:
         return (
@@ -152,6 +161,74 @@ def pp_partition(layers: int, pp: int) -> tuple[int, ...]:
     return tuple(base + (1 if s >= pp - extra else 0) for s in range(pp))
 
 
+def rank_weights(
+    model: Model,
+    p: Parts,
+    start: int,
+    end: int,
+    first: bool,
+    last: bool,
+    ss: sizes.ServerSizes,
+    *,
+    dp_lm_head: bool = False,
+    pp: int = 1,
+) -> int:
+    """What one rank of layers [start, end) loads, as SGLang places it (models/deepseek_v2.py,
+    qwen3_moe.py, llama.py; the checkpoint's bytes by part as vllm_weights.parts_of reads them):
+
+    - attention over the attention's TP width (`attn_tp`, the tp of one data-parallel-attention
+      group);
+    - the dense MLP layers and a MoE's shared experts over the whole --tp-size group
+      (DeepseekV2MLP's parallel_group "tp"), routed experts over it too (--ep-size or TP);
+    - what stays whole on every rank: norms, the router gate, MLA's fused q/kv-a projection;
+    - the embedding over the whole group (VocabParallelEmbedding), the output head too unless
+      --enable-dp-lm-head (then over the attention's group); a tied head is the embedding
+      on one stage, its own copy on a last stage that is not the first;
+    - at load, MLA's w_kc and w_vc (kv_b_proj split and kept in bf16: kv_lora_rank × heads a
+      rank × (qk_nope + v_head) × 2 B a layer) and the fp32 rotary cos/sin cache (max
+      positions × rotary dims × 4 B, one a distinct rotary);
+    - never an MTP module (built only for speculative decoding), nor a tied head the checkpoint
+      stores beside the embedding.
+    """
+    s = model.shapes or ModelShapes()
+    h, vocab = model.hidden_size or 0, model.vocab_size or 0
+    elem = elem_bytes(model)
+    attn = mlp = experts = replicated = 0
+    for i in range(start, min(end, len(p.layer_bytes))):
+        params, expert, rep_lin, sixteen = layer_params(model, i)
+        split = p.layer_bytes[i] - p.expert_bytes[i] - p.replicated_bytes[i]
+        lin = params - expert - rep_lin - sixteen
+        mlp_b = int(split * layer_mlp_params(model, i) / lin) if lin > 0 else 0
+        attn += split - mlp_b
+        mlp += mlp_b
+        experts += p.expert_bytes[i]
+        replicated += p.replicated_bytes[i]
+    w = -(-attn // ss.attn_tp) + -(-mlp // ss.tp_size) + -(-experts // ss.tp_size) + replicated
+    if first:
+        w += -(-p.embed_bytes // ss.tp_size) + p.extra_bytes + -(-p.vision_bytes // ss.tp_size)
+    if last:
+        norm = h * elem
+        head = vocab * h * elem if s.tied_embeddings and pp > 1 else max(0, p.output_bytes - norm)
+        w += norm + -(-head // (ss.attn_tp if dp_lm_head else ss.tp_size))
+    kinds = s.layer_kinds[start:end] if s.layer_kinds else ()
+    if s.kv_lora_rank:
+        n = sum(1 for k in kinds if k == "mla")
+        w += (
+            n
+            * s.kv_lora_rank
+            * (model.attention_heads // ss.attn_tp)
+            * 2
+            * (s.qk_nope_head_dim + s.v_head_dim)
+        )
+    if s.rotary_dim and model.max_context and any(k in ROTARY_KINDS for k in kinds):
+        w += s.rope_caches * model.max_context * s.rotary_dim * 4
+    return w
+
+
+# The layers whose attention rotates positions (SGLang builds each rotary cache once).
+ROTARY_KINDS = ("full", "sliding", "chunked", "mla")
+
+
 @dataclass(frozen=True)
 class _Sizing:
     """What the sizing of one layout kept for the launch line and the explanation."""
@@ -161,6 +238,8 @@ class _Sizing:
     reserve: sizes.Reserve
     server: sizes.ServerSizes
     pool: sizes.Pool
+    # Whether SGLang's aiter backend (ROCm, past 8,192 tokens) takes 0.85 of the share.
+    aiter: bool = False
 
 
 class Sglang(serving.Serving[SglangLaunch]):
@@ -191,12 +270,19 @@ class Sglang(serving.Serving[SglangLaunch]):
         model, settings, context = job.model, job.settings, job.context
         opts = settings.options(SglangOptions)
         weights = layout_of(art, model)
+        stored = job.artifact
+        exact = stored.layout if stored.layout is not None else (
+            stored.weights if stored.weights_exact else None
+        )  # fmt: skip
+        parts = parts_of(model, art.bytes, exact if art.bytes == stored.bytes else None)
         trained = model.max_context
         swa_pool = sizes.hybrid_swa(model.architecture)
         mla = any(g.kind is AttentionKind.MLA for g in shape.layer_groups)
         # The multimodal cache SGLang keeps back from the KV budget (mm_runtime_reservation_gb).
         vlm = sizes.VLM_CACHE if sizes.multimodal(model.architecture, model.vision_tower) else 0
         spec = cards.spec(pool.gpu_class)
+        backend = spec.backend if spec is not None else "cuda"
+        mamba = model.shapes.mamba if model.shapes else None
         # The methods SGLang computes in fp8 (vLLM's list has ptpc_fp8 in place of w8a8_fp8).
         fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
             "fp8", "modelopt", "fbgemm_fp8", "w8a8_fp8",
@@ -205,33 +291,38 @@ class Sglang(serving.Serving[SglangLaunch]):
         def size(layout: Layout) -> Sized:
             ss = sizes.server_sizes(layout, model.is_moe)
             reserve = sizes.default_reserve(
-                pool.card_bytes,
+                sizes.smi_bytes(pool.gpu_class, pool.card_bytes),
                 ss,
                 mla=mla,
                 chunked_prefill_size=opts.chunked_prefill_size,
                 max_running_requests=opts.max_running_requests,
                 vision_tower=model.vision_tower,
                 architecture=model.architecture,
+                backend=backend,
             )
             # The command passes the share to three places (SGLang's own default is that, but for
             # a vision tower's factor): the plan holds what the command asks, rounded down.
             share = opts.mem_fraction_static or sizes.three_places(reserve.mem_fraction_static)
-            have = int(pool.card_bytes * share)
-            static = sizes.static_budget(pool.card_bytes, share)
-            # Routed experts are sharded over the whole --tp-size group (tp × dp with
-            # data-parallel attention); everything else over the attention's tp cards, which
-            # over-counts the dense MLPs and the vocabulary that SGLang splits over the group.
-            expert_shard = ss.tp_size if model.is_moe else layout.tp
+            # On ROCm past 8,192 tokens the aiter backend takes 0.85 of it, even of a given one.
+            aiter = sizes.aiter_scaled(backend, mla, model.kv_heads // ss.tp_size, context)
+            effective = share * sizes.AITER_SHARE_FACTOR if aiter else share
+            have = int(pool.card_bytes * effective)
+            static = sizes.static_budget(pool.card_bytes, effective)
             worst: PerCard | None = None
             worst_token = 0
             fullest: sizes.Pool | None = None
             tokens = reqs = 1 << 62
-            parts = stage_parts(weights, layout.pp, pp_partition(weights.layers, layout.pp))
-            for dense, experts, n in parts:
-                w = -(-dense // layout.tp) + -(-experts // expert_shard)
+            start = 0
+            partition = pp_partition(model.layers or weights.layers, layout.pp)
+            for s_i, n in enumerate(partition):
+                w = rank_weights(
+                    model, parts, start, start + n, s_i == 0, s_i == layout.pp - 1, ss,
+                    dp_lm_head=opts.enable_dp_lm_head, pp=layout.pp,
+                )  # fmt: skip
+                start += n
                 stage = shape.stage(n)
                 c = sizes.cells(stage, ss.attn_tp, swa_pool=swa_pool)
-                states = sizes.state_bytes(stage, ss.attn_tp)
+                states = sizes.state_bytes(stage, ss.attn_tp, mamba)
                 budget = static - w - vlm
                 p = sizes.kv_pool(
                     max(budget, 0),
@@ -270,7 +361,7 @@ class Sglang(serving.Serving[SglangLaunch]):
                 max_context=longest,
                 kv_per_token=worst_token,
                 kv_tokens=tokens,
-                extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest),
+                extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest, aiter),
                 speed=speed,
             )
 
@@ -299,6 +390,7 @@ class Sglang(serving.Serving[SglangLaunch]):
             state_slots=extra.pool.state_slots,
             options=settings.options(SglangOptions),
             given=settings.given,
+            aiter=extra.aiter,
         )
         return serving.option_of(job, self.key, art, pool, t, launch, share=extra.share)
 
@@ -372,9 +464,9 @@ class Sglang(serving.Serving[SglangLaunch]):
     def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
         # SGLang's windows and states are sized in its own pools (sglang_sizes); the summary of
         # the model's kinds of layer is vLLM's, whose terms both engines share.
-        from llmfit.plan.engines import vllm_sizes
+        from llmfit.plan.engines.vllm_kv import attention_charges
 
-        return vllm_sizes.attention_charges(shape, context)
+        return attention_charges(shape, context)
 
     def explain(self, option: Option[SglangLaunch], model: Model) -> Explanation:
         o, c = option, option.per_card
@@ -391,6 +483,12 @@ class Sglang(serving.Serving[SglangLaunch]):
             experts_over=ss.tp_size if model.is_moe and ss.attn_dp_size > 1 else 0,
             copy="replica" if ss.dp_size > 1 else "",
         )
+        if ss.attn_dp_size > 1:
+            head = "" if launch.options.enable_dp_lm_head else ", the output head"
+            share += (
+                f"; the dense MLPs, shared experts, the embedding{head} over all {ss.tp_size} "
+                "ranks, attention within its group"
+            )
         per_token = f"{o.kv_per_token:,} B a token a card"
         kv_why = f"{o.context:,} tokens × {per_token}"
         if launch.state_slots:
@@ -440,6 +538,12 @@ class Sglang(serving.Serving[SglangLaunch]):
         )
         if ss.ranks > 1:
             assumes += f"; each of the {ss.ranks} data-parallel ranks keeps its own KV pool"
+        if launch.aiter:
+            assumes += (
+                f"; on ROCm past {sizes.AITER_CONTEXT:,} tokens SGLang's aiter attention takes "
+                f"{sizes.AITER_SHARE_FACTOR:g} of --mem-fraction-static "
+                f"({launch.mem_fraction_static * sizes.AITER_SHARE_FACTOR:.3f} in effect)"
+            )
         return Explanation(parts, assumes)
 
     def image(self, option: Option[SglangLaunch]) -> Image:

@@ -69,3 +69,10 @@ class SglangOptions:
         changes=(MEMORY,), help="a cap on the KV pool's tokens (passed on).",
         example="100000",
     )  # fmt: skip
+    # The output head split over the attention's TP group (each data-parallel-attention group
+    # keeps its own share) instead of over the whole --tp-size group.
+    enable_dp_lm_head: bool = knob(
+        False, "--enable-dp-lm-head", kind="switch", changes=(MEMORY, SPEED),
+        help="with data-parallel attention, the output head split within each attention group "
+        "(passed on).",
+    )  # fmt: skip

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 
 from llmfit.plan.layout import Layout
-from llmfit.plan.model import AttentionKind, Shape, dtype_bytes
+from llmfit.plan.model import AttentionKind, MambaShape, Shape, dtype_bytes
 
 VERSION = "0.5.23"
 
@@ -57,12 +57,14 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 # its two tracking slots (allocation_sizing.get_mamba_tracking_slots): 5. A model without the
 # extra buffer takes 3, so this can under-count its requests, never its memory.
 MAMBA_SLOTS_PER_REQUEST = 5
-# Bytes of an element of SGLang's recurrent state: fp32 unless the config or
-# --mamba-ssm-dtype says otherwise (configs/mamba_utils.py mamba2_state_dtype). Its convolution
-# state is bf16; llmfit's LayerGroup keeps the two together at the model's 2 B, so the whole
-# state is charged at fp32 here: the convolution share (a twentieth of Qwen3-Next's state) is
-# over-counted, on the safe side. The states' share of the pool is fixed by the ratio above, so
-# this moves the number of state slots, not the KV tokens.
+# Bytes of an element of SGLang's recurrent states (configs/mamba_utils.py mamba2_state_dtype):
+# the temporal (SSM) state fp32 unless the config or SGLANG_MAMBA_SSM_DTYPE says otherwise, the
+# convolution state bf16 (SGLANG_MAMBA_CONV_DTYPE). Where the model's state shape is not known,
+# llmfit's LayerGroup keeps the two together at 2 B and the whole is charged at fp32 (the safe
+# side). The states' share of the pool is fixed by the ratio above, so this moves the number of
+# state slots, not the KV tokens.
+SSM_ELEMENT = 4
+CONV_ELEMENT = 2
 STATE_ELEMENT_FACTOR = 2
 # Row padding of the request table beyond the context (mem_cache/allocation_sizing.py
 # get_req_to_token_extra_context_len, without speculative decoding), int32 entries.
@@ -72,20 +74,37 @@ REQUEST_TABLE_EXTRA = 4
 # ratio above (configs/model_config.py is_hybrid_swa_model, SWA_SINK_ARCHS, MIMO_V2_MODEL_ARCHS).
 # Every other model's sliding layers are given the full context like any other layer: Gemma 2 and
 # 3 expressly so (arg_groups/model_overrides/gemma2_gemma3.py sets disable_hybrid_swa_memory).
+# (0.5.23's whole list: BeamForCausalLM only with sliding layers, Laguna only with a window.)
 HYBRID_SWA_ARCHITECTURES = frozenset(
     {
+        "BeamForCausalLM",
         "Llama4ForConditionalGeneration",
+        "DeepseekV4ForCausalLM",
+        "DeepseekV4ForCausalLMNextN",
+        "DeepseekV4ForCausalLMDSpark",
         "GptOssForCausalLM",
         "GraniteSWAForCausalLM",
         "GraniteMoeSWAForCausalLM",
+        "IQuestQ1ForCausalLM",
+        "IQuestQ1MTP",
         "MiMoV2FlashForCausalLM",
         "MiMoV2ForCausalLM",
+        "MiMoV2MTP",
         "Step3p5ForCausalLM",
+        "Step3p5MTP",
         "Step3p7ForConditionalGeneration",
         "Gemma4ForCausalLM",
         "Gemma4ForConditionalGeneration",
+        "EmbeddingGemma2Model",
+        "Gemma4UnifiedForConditionalGeneration",
+        "DiffusionGemmaForBlockDiffusion",
         "LagunaForCausalLM",
         "MellumForCausalLM",
+        "MuseGlimmerForCausalLM",
+        "MuseGlimmerForConditionalGeneration",
+        "InklingForConditionalGeneration",
+        "InklingForConditionalGenerationMTP",
+        "UnlimitedOCRForCausalLM",
     }
 )
 
@@ -121,6 +140,41 @@ MULTIMODAL_PREFILL_GRAPHS = frozenset(
         "MiniMaxM3SparseForCausalLM",
     }
 )
+
+
+# What nvidia-smi reports as a card's memory.total, MiB, for the classes whose figure is known
+# (shared/fixtures/fleet/gpu-memory-totals.md): SGLang sizes its default share by it
+# (utils/common.py get_device_memory_capacity reads `nvidia-smi --query-gpu=memory.total`), a
+# few hundred MiB more than the CUDA total the card table holds (an H100's 454 MiB reserve).
+NVIDIA_SMI_MIB: dict[str, int] = {
+    "h100-80g": 81_559, "h100-pcie-80g": 81_559, "h100-94g": 95_830, "h200-141g": 143_771,
+    "b200-180g": 183_359, "a100-80g": 81_920, "a100-pcie-80g": 81_920,
+    "a100-40g": 40_536, "a100-pcie-40g": 40_536, "l40s-48g": 46_068,
+    "rtxa6000-48g": 46_068, "l4-24g": 23_034, "a10-24g": 23_028, "rtx4090-24g": 24_564,
+    "rtx3090-24g": 24_576, "rtxa5000-24g": 24_564, "h20-96g": 97_871, "t4-16g": 15_360,
+}  # fmt: skip
+
+
+def smi_bytes(gpu_class: str, card_bytes: int) -> int:
+    """The card's memory as SGLang's default share reads it: nvidia-smi's total where the class's
+    is known, else the card's own (HIP's on AMD, whose rocm path reads the device's total)."""
+    mib = NVIDIA_SMI_MIB.get(gpu_class)
+    return mib * MIB if mib else card_bytes
+
+
+# On ROCm, SGLang's aiter attention backend (the default for MHA models, and for MLA at 16 or 128
+# heads a rank: arg_groups/model_override_base.py) scales --mem-fraction-static by 0.85 once the
+# context is over 8,192 tokens, a share given on the command line too (attention_hook.py
+# handle_attention_backend_compatibility; SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION keeps it).
+AITER_SHARE_FACTOR = 0.85
+AITER_CONTEXT = 8192
+
+
+def aiter_scaled(backend: str, mla: bool, heads_per_rank: int, context_len: int) -> bool:
+    """Whether SGLang's aiter backend lowers the static share on this card for this model."""
+    if backend != "rocm" or context_len <= AITER_CONTEXT:
+        return False
+    return not mla or heads_per_rank in (16, 128)
 
 
 def hybrid_swa(architecture: str | None) -> bool:
@@ -230,6 +284,7 @@ def default_reserve(
     max_running_requests: int | None = None,
     vision_tower: tuple[int, int] | None = None,
     architecture: str | None = None,
+    backend: str = "cuda",
 ) -> Reserve:
     """SGLang's default --mem-fraction-static on this card for this layout.
 
@@ -247,8 +302,9 @@ def default_reserve(
     The vision encoder is `vision_tower`, counted only where SGLang serves it by default
     (`multimodal`).
 
-    The card's memory here is CUDA's total where SGLang reads nvidia-smi's memory.total (a few
-    hundred MiB more on an H100): the share can differ in its third place.
+    `card_bytes` is what SGLang reads the card's memory as (`smi_bytes`: nvidia-smi's total).
+    Prefill graphs are captured on CUDA only (cuda_graph_hook: breakable CUDA graphs); on ROCm
+    (`backend`) only the decode graphs are reserved for.
     """
     gpu_mem = card_bytes / MIB
     cps = chunked_prefill_size or chunked_prefill_default(gpu_mem)
@@ -257,7 +313,10 @@ def default_reserve(
         max_bs = max_running_requests
     vlm = multimodal(architecture, vision_tower)
     prefill_graphs = (
-        sizes.pp_size == 1 and cps > 0 and (not vlm or architecture in MULTIMODAL_PREFILL_GRAPHS)
+        backend == "cuda"
+        and sizes.pp_size == 1
+        and cps > 0
+        and (not vlm or architecture in MULTIMODAL_PREFILL_GRAPHS)
     )
     activation_tokens = max(cps, 2048)
     reserved = 512 + activation_tokens * 1.5 + sizes.tp_size * sizes.pp_size / 8 * 1024
@@ -335,14 +394,39 @@ def cells(shape: Shape, attn_tp: int, *, swa_pool: bool) -> Cells:
     return Cells(int(full), int(swa))
 
 
-def state_bytes(shape: Shape, attn_tp: int) -> int:
+def state_bytes(shape: Shape, attn_tp: int, mamba: MambaShape | None = None) -> int:
     """One request's recurrent state on one rank over its linear-attention and state-space layers
-    (BaseLinearStateParams.mamba_cache_per_req), split across the attention's TP width."""
+    (BaseLinearStateParams.mamba_cache_per_req), split across the attention's TP width: with the
+    state's shape known (`mamba`), its convolution state in bf16 and its temporal state in fp32
+    (configs/mamba_utils.py: Mamba2StateShape's conv (kernel − 1) × conv channels and temporal
+    heads × head dim × state; GDN's conv over q, k and v and temporal v heads × v dim × k dim);
+    else the whole state at fp32."""
     total = 0
+    per_layer = _state_layer(mamba, attn_tp) if mamba is not None else 0
     for g in shape.layer_groups:
         if g.kind is AttentionKind.LINEAR:
-            total += g.layers * -(-g.state_bytes * STATE_ELEMENT_FACTOR // attn_tp)
+            if per_layer:
+                total += g.layers * per_layer
+            else:
+                total += g.layers * -(-g.state_bytes * STATE_ELEMENT_FACTOR // attn_tp)
     return total
+
+
+def _state_layer(m: MambaShape, tp: int) -> int:
+    """One layer's state on one rank, conv in bf16 and temporal in fp32 (0 if not known)."""
+    rows = max(m.conv_kernel - 1, 0)
+    if m.kind == "gated_delta_net":
+        conv = rows * (2 * m.k_heads * m.k_head_dim + m.v_heads * m.v_head_dim)
+        ssm = m.v_heads * m.v_head_dim * m.k_head_dim
+    elif m.kind == "mamba2":
+        conv = rows * (m.inner + 2 * m.n_groups * m.state_size)
+        ssm = m.heads * m.head_dim * m.state_size
+    else:
+        conv = rows * m.inner
+        ssm = m.inner * m.state_size
+    if not (conv or ssm):
+        return 0
+    return -(-conv // tp) * CONV_ELEMENT + -(-ssm // tp) * SSM_ELEMENT
 
 
 @dataclass(frozen=True)

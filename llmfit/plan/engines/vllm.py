@@ -3,7 +3,7 @@ under them, and the `vllm serve` lines that launch them.
 
 Layouts (vllm/config/parallel.py, vllm/engine/arg_utils.py, 0.33):
 - tensor parallel within a node, a width that divides the attention heads and divides or is a
-  multiple of the KV heads (see vllm_sizes.width_refusal);
+  multiple of the KV heads (width_refusal);
 - pipeline parallel across the nodes of one fabric (one stage a node, the node's cards its
   width) or within a node; stages take runs of layers by get_pp_indices, the first also holding
   the embedding and the last the output layer, so the fullest stage is the one checked;
@@ -16,7 +16,7 @@ Layouts (vllm/config/parallel.py, vllm/engine/arg_utils.py, 0.33):
 
 What one card holds is vllm_memory's, for the vLLM release asked for (`--vllm-version`, default
 the newest modelled): its weights part by part, its profile run, CUDA graphs and KV pool, each as
-that release's code works it out; the refusals of a width are vllm_sizes'.
+that release's code works it out.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from llmfit.plan.engines import (
     serving,
 )
 from llmfit.plan.engines import vllm_memory as vm
-from llmfit.plan.engines import vllm_sizes as sizes
-from llmfit.plan.engines.serving import Variant
+from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command, Given
@@ -124,6 +123,25 @@ def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
 
 
+def width_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
+    """The reason vLLM refuses this tensor-parallel width, or None when it accepts it: its
+    attention heads, in vLLM's words, then the layers it splits (serving.split_refusal)."""
+    if shape.attention_heads and shape.attention_heads % tp:
+        # ModelConfig.verify_with_parallel_config, word for word.
+        return (
+            f"Total number of attention heads ({shape.attention_heads}) must be divisible by "
+            f"tensor parallel size ({tp})."
+        )
+    kv = shape.kv_heads
+    if kv and kv % tp and tp % kv:
+        # QKVParallelLinear splits KV heads evenly, or past their number replicates them evenly.
+        return (
+            f"{kv} KV heads can be neither split evenly across nor replicated evenly over "
+            f"{tp} cards."
+        )
+    return split_refusal(shape, tp, expert_parallel)
+
+
 def version_of(opts: VllmOptions) -> VllmVersion:
     """The release a plan models: the one asked for, else the newest llmfit knows."""
     return VllmVersion.parse(opts.version) if opts.version else NEWEST
@@ -154,11 +172,10 @@ def _card(m: vm.VllmMemory) -> PerCard:
     """A rank's memory as the three parts an option reports: its weights, one sequence of the
     context in whole blocks, and everything else its budget pays (the profile run's peak, the
     runner's buffers, memory outside torch, CUDA graphs where they come out of the budget, a
-    multimodal model's encoder cache)."""
+    multimodal model's encoder cache and encoder run, a MoE's workspace, a later pipeline
+    stage's receive buffers)."""
     one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
-    graphs = m.cuda_graphs if m.cuda_graphs_in_budget else 0
-    over = m.activation + m.persistent_buffers + m.non_torch + graphs + m.encoder_cache
-    return PerCard(weights=m.weights.total, kv_cache=one, overhead=over)
+    return PerCard(weights=m.weights.total, kv_cache=one, overhead=m.runtime)
 
 
 def _size(n: int) -> str:
@@ -247,7 +264,7 @@ class Vllm(serving.Serving[VllmLaunch]):
         return out
 
     def _width_refusal(self, shape: Shape, tp: int, expert_parallel: bool) -> str | None:
-        return sizes.width_refusal(shape, tp, expert_parallel=expert_parallel)
+        return width_refusal(shape, tp, expert_parallel=expert_parallel)
 
     def _sizer(
         self, job: Job, art: Artifact, shape: Shape, pool: ClassPool, v: Variant
@@ -415,7 +432,9 @@ class Vllm(serving.Serving[VllmLaunch]):
     # -- explaining -----------------------------------------------------------------------------
 
     def attention(self, shape: Shape, context: int) -> tuple[AttentionCharge, ...]:
-        return sizes.attention_charges(shape, context)
+        from llmfit.plan.engines.vllm_kv import attention_charges
+
+        return attention_charges(shape, context)
 
     def explain(self, option: Option[VllmLaunch], model: Model) -> Explanation:
         o, c = option, option.per_card
@@ -437,10 +456,17 @@ class Vllm(serving.Serving[VllmLaunch]):
             (w.experts, "routed experts"), (w.replicated, "kept whole on every rank"),
             (w.embedding, "embedding"), (w.output, "output head"), (w.rope, "rotary cache"),
             (w.mla_decompressed, "MLA's decompressed W_UK/W_UV"),
-            (w.mxfp4_padding, "mxfp4 padding"), (w.vision, "vision tower"), (w.lora, "LoRA"),
-            (w.draft, "speculative draft"),
+            (w.mxfp4_padding, "mxfp4 padding"), (w.vision, "vision tower"),
         ]  # fmt: skip
         shown = ", ".join(f"{name} {_size(b)}" for b, name in named if b)
+        if w.lora:
+            by = ", ".join(f"{name} {_size(b)}" for name, b in w.lora_parts)
+            slots = launch.options.lora or (0, 0)
+            shown += (", " if shown else "") + (
+                f"LoRA slots {_size(w.lora)} ({slots[0]} of rank {slots[1]}: {by})"
+            )
+        if w.draft:
+            shown += (", " if shown else "") + f"speculative draft {_size(w.draft)} a rank"
         weights = f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}"
         if shown:
             weights += f"; of it: {shown}"
@@ -452,7 +478,27 @@ class Vllm(serving.Serving[VllmLaunch]):
             f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences), "
             + (f"buffers {_size(m.persistent_buffers)}, " if m.persistent_buffers else "")
             + f"non-torch {_size(m.non_torch)}{graphs}"
+            + (
+                f", MoE workspace {_size(m.moe_workspace)} (the experts' buffers for "
+                f"{m.max_num_batched_tokens * max(lay.dp, 1):,} tokens"
+                + (f", every rank's batch of {lay.dp}" if lay.dp > 1 else "")
+                + ")"
+                if m.moe_workspace
+                else ""
+            )
+            + (
+                f", stage buffers {_size(m.stage_buffers)} (the activations this stage receives)"
+                if m.stage_buffers
+                else ""
+            )
             + (f", encoder cache {_size(m.encoder_cache)}" if m.encoder_cache else "")
+            + (
+                f", encoder profile {_size(m.encoder_peak)} more (the vision encoder run on "
+                f"{m.encoder.items} {m.encoder.modality}"
+                f"{'s' if m.encoder.items != 1 else ''} of {m.encoder.tokens_per_item:,} tokens)"
+                if m.encoder_peak
+                else ""
+            )
         )
         parts = (
             Part("weights", c.weights, weights),

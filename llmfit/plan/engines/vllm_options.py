@@ -18,7 +18,7 @@ from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
 
 if TYPE_CHECKING:
     from llmfit.plan.artifact import Artifact
-    from llmfit.plan.engines.vllm_memory import Speculative
+    from llmfit.plan.engines.vllm_inputs import Speculative
     from llmfit.plan.model import Model
 
 # --speculative-config methods whose proposer is part of the model or needs no weights (n-gram
@@ -66,7 +66,7 @@ def _json_object(flag: str, text: str) -> dict[str, object]:
 def speculative(text: str) -> tuple[Speculative, str | None]:
     """--speculative-config → what it costs a card (a vllm_memory.Speculative), and the draft
     model's repository, if it names one (its weights are read with the plan's own)."""
-    from llmfit.plan.engines.vllm_memory import Speculative
+    from llmfit.plan.engines.vllm_inputs import Speculative
 
     cfg = _json_object("--speculative-config", text)
     method = cfg.get("method")
@@ -202,16 +202,40 @@ class VllmOptions:
 
     def with_repo(self, repo_id: str, model: Model, artifacts: tuple[Artifact, ...]) -> VllmOptions:
         """The options once the draft's repository is read: its weights and cache, so that each
-        card is charged for them."""
+        card is charged for them. A draft whose files give no size (a pytorch_model.bin) is
+        weighed from its config at 2 B a parameter (4 for a float32 one), and the plan says so."""
+        from llmfit.plan.engines.vllm_inputs import Speculative
         from llmfit.plan.model import Shape
 
         spec = self.speculative
-        assert spec is not None and repo_id == self.draft_repo
-        weights = max((a.bytes for a in artifacts if a.format == "safetensors"), default=0)
+        assert isinstance(spec, Speculative) and repo_id == self.draft_repo
+        stored = [a for a in artifacts if a.format == "safetensors"]
+        best = max(stored, key=lambda a: a.bytes, default=None)
+        weights = best.bytes if best is not None else 0
+        elem = 4 if model.dtype == "float32" else 2
+        unweighed = ""
+        if not weights:
+            split = model.param_split
+            h, vocab = model.hidden_size or 0, model.vocab_size or 0
+            params = (
+                split.embed + split.output + sum(split.layers)
+                if split is not None
+                # No sizes to split (no layer kinds): a layer of 12 H² and an embedding and
+                # head, each layer.
+                else model.layers * 12 * h * h + 2 * vocab * h
+            )
+            weights, unweighed = params * elem, repo_id
+        exact = best.weights if best is not None and best.weights_exact else None
         shape = Shape.of(model)
         layers = sum(g.layers for g in shape.layer_groups)
         token = shape.kv_bytes_per_token() // max(layers, 1)
         spec = replace(
-            spec, draft_weight_bytes=weights, draft_layers=layers, draft_token_bytes=token
+            spec,
+            draft_weight_bytes=weights,
+            draft_layers=layers,
+            draft_token_bytes=token,
+            draft_embed_bytes=exact.embed_bytes if exact is not None else 0,
+            draft_embedding_size=(model.vocab_size or 0) * (model.hidden_size or 0) * elem,
+            draft_unweighed=unweighed,
         )
         return replace(self, speculative=spec)

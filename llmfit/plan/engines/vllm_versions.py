@@ -36,6 +36,47 @@ SWITCHES: tuple[Switch, ...] = (
         "(VLLM_USE_FLASHINFER_SAMPLER becomes opt-in); it sorts the logits in PyTorch",
     ),
     Switch(
+        "lora_extra_vocab",
+        11,
+        "vllm/lora/layers/vocal_parallel_embedding.py VocabParallelEmbeddingWithLoRA."
+        "create_lora_weights; vllm/lora/layers/logits_processor.py",
+        "a LoRA slot's embedding adapter keeps lora_extra_vocab_size (256) more rows and their "
+        "embeddings, and the output head's B is padded to a multiple of 256 rows; gone in 0.12",
+        until=12,
+    ),
+    Switch(
+        "lora_moe_experts",
+        12,
+        "vllm/lora/layers/fused_moe.py FusedMoEWithLoRA.create_lora_weights; "
+        "vllm/lora/model_manager.py LoRAModelManager._create_lora_modules",
+        "with --enable-lora every MoE layer takes adapters too: A and B of gate, up and down for "
+        "every local expert and slot (before: the experts took none)",
+    ),
+    Switch(
+        "moe_chunk_16k",
+        12,
+        "vllm/envs.py VLLM_FUSED_MOE_CHUNK_SIZE; vllm/model_executor/layers/fused_moe/"
+        "modular_kernel.py _chunk_info",
+        "the fused MoE runs at most 16,384 tokens at a time (was 65,536), so its intermediate "
+        "buffers are sized for no more; gone in 0.18",
+        until=18,
+    ),
+    Switch(
+        "moe_workspace_persistent",
+        13,
+        "vllm/v1/worker/workspace.py WorkspaceManager; vllm/model_executor/layers/fused_moe/"
+        "modular_kernel.py _allocate_buffers",
+        "the fused MoE's intermediate buffers come from a workspace the profile run sizes and "
+        "that stays allocated (before: freed after each layer, so only the peak saw them)",
+    ),
+    Switch(
+        "moe_workspace_unchunked",
+        18,
+        "vllm/model_executor/layers/fused_moe/modular_kernel.py _allocate_buffers",
+        "the MoE workspace is sized for every token its experts see at once: under data-parallel "
+        "attention with expert parallelism, every rank's batch (all-gather/reduce-scatter)",
+    ),
+    Switch(
         "capture_sizes_step16",
         12,
         "vllm/config/vllm.py VllmConfig._set_cudagraph_sizes",
@@ -293,6 +334,14 @@ class VllmVersion:
         if self.has("nemotron_h_ssm_fp16"):
             return "float16"
         return None
+
+    @property
+    def moe_chunk(self) -> int | None:
+        """The most tokens the fused MoE runs at once (VLLM_FUSED_MOE_CHUNK_SIZE's default), or
+        None where it runs every token it is given (0.18 on)."""
+        if self.has("moe_workspace_unchunked"):
+            return None
+        return 16_384 if self.has("moe_chunk_16k") else 65_536
 
     @property
     def sampler(self) -> str:
