@@ -31,6 +31,14 @@ def quiet_exit() -> None:
     raise SystemExit(0)
 
 
+def output_encoding() -> str | None:
+    """The encoding stdout writes in (None when it is not known): a command's word it cannot
+    write is refused, not replaced (render/safe.py)."""
+    import sys
+
+    return getattr(sys.stdout, "encoding", None)
+
+
 def make_console(width: int | None = None) -> Console:
     """A console as wide as the terminal, or piped as wide as COLUMNS says, else unwrapped.
 

@@ -117,6 +117,10 @@ class Image:
     joined: str = ""
     # Where the image's user keeps the Hugging Face cache, which a container mounts.
     hf_home: str = "/root/.cache/huggingface"
+    # The variable naming where the engine keeps what it downloads by itself, when that is not
+    # the Hugging Face cache (llama-server -hf: LLAMA_CACHE, ~/.cache/llama.cpp): a container
+    # mounts a cache there too, or every start downloads the model again.
+    download_cache: str = ""
 
 
 class Engine(Protocol):

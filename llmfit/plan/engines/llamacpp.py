@@ -452,6 +452,7 @@ class LlamaCpp:
             entrypoint=("llama-server",),
             port=PORT,
             health="/health",
+            download_cache="LLAMA_CACHE",  # -hf: common.cpp fs_get_cache_directory()
         )
 
     # -- explaining -----------------------------------------------------------------------------
