@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmfit.errors import CacheDamaged, CacheUnusable, RepoNotFound, UsageError
+from llmfit.plan.launch import quote_exact
 
 # huggingface_hub's own rule (utils/_validators.py, validate_repo_id): a namespace and a name of
 # letters, digits, '-', '_' and '.', neither starting nor ending with '-' or '.', the name at most
@@ -181,7 +181,7 @@ def _read_ref(ref_file: Path, folder: Path) -> str | None:
         if not inside(ref_file, folder):
             raise CacheDamaged(
                 f"{ref_file} leads outside {folder}: the cache is damaged.",
-                hint=f"rm {shlex.quote(str(ref_file))}  (an online run writes it again)",
+                hint=f"rm {quote_exact(str(ref_file))}  (an online run writes it again)",
             )
         with ref_file.open("rb") as f:
             raw = f.read(_REF_READ)
@@ -193,7 +193,7 @@ def _read_ref(ref_file: Path, folder: Path) -> str | None:
     held = "is empty" if not text else f"holds {show(text)}"
     raise CacheDamaged(
         f"{ref_file} {held}, not a commit hash: the cache is damaged.",
-        hint=f"rm {shlex.quote(str(ref_file))}  (an online run writes it again)",
+        hint=f"rm {quote_exact(str(ref_file))}  (an online run writes it again)",
     )
 
 
@@ -230,6 +230,6 @@ def require_snapshot(ref: RepoRef, cache_dir: Path | None = None) -> Snapshot:
         f"{ref.repo_id}{at} is not in the local Hugging Face cache ({cache}).",
         hint=(
             f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
-            + (f" --revision {shlex.quote(ref.revision)}" if ref.revision else "")
+            + (f" --revision {quote_exact(ref.revision)}" if ref.revision else "")
         ),
     )

@@ -12,7 +12,12 @@ would otherwise find missing:
 - a cap on the bytes of any answer, counted after decompression: a few megabytes of gzip can
   inflate to gigabytes. Answers are asked for uncompressed or in gzip or deflate, and inflated
   here, never past the cap; an encoding that was not asked for is refused;
-- at most MAX_REDIRECTS redirects (a loop is given up on at once, not after httpx's 20).
+- at most MAX_REDIRECTS redirects (a loop is given up on at once, not after httpx's 20);
+- credentials only for the endpoint the user named: a request carrying a token (an
+  Authorization header or a cookie) to any other scheme, host or port is refused before it is
+  sent. huggingface_hub's paginator sends the first page's headers, token and all, to wherever
+  the answer's `Link: <…>; rel="next"` points, and every request, redirects included, passes
+  this client's request hook.
 
 Each bound raises its own exception (not one of httpx's, which huggingface_hub retries), carrying
 the URL; `sources.hub` turns them into sentences.
@@ -66,6 +71,44 @@ class AnswerTooLarge(AnswerRefused):
 
 class AnswerEncoding(AnswerRefused):
     pass
+
+
+class CredentialsElsewhere(AnswerRefused):
+    """A request that would have carried the token to a host other than the endpoint's."""
+
+    def __init__(self, url: str, home: str) -> None:
+        super().__init__(url, f"it would send your token to {_origin_text(url)}, not {home}")
+        self.home = home
+
+
+def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host.lower(), url.port or default
+
+
+def _origin_text(url: str) -> str:
+    """A URL as a sentence may show it: scheme, host and port, no userinfo, path or query."""
+    try:
+        u = httpx2.URL(url)
+    except Exception:  # an address httpx cannot parse: nothing of it is shown
+        return "another address"
+    port = f":{u.port}" if u.port else ""
+    return f"{u.scheme}://{u.host}{port}"
+
+
+def _credentials_stay_home(request: httpx2.Request) -> None:
+    """Refuse, before it is sent, a request that carries credentials to anywhere but the
+    endpoint (HF_ENDPOINT): a next-page link or a redirect to another host gets no token."""
+    if "authorization" not in request.headers and "cookie" not in request.headers:
+        return
+    from huggingface_hub import constants
+
+    try:
+        home = httpx2.URL(constants.ENDPOINT)
+    except Exception:  # an endpoint httpx cannot parse: nowhere is home
+        raise CredentialsElsewhere(str(request.url), "the endpoint") from None
+    if _origin(request.url) != _origin(home):
+        raise CredentialsElsewhere(str(request.url), _origin_text(str(home)))
 
 
 @contextmanager
@@ -216,7 +259,10 @@ _hub_hooks: list[Any] = []
 
 def _client() -> httpx2.Client:
     return httpx2.Client(
-        event_hooks={"request": [*_hub_hooks, _start], "response": [_bound]},
+        event_hooks={
+            "request": [*_hub_hooks, _credentials_stay_home, _start],
+            "response": [_bound],
+        },
         follow_redirects=True,
         max_redirects=MAX_REDIRECTS,
         timeout=None,
