@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,17 +175,33 @@ class Snapshot:
 
 
 def _read_ref(ref_file: Path, folder: Path) -> str | None:
-    """The commit a ref file names; None when there is no such ref."""
+    """The commit a ref file names; None when there is no such ref.
+
+    Opened without blocking and read only if it is a regular file: a FIFO planted as
+    `refs/main` would otherwise hold the run (and `llmfit models`, the whole listing) for ever,
+    and a device would be read from."""
     try:
-        if not ref_file.is_file():
+        if not os.path.lexists(ref_file):
             return None
         if not inside(ref_file, folder):
             raise CacheDamaged(
                 f"{ref_file} leads outside {folder}: the cache is damaged.",
                 hint=f"rm {quote_exact(str(ref_file))}  (an online run writes it again)",
             )
-        with ref_file.open("rb") as f:
-            raw = f.read(_REF_READ)
+        try:
+            fd = os.open(ref_file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        except FileNotFoundError:  # a link to nothing
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CacheDamaged(
+                    f"{ref_file} is not a file (a folder, a FIFO or a device): the cache is "
+                    "damaged.",
+                    hint=f"rm -r {quote_exact(str(ref_file))}  (an online run writes it again)",
+                )
+            raw = os.read(fd, _REF_READ)
+        finally:
+            os.close(fd)
     except OSError as e:
         raise CacheUnusable(f"cannot read {ref_file} ({e.strerror or e}).") from None
     text = raw.decode("ascii", "replace").strip()

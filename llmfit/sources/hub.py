@@ -754,9 +754,15 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
             f"{repo} has no branch, tag or commit {show(ref.revision)}.",
             hint=f"llmfit {repo}  (its default branch)",
         )
+    if isinstance(exc, session.AnswerTooSlow) and exc.overall:
+        return HubTimeout(
+            f"the Hub ({url}) did not answer for {repo} within the {exc.seconds:g} s llmfit "
+            "gives a search and its repositories.",
+            hint="search for fewer (--limit N), or try again later",
+        )
     if isinstance(exc, session.AnswerTooSlow):
         return HubTimeout(
-            f"the Hub ({url}) did not finish answering within {session.DEADLINE:g} s.",
+            f"the Hub ({url}) did not finish answering within {exc.seconds:g} s.",
             hint="try again later, or: " + offline,
         )
     if isinstance(exc, session.AnswerTooLarge):

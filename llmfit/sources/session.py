@@ -45,6 +45,10 @@ MAX_ANSWER = 64 << 20
 MAX_REDIRECTS = 5
 
 _limit: ContextVar[int | None] = ContextVar("llmfit_answer_limit", default=None)
+# A deadline for a whole task of many requests (`llmfit models --search`: the search and every
+# repository's metadata), shared by every thread: each request's own deadline is the sooner of
+# its DEADLINE and this (and `_now.capped` says, per thread, that this one came first).
+_overall: dict[str, Any] = {"at": None, "seconds": 0.0}
 # The deadline of the request this thread is making: httpcore reads the socket in the thread that
 # sent the request, so the stream can find it here.
 _now = threading.local()
@@ -60,7 +64,14 @@ class AnswerRefused(Exception):
 
 
 class AnswerTooSlow(AnswerRefused):
-    pass
+    """The request's deadline passed: its own (DEADLINE), or the whole task's (`overall`)."""
+
+    def __init__(self, url: str, why: str = "") -> None:
+        overall = getattr(_now, "capped", False)
+        seconds = _overall["seconds"] if overall else DEADLINE
+        super().__init__(url, why or f"not complete after {seconds:g} s")
+        self.seconds: float = seconds
+        self.overall: bool = bool(overall)
 
 
 class AnswerTooLarge(AnswerRefused):
@@ -112,6 +123,22 @@ def _credentials_stay_home(request: httpx2.Request) -> None:
 
 
 @contextmanager
+def overall_deadline(seconds: float) -> Iterator[None]:
+    """Every request made in this block, in any thread, ends within `seconds` of its start."""
+    _overall.update(at=time.monotonic() + seconds, seconds=seconds)
+    try:
+        yield
+    finally:
+        _overall.update(at=None, seconds=0.0)
+
+
+def overall_left() -> float | None:
+    """Seconds left of the task's deadline; None when there is none."""
+    at = _overall["at"]
+    return None if at is None else at - time.monotonic()
+
+
+@contextmanager
 def limit(n: int) -> Iterator[None]:
     """Cap the answers of requests made in this block (in this thread) at `n` bytes."""
     token = _limit.set(n)
@@ -133,14 +160,14 @@ def _timeout(timeout: float | None) -> float | None:
     if left is None:
         return timeout
     if left <= 0:
-        raise AnswerTooSlow(getattr(_now, "url", ""), f"not complete after {DEADLINE:g} s")
+        raise AnswerTooSlow(getattr(_now, "url", ""))
     return left if timeout is None else min(timeout, left)
 
 
 def _passed(exc: Exception) -> Exception:
     left = _left()
     if left is not None and left <= 0.01:
-        return AnswerTooSlow(getattr(_now, "url", ""), f"not complete after {DEADLINE:g} s")
+        return AnswerTooSlow(getattr(_now, "url", ""))
     return exc
 
 
@@ -207,7 +234,7 @@ class _Bounded(httpx2.SyncByteStream):
         for chunk in self._inner:
             left = _left()
             if left is not None and left <= 0:
-                raise AnswerTooSlow(self._url, f"not complete after {DEADLINE:g} s")
+                raise AnswerTooSlow(self._url)
             if self._inflate is not None:
                 try:
                     # max_length stops inflating one byte past the cap: a bomb costs the cap.
@@ -230,8 +257,16 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 
 
 def _start(request: httpx2.Request) -> None:
-    _now.deadline = time.monotonic() + DEADLINE
+    own = time.monotonic() + DEADLINE
+    at = _overall["at"]
+    # When the task's deadline comes first, a timeout of this request is the task's.
+    _now.capped = at is not None and at <= own
+    if _now.capped:
+        own = at
+    _now.deadline = own
     _now.url = str(request.url)
+    if own <= time.monotonic():
+        raise AnswerTooSlow(str(request.url))
 
 
 def _bound(response: httpx2.Response) -> None:
