@@ -217,3 +217,59 @@ def test_a_new_file_gets_the_umasks_mode_not_0600(run, tmp_path):
         os.umask(old)
     assert code == 0
     assert stat.S_IMODE((tmp_path / "f.toml").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize(
+    ("heads", "kv", "sentence"),
+    [
+        (None, None, None),  # the header as made: planned
+        (0, None, "llama.attention.head_count is 0 for layer 0, so it has no attention heads "
+         "and llama.cpp cannot run it."),
+        (4, 8, "layer 0 has 8 KV heads for 4 attention heads; the KV heads must divide the "
+         "attention heads, or llama.cpp cannot share them."),
+        (4, 3, "layer 0 has 3 KV heads for 4 attention heads; the KV heads must divide the "
+         "attention heads, or llama.cpp cannot share them."),
+        (4, 0, "llama.attention.head_count_kv is 0 for layer 0, which has no recurrent state: "
+         "an attention layer with no KV heads, which llama.cpp cannot run."),
+    ],
+)  # fmt: skip
+def test_a_gguf_of_impossible_heads_is_refused_not_planned(
+    hub, capsys, tmp_path, heads, kv, sentence
+):
+    from tests.sources import gguf_bytes as g
+
+    kvs = [
+        g.kv_str("general.architecture", "llama"),
+        g.kv_u32("llama.block_count", 1),
+        g.kv_u32("llama.embedding_length", 32),
+        g.kv_u32("llama.attention.head_count", 4 if heads is None else heads),
+        g.kv_strings("tokenizer.ggml.tokens", [f"t{i}" for i in range(8)]),
+        g.kv_u32("llama.context_length", 2048),
+    ]
+    if kv is not None:
+        kvs.append(g.kv_u32("llama.attention.head_count_kv", kv))
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "m.gguf").write_bytes(g.whole_file(g.header(kvs, g.tiny_infos())))
+    code, out, err = within(60, capsys, str(d), "--fleet", "1xrtx4090-24g")
+    if sentence is None:
+        assert code == 0, err
+        assert "llama-server -m" in out
+        return
+    assert (code, out) == (3, "")
+    assert err == f"llmfit: m.gguf: {sentence}\n"
+
+
+@pytest.mark.parametrize(
+    ("version", "sentence"),
+    [
+        ("0.33.99999999999999999999", "vLLM version '0.33.99999999999999999999' is not a release "
+         "number like 0.33 or 0.27.1; llmfit models vLLM 0.11 to 0.33."),
+        ("0.33.10", "vLLM 0.33.10 is not a release: vLLM has made at most a few patch releases "
+         "of a version (0.33.0 to 0.33.9 at the most)."),
+    ],
+)  # fmt: skip
+def test_a_vllm_version_that_names_no_image_is_refused(run, version, sentence):
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100", "--vllm-version", version)
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].endswith(sentence)
