@@ -85,8 +85,9 @@ def shown(word: str) -> str:
 
 
 def _shown_word(word: str) -> str:
-    """A word as a sentence quotes it, each character that would not show as itself escaped."""
-    return clean(repr(word), 120)
+    """A word as a refusal quotes it: in ASCII, every other character escaped (`ascii()`), so
+    that the sentence names its exact characters on any console, an ASCII one too."""
+    return clean(ascii(word), 120)
 
 
 def _kind(ch: str) -> str:
