@@ -273,3 +273,37 @@ def test_a_vllm_version_that_names_no_image_is_refused(run, version, sentence):
     code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100", "--vllm-version", version)
     assert (code, out) == (2, "")
     assert err.splitlines()[-1].endswith(sentence)
+
+
+def test_the_planners_cost_does_not_grow_with_the_context(run, monkeypatch, tmp_path):
+    # 1,000 nodes on one fabric, and a context that fits nowhere: every node count of every
+    # width was sized in turn (40 to 160 s); the fewest nodes are now found by galloping and
+    # halving, so the sizings are a few a width whatever the context.
+    from llmfit.plan import layouts
+
+    sized: list[int] = []
+    real = layouts.Tried
+
+    def counted(*args, **kw):
+        sized.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(layouts, "Tried", counted)
+    fleet = tmp_path / "f.toml"
+    fleet.write_text(
+        "".join(
+            f'[[node]]\nname = "n{i}"\ngpu = "h100-80g"\ngpus = 8\nfabric = "ib0"\n'
+            f"free_gpus = {i % 9}\nram_gb = 1024\n"
+            for i in range(1000)
+        )
+    )
+    counts = {}
+    for context in ("8k", "1e9"):
+        sized.clear()
+        code, _, _ = run(
+            "meta-llama/Meta-Llama-3.1-405B", "--fleet", str(fleet), "--context", context
+        )
+        counts[context] = len(sized)
+    assert code == 1  # a billion tokens fit nowhere
+    assert counts["1e9"] <= counts["8k"] + 16, counts
+    assert counts["1e9"] < 150, counts
