@@ -21,6 +21,9 @@ EXIT_REVISION_NOT_FOUND = 8
 EXIT_TIMEOUT = 9
 # Not the input's doing: a bug in llmfit. The CLI's last net turns it into one sentence.
 EXIT_INTERNAL = 10
+# What llmfit printed could not be written: stdout or stderr failed (a full disk, an I/O error).
+# Not "nothing fits" (1) nor a bug (10): a script must not read half a plan as a whole one.
+EXIT_OUTPUT = 11
 
 
 class LlmfitError(Exception):
@@ -38,6 +41,12 @@ class UsageError(LlmfitError):
     """An argument the command line cannot use."""
 
     exit_code = EXIT_USAGE
+
+
+class UnprintableCommand(UsageError):
+    """A command (or YAML) whose words cannot be printed exactly: a word holds a character a
+    terminal acts on or would not show as itself, or one the output's encoding cannot write.
+    Printing it changed would name another file or run another command, so it is not printed."""
 
 
 class BadInputError(LlmfitError):

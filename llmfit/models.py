@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 # Repositories read from the Hub at once: each reads its own headers eight at a time already.
 WORKERS = 4
+# Seconds a Hub search and the reading of all its repositories may take together: a Hub that
+# trickles each answer just within the per-request deadline (60 s) held twenty repositories for
+# five minutes. A repository not read by then is its own row, saying so.
+SEARCH_DEADLINE = 120.0
 
 
 def list_models(
@@ -40,6 +44,31 @@ def list_models(
     workers: int = WORKERS,
 ) -> Models:
     """Plan every cached model (or every one the Hub's search finds) on the fleet."""
+    if search is not None:
+        from llmfit.sources import session
+
+        with session.overall_deadline(SEARCH_DEADLINE):
+            return _list_models(
+                fleet, settings, search=search, limit=limit, max_params=max_params,
+                cache_dir=cache_dir, progress=progress, workers=workers,
+            )  # fmt: skip
+    return _list_models(
+        fleet, settings, search=None, limit=limit, max_params=max_params, cache_dir=cache_dir,
+        progress=progress, workers=workers,
+    )  # fmt: skip
+
+
+def _list_models(
+    fleet: Fleet,
+    settings: PlanSettings,
+    *,
+    search: str | None,
+    limit: int,
+    max_params: int | None,
+    cache_dir: Path | None,
+    progress: Progress | None,
+    workers: int,
+) -> Models:
     notes: tuple[str, ...] = ()
     if search is not None:
         listed = search_models(search, limit)

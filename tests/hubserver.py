@@ -52,6 +52,7 @@ MODES = (
     "slow",
     "html",
     "redirect-loop",
+    "redirect-away",
     "truncate",
     "trickle",
     "gzip-bomb",
@@ -157,6 +158,10 @@ class HubServer:
         self.bad_commit: object = "../../../../outside"
         self.ignore_range = False  # answer a Range request with the whole file, as some proxies do
         self.delay = 0.0  # seconds every answer waits, so that parallel requests overlap
+        # A next-page link the search and model-tree answers carry (`Link: <…>; rel="next"`), and
+        # where "redirect-away" sends every request (another server's address): issue 24.
+        self.next_page: str | None = None
+        self.away: str = "http://127.0.0.1:9"
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests: list[Request] = []
@@ -357,6 +362,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, headers, b"" if head else HTML_PAGE, len(HTML_PAGE))
         elif mode == "redirect-loop":
             self._send(302, {"Location": self.path}, b"", 0)
+        elif mode == "redirect-away":
+            self._send(302, {"Location": self.hub.away + self.path}, b"", 0)
         else:
             raise ValueError(f"unknown mode {mode!r}")
         return True
@@ -414,13 +421,18 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _quantisations(self, base: str, limit: int) -> None:
         found = [r for r in sorted(self.hub.repos) if self.hub.repos[r].quantises == base][:limit]
+        self._listing(found)
+
+    def _listing(self, found: list[str]) -> None:
         body = json.dumps([{"_id": r, "id": r, "modelId": r} for r in found]).encode()
-        self._send(200, {"Content-Type": "application/json; charset=utf-8"}, body, len(body))
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        if self.hub.next_page:
+            headers["Link"] = f'<{self.hub.next_page}>; rel="next"'
+        self._send(200, headers, body, len(body))
 
     def _search(self, text: str, limit: int) -> None:
         found = [r for r in sorted(self.hub.repos) if text.lower() in r.lower()][:limit]
-        body = json.dumps([{"_id": r, "id": r, "modelId": r} for r in found]).encode()
-        self._send(200, {"Content-Type": "application/json; charset=utf-8"}, body, len(body))
+        self._listing(found)
 
     def _tree(self, repo_id: str, revision: str, prefix: str) -> None:
         found = self._repo(repo_id, revision, False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 
-import pytest
+from tests.launch_check import fake_program, k8s_expand, run_argv, yaml12
 
 
 def test_a_vllm_context_is_the_one_the_command_caps_at(run):
@@ -66,13 +66,39 @@ def test_a_credential_is_never_shown_and_the_launch_reads_it_from_the_environmen
     assert c["shell"] == 'vllm serve Qwen/Qwen3-8B --api-key "$VLLM_API_KEY"'
 
 
-@pytest.mark.parametrize("fmt", ["docker", "k8s"])
-def test_a_container_launch_of_a_credential_is_refused_in_one_sentence(run, fmt):
-    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", fmt, "--", "vllm", "serve",
-                         "Qwen/Qwen3-8B", "--api-key", "sk-sekrit")  # fmt: skip
-    assert code == 2
+def test_a_docker_launch_takes_the_credential_from_the_callers_environment(run, tmp_path):
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "docker", "--", "vllm",
+                         "serve", "Qwen/Qwen3-8B", "--api-key", "sk-sekrit")  # fmt: skip
+    assert code == 0, err
     assert "sekrit" not in out + err
-    assert "llmfit: the command keeps credentials in VLLM_API_KEY, which a container launch " in err
+    (line,) = [x for x in out.splitlines() if x.startswith("docker run")]
+    words = shlex.split(line)
+    # The variable is passed by name; a shell of llmfit's own text puts its value in its word's
+    # place inside the container, the command's words being the shell's arguments.
+    assert words[words.index("VLLM_API_KEY") - 1] == "-e"
+    at = words.index("vllm/vllm-openai:v0.33.0")
+    assert words[at - 2 : at] == ["--entrypoint", "/bin/sh"]
+    script_args = words[at + 1 :]
+    assert script_args[0] == "-c" and script_args[2] == "sh"
+    fake_program(tmp_path, "vllm")
+    ran = run_argv(["/bin/sh", *script_args], tmp_path, {"VLLM_API_KEY": "sk-from-env"})
+    assert ran == ["vllm", "serve", "Qwen/Qwen3-8B", "--api-key", "sk-from-env"]
+
+
+def test_a_kubernetes_launch_takes_the_credential_from_a_secret(run):
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "k8s", "--", "vllm",
+                         "serve", "Qwen/Qwen3-8B", "--api-key", "sk-sekrit")  # fmt: skip
+    assert code == 0, err
+    assert "sekrit" not in out + err
+    deployment, _ = yaml12(out)
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["VLLM_API_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "llmfit-credentials", "key": "VLLM_API_KEY"}
+    }
+    # Kubernetes expands $(VLLM_API_KEY) from the container's environment: the Secret's value.
+    args = [k8s_expand(a, {"VLLM_API_KEY": "sk-from-secret"}) for a in c["args"]]
+    assert args == ["Qwen/Qwen3-8B", "--api-key", "sk-from-secret"]
 
 
 def test_what_the_command_lacks_is_said_not_added(run):

@@ -14,7 +14,7 @@ import sys
 import click
 
 from llmfit import __version__
-from llmfit.errors import EXIT_INTERNAL, LlmfitError
+from llmfit.errors import EXIT_INTERNAL, EXIT_OUTPUT, LlmfitError
 from llmfit.render.safe import clean
 
 
@@ -144,7 +144,92 @@ def main(argv: list[str] | None = None) -> None:
 
     Anything else that escapes is a bug: one sentence and exit 10, the traceback only with
     LLMFIT_DEBUG=1. Each kind of bad input is handled where it is read; this is the last net.
+
+    Output that cannot be written (a full disk, an I/O error, a stream closed before the run)
+    is exit 11, whichever stream failed and whenever: while the answer was written, while an
+    error's sentence was, or at the last flush (which the interpreter would otherwise report as
+    exit 120, or a traceback). A reader that went away (`| head`) still ends quietly with 0.
     """
+    if sys.stdout is None:
+        # Closed before the run (`>&-`): Python set it to None, and every line written to it
+        # would vanish while the exit code said the answer was given.
+        if sys.stderr is not None:
+            _try_say("llmfit: stdout is closed, so the answer cannot be written.")
+        sys.exit(EXIT_OUTPUT)
+    if sys.stderr is None:
+        # Closed stderr (`2>&-`): the answer can still be given; a sentence about a failure has
+        # nowhere to go, and its exit code says it.
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the rest of the process)
+    from llmfit.render.console import encoding_safe_streams
+
+    encoding_safe_streams()
+    code: str | int | None = 0
+    try:
+        _run(argv)
+    except SystemExit as e:
+        code = e.code
+    except OSError as e:  # a stream failed while an error's sentence was written
+        if isinstance(e, BrokenPipeError):
+            _silence()
+            code = 0
+        else:
+            code = _output_failed(e)
+    sys.exit(_flushed(code))
+
+
+def _try_say(line: str) -> None:
+    try:
+        click.echo(line, err=True)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _silence() -> None:
+    """Point stdout and stderr at /dev/null, so that the interpreter's last flush of what could
+    not be written does not fail again (and turn the exit code into 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
+    except (OSError, ValueError):
+        pass
+
+
+def _output_failed(e: OSError) -> int:
+    _try_say(f"llmfit: the output could not be written ({e.strerror or e}).")
+    _silence()
+    return EXIT_OUTPUT
+
+
+def _flushed(code: str | int | None) -> str | int | None:
+    """The exit code once stdout and stderr are flushed: EXIT_OUTPUT if either cannot be."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            _silence()
+            return 0 if stream is sys.stdout else code
+        except (OSError, ValueError) as e:
+            return _output_failed(e) if isinstance(e, OSError) else code
+    return code
+
+
+def _writing(e: BaseException) -> bool:
+    """Whether an OSError was raised writing to a stream (click's echo, rich's console), not by
+    a read the sources left unconverted (that one is a bug, exit 10)."""
+    if not isinstance(e, OSError) or isinstance(e, BrokenPipeError):
+        return False
+    tb = e.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = tb.tb_frame.f_code.co_filename.replace(os.sep, "/")
+    return where.endswith(("click/utils.py", "rich/console.py", "click/_compat.py"))
+
+
+def _run(argv: list[str] | None) -> None:
     debug = bool(os.environ.get("LLMFIT_DEBUG"))
     args = sys.argv[1:] if argv is None else argv
     # Under --json (before any `--`, past which the words are a checked command's), an error is a
@@ -178,6 +263,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except Exception as e:
+        if _writing(e):
+            assert isinstance(e, OSError)
+            sys.exit(_output_failed(e))
         if debug:
             import traceback
 

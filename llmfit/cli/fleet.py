@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
+import sys
 from pathlib import Path
-from typing import BinaryIO
 
 import click
 
@@ -61,19 +60,11 @@ def _write(text: str, output: Path | None, count: int) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    import tempfile
+    from llmfit.sources.fleet_import import write_fleet_file
 
-    # Beside the target and renamed into place: a full disk or an interrupted run leaves the old
-    # file (or none), never half a fleet.
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, output)
+        write_fleet_file(text, output)
     except OSError as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         raise UsageError(f"-o {output}: cannot be written ({e.strerror or e}).") from None
     click.echo(f"wrote {count} node{'s' if count != 1 else ''} to {output}", err=True)
 
@@ -83,10 +74,15 @@ _output = click.option(
 )
 
 
+# The inputs are read by sources/fleet_import.py within bounds (a device refused unread, a pipe
+# read as a stream), not opened by click, whose File would read /dev/zero until memory ran out.
+_input = click.Path(exists=True, dir_okay=True, allow_dash=True)
+
+
 @fleet_import.command(name="nvidia-smi")
-@click.argument("csv_file", type=click.File("rb"))
+@click.argument("csv_file", type=_input)
 @click.option(
-    "-L", "--list", "list_file", type=click.File("rb"),
+    "-L", "--list", "list_file", type=_input,
     help="Output of nvidia-smi -L from the same node, for its MIG instances.",
 )  # fmt: skip
 @click.option("--query-gpu", help="The fields a CSV without a header row was made with.")
@@ -95,8 +91,8 @@ _output = click.option(
 @click.option("--ram-gb", type=click.FloatRange(0), default=0, help="The node's RAM in GB.")
 @_output
 def fleet_import_nvidia_smi(
-    csv_file: BinaryIO,
-    list_file: BinaryIO | None,
+    csv_file: str,
+    list_file: str | None,
     query_gpu: str | None,
     name: str | None,
     fabric: str,
@@ -111,16 +107,23 @@ def fleet_import_nvidia_smi(
       nvidia-smi -L > gpus.txt
       llmfit fleet import nvidia-smi gpus.csv -L gpus.txt --name gpu-1 --ram-gb 1024
     """
-    from llmfit.sources.fleet_import import fleet_toml, import_nvidia_smi, ram_flag
+    from llmfit.sources.fleet_import import (
+        MAX_NVIDIA_SMI_BYTES,
+        fleet_toml,
+        import_nvidia_smi,
+        ram_flag,
+        read_input,
+    )
 
-    source = csv_file.name
+    source = "<stdin>" if csv_file == "-" else csv_file
     node_name = name or (Path(source).stem if source != "<stdin>" else "node1")
+    stdin = sys.stdin.buffer if sys.stdin is not None else None
     node = import_nvidia_smi(
-        csv_file.read(),
+        read_input(csv_file, MAX_NVIDIA_SMI_BYTES, stdin),
         source,
         name=node_name,
         query=query_gpu,
-        listing=list_file.read() if list_file else None,
+        listing=read_input(list_file, MAX_NVIDIA_SMI_BYTES, stdin) if list_file else None,
         fabric=fabric,
         ram_bytes=ram_flag(ram_gb),
     )
@@ -129,12 +132,10 @@ def fleet_import_nvidia_smi(
 
 
 @fleet_import.command(name="kubectl")
-@click.argument("json_file", type=click.File("rb"))
+@click.argument("json_file", type=_input)
 @click.option("--fabric-label", help="The node label that names each node's fabric.")
 @_output
-def fleet_import_kubectl(
-    json_file: BinaryIO, fabric_label: str | None, output: Path | None
-) -> None:
+def fleet_import_kubectl(json_file: str, fabric_label: str | None, output: Path | None) -> None:
     """A fleet file from `kubectl get nodes -o json` (GPU Feature Discovery labels).
 
     \b
@@ -142,10 +143,17 @@ def fleet_import_kubectl(
       kubectl get nodes -o json > nodes.json
       llmfit fleet import kubectl nodes.json --fabric-label example.com/fabric -o fleet.toml
     """
-    from llmfit.sources.fleet_import import fleet_toml, import_kubectl
+    from llmfit.sources.fleet_import import (
+        MAX_KUBECTL_BYTES,
+        fleet_toml,
+        import_kubectl,
+        read_input,
+    )
 
-    nodes = import_kubectl(json_file.read(), json_file.name, fabric_label)
-    header = f"written by llmfit fleet import kubectl from {json_file.name}"
+    source = "<stdin>" if json_file == "-" else json_file
+    raw = read_input(json_file, MAX_KUBECTL_BYTES, sys.stdin.buffer if sys.stdin else None)
+    nodes = import_kubectl(raw, source, fabric_label)
+    header = f"written by llmfit fleet import kubectl from {source}"
     if fabric_label:
         header += f", fabric from label {fabric_label}"
     header += "\nKubernetes does not say which cards are busy: every healthy card is written free."

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmfit.render.safe import clean, clean_lines
+from llmfit.render.console import output_encoding
+from llmfit.render.safe import clean
 
 if TYPE_CHECKING:
     from llmfit.check import Checked
@@ -53,7 +54,9 @@ def show_plan(advice: Advice, view: View) -> None:
         from llmfit.render.deploy import render_deploy
 
         assert chosen is not None
-        click.echo(clean_lines(render_deploy(view.fmt, advice, chosen, view.ray)), nl=False)
+        # Not cleaned: every word of it was checked to print exactly (render/safe.py), and
+        # cleaning would change a value inside the YAML or a docker line.
+        click.echo(render_deploy(view.fmt, advice, chosen, view.ray, output_encoding()), nl=False)
     elif view.commands:
         from llmfit.render.table import render_commands
 
@@ -69,8 +72,13 @@ def show_plan(advice: Advice, view: View) -> None:
                 console.print()
             render_why_not(advice, console, every=view.every)
     else:
+        from llmfit.render.commands import launch_lines
         from llmfit.render.table import render_text
 
+        if options:
+            # The shown option's launch is printed last: a word that cannot be printed exactly is
+            # refused before the table is, not after it.
+            launch_lines(advice, options[view.number - 1], view.ray, view.fmt, output_encoding())
         render_text(
             advice, console, show_all=view.every, ray=view.ray, fmt=view.fmt, number=view.number
         )
@@ -92,8 +100,11 @@ def show_check(checked: Checked, *, json: bool, fmt: str) -> None:
     # `kubectl apply -f -` as it stands.
     from llmfit.render.deploy import render_deploy
 
-    for line in check_lines(checked.argv, checked.request, checked.advice):
-        click.echo(clean("# " + line))
+    encoding = output_encoding()
+    launch = ""
     if checked.fits:
-        first = checked.advice.plan.options[0]
-        click.echo(clean_lines(render_deploy(fmt, checked.advice, first)), nl=False)
+        # Made (and its words checked) before anything is printed.
+        launch = render_deploy(fmt, checked.advice, checked.advice.plan.options[0], False, encoding)
+    for line in check_lines(checked.argv, checked.request, checked.advice, encoding):
+        click.echo(clean("# " + line, limit=100_000))
+    click.echo(launch, nl=False)

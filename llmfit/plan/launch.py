@@ -1,9 +1,60 @@
-"""Command: one process to start, as an engine spells it, for render to print in any format."""
+"""Command: one process to start, as an engine spells it, for render to print in any format.
+
+And the one rule for showing a command's words: a word is quoted once, with `shlex.quote`, from
+its exact characters, and a word that holds a character a terminal acts on or does not show as
+itself (a control, a format or bidi character, a line separator, a lone surrogate standing for a
+byte that is not UTF-8) is never changed to make it printable: render refuses to print such a
+command (`unshowable`), and a hint on stderr writes it in the `$'…'` form that bash, zsh and ksh
+read back to the exact bytes (`quote_exact`).
+"""
 
 from __future__ import annotations
 
 import shlex
+import unicodedata
 from dataclasses import dataclass
+
+# Unicode's general categories whose characters a terminal acts on or shows as something other
+# than themselves: controls (C0, DEL, C1: escape sequences start here), format characters (bidi
+# embeddings, overrides and isolates, zero-width characters, the byte-order mark), surrogates (the
+# bytes of a name that is not UTF-8, as Python's surrogateescape holds them), line and paragraph
+# separators, and unassigned code points (which a later Unicode may make any of these).
+UNSHOWN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp", "Cn"})
+
+
+def unshown(ch: str) -> bool:
+    """Whether a terminal would not show `ch` as itself."""
+    return unicodedata.category(ch) in UNSHOWN
+
+
+def unshowable(word: str) -> tuple[int, str] | None:
+    """The first character of `word` a terminal would not show as itself, and where; None when
+    every character shows as itself."""
+    for i, ch in enumerate(word):
+        if unicodedata.category(ch) in UNSHOWN:
+            return i, ch
+    return None
+
+
+def quote_exact(word: str) -> str:
+    """`word` for a shell, to be read back to its exact bytes: `shlex.quote` when every character
+    shows as itself, else the `$'…'` form with each byte that does not written as `\\ooo` (octal,
+    three digits, so that no digit after it is read as part of it)."""
+    if unshowable(word) is None:
+        return shlex.quote(word)
+    out = []
+    for ch in word:
+        if ch in "\\'":
+            out.append("\\" + ch)
+        elif unshown(ch):
+            try:
+                raw = ch.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # a surrogate that stands for no byte (a JSON escape)
+                raw = ch.encode("utf-8", "surrogatepass")
+            out.extend(f"\\{b:03o}" for b in raw)
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
 
 
 @dataclass(frozen=True)
@@ -21,9 +72,16 @@ class Command:
     secrets: tuple[tuple[int, str], ...] = ()
 
     @property
+    def words(self) -> tuple[str, ...]:
+        """Every word of the command line, the environment's `NAME=value` first."""
+        return (*(f"{k}={v}" for k, v in self.env), *self.argv)
+
+    @property
     def shell(self) -> str:
-        """The command for a POSIX shell: each value quoted, variables in front, a credential
-        as a reference to the variable that holds it ("$VLLM_API_KEY")."""
+        """The command for a POSIX shell, as data: each word quoted once (`shlex.quote`) from its
+        exact characters, variables in front (`NAME='value'`, which a shell reads as one
+        assignment), a credential as a reference to the variable that holds it ("$VLLM_API_KEY").
+        What may be printed to a terminal is render's to decide."""
         prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
         refs = dict(self.secrets)
         words = " ".join(

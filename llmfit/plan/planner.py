@@ -263,7 +263,8 @@ def _nearest(
             return Unplaced(art.name, r.reason if r.where == "any" else f"{r.where}: {r.reason}")
         reasons = [r.reason for r in on_cards]
         return Unplaced(art.name, reasons[-1] if reasons else "no way to place it was found")
-    best = min(sized, key=lambda r: r.need / r.have)
+    # A card whose engine reserves all of it (have 0) is the farthest miss, not a division by 0.
+    best = min(sized, key=lambda r: r.need / r.have if r.have > 0 else float("inf"))
     # Where the weights fit and only the context does not, the longest context that would.
     shorter = max(sized, key=lambda r: r.max_context)
     return Unplaced(

@@ -3,30 +3,31 @@ holds, and the flags that were read but change nothing in the plan."""
 
 from __future__ import annotations
 
-import shlex
-
 from rich.console import Console
 from rich.text import Text
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import Request
 from llmfit.plan.launch import Command
+from llmfit.render.commands import command_text
 from llmfit.render.explain import explain_lines, print_wrapped
-from llmfit.render.safe import clean
+from llmfit.render.safe import shell_line
 from llmfit.render.sentences import fits_instead, gib, rejection_reason
 
 
-def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list[str]:
+def check_lines(
+    argv: tuple[str, ...], request: Request, advice: Advice, encoding: str | None = None
+) -> list[str]:
     plan = advice.plan
     if request.argv:
         # The command as it is launched: its variables in front, a credential as the variable
-        # that holds it.
+        # that holds it; every word exact, or refused (render/safe.py).
         env = [w.partition("=") for w in argv[: len(argv) - len(request.argv)]]
         words = argv[len(env) :]
         shell = Command("all", words, env=tuple((k, v) for k, _, v in env), secrets=request.secrets)
-        lines = [f"$ {shell.shell}"]
+        lines = [f"$ {command_text(shell, encoding)}"]
     else:
-        lines = [f"$ {shlex.join(argv)}"]
+        lines = [f"$ {shell_line(argv, encoding)}"]
     if plan.options:
         o = plan.options[0]
         lines.append(f"fits: {o.gpus or 'no'} card{'s' if o.gpus != 1 else ''} of "
@@ -64,9 +65,10 @@ def check_lines(argv: tuple[str, ...], request: Request, advice: Advice) -> list
 
 
 def render_check(argv: tuple[str, ...], request: Request, advice: Advice, console: Console) -> None:
-    command, *rest = check_lines(argv, request, advice)
-    # The command whole, to copy; the verdict and the card wrapped as --explain wraps them.
-    console.print(Text(clean(command, limit=100_000)), soft_wrap=True)
+    command, *rest = check_lines(argv, request, advice, console.encoding)
+    # The command whole, to copy (its words checked, never cleaned); the verdict and the card
+    # wrapped as --explain wraps them.
+    console.print(Text(command), soft_wrap=True)
     for line in rest:
         print_wrapped(console, line)
 

@@ -1,4 +1,10 @@
-"""The command lines of an option, from its engine's launch, in the format asked for."""
+"""The command lines of an option, from its engine's launch, in the format asked for.
+
+A printed command is its argv words quoted once from their exact characters (Command.shell); a
+word that cannot be printed exactly is refused (render/safe.py `check_words`), never cleaned:
+the line a user pastes or pipes to `sh` runs the planned program with the planned words, or is
+not printed at all.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,13 @@ from typing import TYPE_CHECKING
 
 from llmfit.plan.engines import engine
 from llmfit.plan.launch import Command
+from llmfit.render.safe import check_words, clean
 
 if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up
+    from llmfit.plan.advice import Advice
     from llmfit.plan.options import Option
 
-__all__ = ["FORMATS", "Command", "commands"]
+__all__ = ["FORMATS", "Command", "command_text", "commands", "launch_lines"]
 
 # How an option's launch is printed: shell command lines, `docker run` lines, or Kubernetes YAML
 # (render/deploy.py, imported only when asked for: it loads a YAML emitter).
@@ -22,3 +30,28 @@ def commands(
 ) -> list[Command]:
     """The processes that run the option, role by role, as its engine spells them."""
     return engine(o.engine).commands(o, model_ref, revision, ray=ray)
+
+
+def command_text(cmd: Command, encoding: str | None = None) -> str:
+    """The command as one shell line, every word exact, or UnprintableCommand."""
+    check_words(cmd.words, encoding)
+    return cmd.shell
+
+
+def launch_lines(
+    advice: Advice, o: Option, ray: bool = False, fmt: str = "shell", encoding: str | None = None
+) -> list[str]:
+    """The option's launch as the lines to print: each node's command under a comment naming its
+    role and node, or its `docker run` lines or YAML (render/deploy.py). Every word of a command
+    is checked before any line is returned, so nothing is printed of a launch that cannot be."""
+    if fmt != "shell":
+        from llmfit.render.deploy import render_deploy
+
+        return render_deploy(fmt, advice, o, ray, encoding=encoding).rstrip("\n").split("\n")
+    repo = advice.repo
+    lines = []
+    for cmd in commands(o, repo.id, repo.revision, ray):
+        if cmd.node:
+            lines.append(clean(f"# {cmd.role} on {cmd.node}"))
+        lines.append(command_text(cmd, encoding))
+    return lines

@@ -22,13 +22,28 @@ and a Service on its leader. Independent servers (role "replica") are the Deploy
 each pod one server on its own cards; vLLM's data-parallel ranks are one process, so one pod holds
 all of them. In a LeaderWorkerSet the head's address is `$(LWS_LEADER_ADDRESS)` and a number
 that changes from worker to worker (a node rank) is written from `LWS_WORKER_INDEX`.
+
+Every word is exact (issue 24). A docker line's words are each quoted once from their exact
+characters, and refused (render/safe.py `check_words`) rather than cleaned. YAML is written by
+PyYAML from data, with every string that YAML 1.2 (kubectl) or YAML 1.1 would read as something
+else quoted (`1e3`, `true`, `null`, `~`, `0o17`), and every `$` of a word in `command`, `args` or
+an environment value doubled (`$$`), so that Kubernetes' `$(VAR)` expansion gives back the word;
+only llmfit's own `$(LWS_LEADER_ADDRESS)` and `$(LWS_WORKER_INDEX)` are left to expand. A pod
+that needs a shell (Ray's leader, a worker's rank worked out by arithmetic) runs a script of
+llmfit's own text that gets the command's words as its arguments (`"$@"`), never pasted into it.
+
+On a fabric named as InfiniBand or RoCE (`ib0`, `ib-east`, `roce1`), a multi-node launch carries
+RDMA: docker's `--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1`, and a pod's
+`hostNetwork`, `IPC_LOCK` and one shared RDMA device (RDMA_RESOURCE), as NCCL needs them to use
+the fabric instead of falling back to TCP sockets. Every pod requests CPU and memory (requests,
+not limits: a limit would kill a server at a peak the plan does not model).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -42,6 +57,7 @@ from llmfit.plan.fleet import Fleet, PoolNode, is_mig
 from llmfit.plan.launch import Command
 from llmfit.plan.options import Option
 from llmfit.render.commands import FORMATS
+from llmfit.render.safe import check_words, clean, shown
 
 __all__ = ["FORMATS", "docker_lines", "k8s_documents", "render_deploy"]
 
@@ -59,8 +75,41 @@ NODE_CACHE = "/var/cache/huggingface"
 SHM_LIMIT = "15Gi"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 LEADER = "$(LWS_LEADER_ADDRESS)"
+# What stands for the leader's address in the commands llmfit makes for a LeaderWorkerSet: a name
+# no outside word can hold (argv and revisions cannot hold NUL), replaced by LEADER only after
+# every outside `$` is doubled.
+LEADER_MARK = "\x00lws-leader\x00"
 WORKER_INDEX = "LWS_WORKER_INDEX"
 CARDS_ENV = "CUDA_VISIBLE_DEVICES"
+# RDMA over InfiniBand or RoCE: the devices, the capability that lets NCCL pin memory for them,
+# and the locked-memory limit lifted (NVIDIA's and the engines' multi-node container docs).
+RDMA_DEVICE = "/dev/infiniband"
+# The shared RDMA device a pod asks for: the NVIDIA Network Operator's rdma-shared-device-plugin
+# default; a cluster with another RDMA device plugin names its own (docs/deploy.md).
+RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+_RDMA_FABRIC = re.compile(r"(^|[-_.])(ib|infiniband|roce|rdma)", re.IGNORECASE)
+
+
+def _download_paths(image: Image) -> tuple[str, str, str]:
+    """Where an engine's own downloads (Image.download_cache) are kept: in the container (under
+    its user's home, /root), on a docker host (the variable, else the user's own), and on a
+    Kubernetes node (under /var/cache)."""
+    inside = f"/root/{image.download_dir}"
+    host = f'"${{{image.download_cache}:-$HOME/{image.download_dir}}}"'
+    node = f"/var/cache/{image.download_dir.rsplit('/', 1)[-1]}"
+    return inside, host, node
+
+
+# CPU a GPU pod requests: a core for each card's worker process and two for the API server, the
+# tokenizer and the scheduler (vLLM and SGLang run one process a card).
+CPU_PER_CARD = 2
+CPU_BASE = 2
+# A CPU server's pod requests the cores llama.cpp computes on (it takes every core it sees).
+CPU_SERVER_CORES = 8
+# Memory a GPU pod requests beyond what the plan puts in the host's RAM: the Python runtime, the
+# tokenizer, pinned transfer buffers and the model's files read through the page cache.
+POD_MEMORY_BASE = 8 << 30
+GIB = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -70,8 +119,25 @@ class Raw:
     text: str
 
 
-def _join(words: Sequence[str | Raw]) -> str:
+def _join(words: Sequence[str | Raw], encoding: str | None = None) -> str:
+    """A docker line: each outside word quoted once, after every one is checked to print exactly;
+    llmfit's own expansions (Raw) as they are."""
+    check_words([w for w in words if not isinstance(w, Raw)], encoding)
     return " ".join(w.text if isinstance(w, Raw) else shlex.quote(w) for w in words)
+
+
+def rdma(o: Option) -> bool:
+    """Whether the option's nodes talk over a fabric named as InfiniBand or RoCE."""
+    return o.nodes > 1 and bool(o.fabric) and bool(_RDMA_FABRIC.search(o.fabric or ""))
+
+
+def secret_env(name: str, secret: str, key: str, optional: bool = False) -> dict[str, Any]:
+    """An environment variable of a container read from a Secret's key, never written as a
+    value: `name` from `secret`'s `key` (optional: the pod starts without it)."""
+    ref: dict[str, Any] = {"name": secret, "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
 
 
 def _slug(repo_id: str) -> str:
@@ -86,7 +152,7 @@ def container_commands(advice: Advice, o: Option, ray: bool = False) -> list[Com
     repo = advice.repo
     if repo.source == "path":
         raise UsageError(
-            f"{repo.id} is a directory on this machine, which a container on another node "
+            f"{shown(repo.id)} is a directory on this machine, which a container on another node "
             "cannot see; --format docker and k8s launch models by their Hub id.",
             hint="upload it to the Hub (hf upload), or use --format shell",
         )
@@ -94,15 +160,6 @@ def container_commands(advice: Advice, o: Option, ray: bool = False) -> list[Com
         o = replace(o, artifact=replace(o.artifact, path=None, projector=None))
     cmds = engine(o.engine).commands(o, repo.id, repo.revision, ray=ray)
     image = engine(o.engine).image(o)
-    held = sorted({v for c in cmds for _, v in c.secrets})
-    if held:
-        # The words are references to the variables that hold the credentials ("$VLLM_API_KEY"),
-        # which a container's exec-form command would pass on unexpanded.
-        raise UsageError(
-            f"the command keeps credentials in {', '.join(held)}, which a container launch "
-            "would pass on unexpanded; llmfit writes none for it.",
-            hint="use --format shell, with the variables set",
-        )
     for c in cmds:
         if not _in_image(c.argv, image):
             raise UsageError(
@@ -148,7 +205,9 @@ def _devices(o: Option, c: Command) -> list[str]:
 # -- docker ------------------------------------------------------------------------------------
 
 
-def docker_lines(advice: Advice, o: Option, ray: bool = False) -> list[str]:
+def docker_lines(
+    advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
+) -> list[str]:
     """`docker run` (and `docker exec`) lines, each under a comment naming its node where the
     plan names one."""
     image = engine(o.engine).image(o)
@@ -160,13 +219,13 @@ def docker_lines(advice: Advice, o: Option, ray: bool = False) -> list[str]:
     replica = 0
     for c in cmds:
         if c.node:
-            out.append(f"# {c.role} on {c.node}")
+            out.append(clean(f"# {c.role} on {c.node}"))
         env = [e for e in c.env if e[0] != CARDS_ENV]
         if c.node and c.node in started:
             words: list[str | Raw] = ["docker", "exec"]
             for k, v in env:
                 words += ["-e", f"{k}={v}"]
-            out.append(_join([*words, started[c.node], *c.argv]))
+            out.append(_join([*words, started[c.node], *c.argv], encoding))
             continue
         cname = name
         if c.role == "replica":
@@ -182,23 +241,38 @@ def docker_lines(advice: Advice, o: Option, ray: bool = False) -> list[str]:
         elif _runs_entrypoint(c.argv, image):
             port = _port(c.argv, image)
             words += ["-p", f"{port}:{port}"]
+        if rdma(o):
+            words += ["--device", RDMA_DEVICE, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
         words += ["-v", Raw(f"{HOST_CACHE}:{image.hf_home}"), "-e", "HF_TOKEN"]
+        if image.download_cache:
+            inside, host, _ = _download_paths(image)
+            words += ["-v", Raw(f"{host}:{inside}")]
+            words += ["-e", f"{image.download_cache}={inside}"]
         for k, v in env:
             words += ["-e", f"{k}={v}"]
-        if _runs_entrypoint(c.argv, image):
+        held = _credentials(c)
+        if held:
+            # Each credential passed by name from the caller's environment, and a shell of
+            # llmfit's own text that puts it in its word's place (_unsecret).
+            for var in held:
+                if var != "HF_TOKEN":
+                    words += ["-e", var]
+            words += ["--entrypoint", "/bin/sh"]
+            args = ("-c", _unsecret(c), "sh", *_foreground(c.argv, image))
+        elif _runs_entrypoint(c.argv, image):
             args = c.argv[len(image.entrypoint) :]
         else:
             argv = _foreground(c.argv, image)
             words += ["--entrypoint", argv[0]]
             args = argv[1:]
-        out.append(_join([*words, image.name, *args]))
+        out.append(_join([*words, image.name, *args], encoding))
         if c.node:
             started[c.node] = cname
     return out
 
 
-def render_docker(advice: Advice, o: Option, ray: bool = False) -> str:
-    return "\n".join(docker_lines(advice, o, ray)) + "\n"
+def render_docker(advice: Advice, o: Option, ray: bool = False, encoding: str | None = None) -> str:
+    return "\n".join(docker_lines(advice, o, ray, encoding)) + "\n"
 
 
 # -- Kubernetes --------------------------------------------------------------------------------
@@ -262,8 +336,16 @@ def _placement(o: Option, fleet: Fleet) -> tuple[dict[str, Any], str]:
     )
 
 
-def _workers_template(workers: list[Command]) -> tuple[list[str], bool]:
-    """One argv for every worker of a LeaderWorkerSet, and whether it needs a shell.
+@dataclass(frozen=True)
+class _Rank:
+    """A worker's word that is a number growing with the worker: step × LWS_WORKER_INDEX + base."""
+
+    step: int
+    base: int
+
+
+def _workers_template(workers: list[Command]) -> list[str | Raw | _Rank]:
+    """One argv for every worker of a LeaderWorkerSet.
 
     The workers' commands differ only in numbers that grow with the worker (a node rank, a first
     data-parallel rank): each is written from LWS_WORKER_INDEX (1 for the first worker), as is
@@ -271,67 +353,146 @@ def _workers_template(workers: list[Command]) -> tuple[list[str], bool]:
     other way has no template, and is refused."""
     first = list(workers[0].argv)
     if len(workers) == 1:
-        return first, False
-    shell = False
-    out = []
+        return list(first)
+    out: list[str | Raw | _Rank] = []
     for i, word in enumerate(first):
         column = [w.argv[i] if i < len(w.argv) else None for w in workers]
         if all(w == word for w in column):
             out.append(word)
             continue
-        if not all(w is not None and w.isdigit() for w in column):
+        if not all(w is not None and w.isascii() and w.isdigit() for w in column):
             raise UsageError("the workers' commands differ in more than their ranks.")
         values = [int(w) for w in column if w is not None]
         step, base = values[1] - values[0], values[0] - (values[1] - values[0])
         if any(v != step * k + base for k, v in enumerate(values, 1)):
             raise UsageError("the workers' ranks are not a sequence a template can write.")
-        if step == 1 and base == 0:
-            out.append(f"$({WORKER_INDEX})")
-        else:
-            shell = True
-            out.append(f"$(( ${WORKER_INDEX} * {step} + {base} ))")
-    return out, shell
+        # Kubernetes writes the index itself; any other step needs the shell's arithmetic.
+        out.append(Raw(f"$({WORKER_INDEX})") if (step, base) == (1, 0) else _Rank(step, base))
+    if len(workers[0].argv) != max(len(w.argv) for w in workers):
+        raise UsageError("the workers' commands differ in more than their ranks.")
+    return out
 
 
-def _shell(argv: Sequence[str]) -> str:
-    """A command for `sh -c`, its LWS words left for the shell and Kubernetes to expand."""
-    parts = []
-    for w in argv:
-        if w.startswith("$((") or w == f"$({WORKER_INDEX})" or LEADER in w:
-            # Kubernetes replaces $(VAR) before the shell runs; $((…)) is the shell's arithmetic.
-            parts.append(f'"{w}"' if LEADER in w else w)
-        else:
-            parts.append(shlex.quote(w))
-    return " ".join(parts)
+# A credential of a checked command (Command.secrets) is a word "$VARIABLE" in the command: a
+# container gets the variable (docker: passed by name from the caller's environment; Kubernetes:
+# from the Secret CREDENTIALS, its key the variable's name, or HF_TOKEN's own), and the word the
+# variable's value, never the value written out.
+CREDENTIALS = "llmfit-credentials"
+
+
+def _credentials(c: Command) -> list[str]:
+    """The variables that hold the command's credentials, in order."""
+    out: list[str] = []
+    for _, var in c.secrets:
+        if var not in out:
+            out.append(var)
+    return out
+
+
+def _unsecret(c: Command) -> str:
+    """A POSIX shell script of llmfit's own text that puts each credential's value in place of
+    its "$VARIABLE" word, then runs the command: the words are its arguments ("$@"), never
+    pasted into it (docker's exec-form command would pass "$VARIABLE" on as it is)."""
+    cases = " ".join(f"\\${v}) a=${v} ;;" for v in _credentials(c))
+    return f'for a in "$@"; do shift; case $a in {cases} esac; set -- "$@" "$a"; done; exec "$@"'
+
+
+def _expandable(word: str | Raw, encoding: str | None, secret: str | None = None) -> str:
+    """A word as Kubernetes must be given it in `command`, `args` or an environment value to
+    pass it on unchanged: every `$` doubled (`$$` is Kubernetes' escape for `$`), then llmfit's
+    own leader address written as the `$(LWS_LEADER_ADDRESS)` Kubernetes expands, and a
+    credential's word (`secret`: its variable) as the `$(VARIABLE)` it expands from the Secret. A
+    word that cannot be printed exactly is refused."""
+    if isinstance(word, Raw):
+        return word.text
+    if secret is not None:
+        # Kubernetes expands $(VARIABLE) from the container's environment: the credential.
+        return f"$({secret})"
+    parts = word.split(LEADER_MARK)
+    check_words(parts, encoding)
+    return LEADER.join(p.replace("$", "$$") for p in parts)
+
+
+def _script(steps: list[str], ranks: dict[int, _Rank]) -> str:
+    """A POSIX shell script of llmfit's own text that runs `steps` (commands of llmfit's own
+    words), then `exec "$@"`: the command whose words come from outside is the script's
+    arguments, never pasted into it. `ranks` are the argument positions (1 first) that become
+    step × LWS_WORKER_INDEX + base before the exec. Its `$` are doubled for Kubernetes."""
+    lines = [step + " &&" for step in steps]
+    if ranks:
+        cases = " ".join(
+            f"{i}) a=$(( {WORKER_INDEX} * {r.step} + {r.base} )) ;;" for i, r in ranks.items()
+        )
+        lines.append(
+            f'i=0; for a in "$@"; do i=$((i + 1)); shift; case $i in {cases} esac; '
+            'set -- "$@" "$a"; done;'
+        )
+    lines.append('exec "$@"')
+    return " ".join(lines).replace("$", "$$")
 
 
 @dataclass(frozen=True)
 class _Pod:
-    """What one pod template runs: its argv (or a shell script) and env, and whether it serves."""
+    """What one pod template runs: its argv and env, whether it serves, and the shell script
+    (llmfit's own text) that runs the argv, where one is needed."""
 
-    argv: tuple[str, ...]
+    argv: tuple[str | Raw | _Rank, ...]
     env: tuple[tuple[str, str], ...]
     serves: bool
     script: str | None = None
+    # The words of argv that are credentials: (index, the variable that holds it).
+    secrets: tuple[tuple[int, str], ...] = ()
 
 
-def _container(image: Image, pod: _Pod, gpus: int, resource: str) -> dict[str, Any]:
+def _words(argv: Sequence[str | Raw | _Rank]) -> list[str | Raw]:
+    """A pod's words with no rank left to work out (those are the script's)."""
+    out: list[str | Raw] = []
+    for w in argv:
+        if isinstance(w, _Rank):
+            raise ValueError("a rank to work out needs the pod's script")
+        out.append(w)
+    return out
+
+
+def _container(
+    image: Image, pod: _Pod, o: Option, gpus: int, resource: str, encoding: str | None
+) -> dict[str, Any]:
     c: dict[str, Any] = {"name": "server" if pod.serves else "worker", "image": image.name}
+    plain = [w for w in pod.argv if isinstance(w, str)]
+    held = dict(pod.secrets)
     if pod.script is not None:
-        c["command"] = ["/bin/sh", "-c", pod.script]
-    elif _runs_entrypoint(pod.argv, image):
-        c["args"] = list(pod.argv[len(image.entrypoint) :])
+        given = [
+            "0" if isinstance(w, _Rank) else _expandable(w, encoding, held.get(i))
+            for i, w in enumerate(pod.argv)
+        ]
+        c["command"] = ["/bin/sh", "-c", pod.script, "sh", *given]
+    elif _runs_entrypoint(plain, image):
+        skip = len(image.entrypoint)
+        c["args"] = [
+            _expandable(w, encoding, held.get(i + skip))
+            for i, w in enumerate(_words(pod.argv[skip:]))
+        ]
     else:
-        c["command"] = list(_foreground(pod.argv, image))
-    token = {"secretKeyRef": {"name": TOKEN_SECRET, "key": TOKEN_KEY, "optional": True}}
-    env: list[dict[str, Any]] = [{"name": "HF_TOKEN", "valueFrom": token}]
-    env += [{"name": k, "value": v} for k, v in pod.env if k != CARDS_ENV]
+        words = _words(pod.argv)
+        extra = [f for prog, f in image.foreground if words and words[0] == prog]
+        words += [f for f in extra if f not in words]
+        c["command"] = [_expandable(w, encoding, held.get(i)) for i, w in enumerate(words)]
+    env: list[dict[str, Any]] = [secret_env("HF_TOKEN", TOKEN_SECRET, TOKEN_KEY, optional=True)]
+    for var in dict.fromkeys(v for _, v in pod.secrets):
+        if var != "HF_TOKEN":
+            env.append(secret_env(var, CREDENTIALS, var))
+    env += [{"name": k, "value": _expandable(v, encoding)} for k, v in pod.env if k != CARDS_ENV]
+    if image.download_cache:
+        env.append({"name": image.download_cache, "value": _download_paths(image)[0]})
     c["env"] = env
     if pod.serves:
-        c["ports"] = [{"name": "http", "containerPort": _port(pod.argv, image)}]
-    if gpus:
-        c["resources"] = {"limits": {resource: gpus}, "requests": {resource: gpus}}
+        c["ports"] = [{"name": "http", "containerPort": _port(plain, image)}]
+    c["resources"] = _resources(o, gpus, resource)
+    if rdma(o):
+        c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     mounts = [{"name": "hf-cache", "mountPath": image.hf_home}]
+    if image.download_cache:
+        mounts.append({"name": "download-cache", "mountPath": _download_paths(image)[0]})
     if image.shared_memory:
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     c["volumeMounts"] = mounts
@@ -346,19 +507,51 @@ def _container(image: Image, pod: _Pod, gpus: int, resource: str) -> dict[str, A
     return c
 
 
+def _mib(n: int) -> str:
+    """A memory quantity Kubernetes reads: whole GiB where it is one, else MiB rounded up."""
+    return f"{n // GIB}Gi" if n % GIB == 0 else f"{-(-n // (1 << 20))}Mi"
+
+
+def _resources(o: Option, gpus: int, resource: str) -> dict[str, Any]:
+    """What one pod requests (and, for cards, is limited to): its cards, its CPU and its memory;
+    on an RDMA fabric one shared RDMA device. CPU and memory are requests only."""
+    if o.cpu:
+        # The host's RAM is what a CPU option's plan sizes (its weights, KV cache and buffers).
+        return {"requests": {"cpu": str(CPU_SERVER_CORES), "memory": _mib(o.per_card.need)}}
+    cards: dict[str, Any] = {resource: gpus}
+    if rdma(o):
+        cards[RDMA_RESOURCE] = 1
+    requests = {
+        **cards,
+        "cpu": str(CPU_BASE + CPU_PER_CARD * gpus),
+        "memory": _mib(POD_MEMORY_BASE + o.host_bytes),
+    }
+    return {"limits": dict(cards), "requests": requests}
+
+
 def _pod_spec(
-    image: Image, pod: _Pod, gpus: int, resource: str, placement: dict[str, Any]
-) -> dict[str, Any]:
+    image: Image, pod: _Pod, o: Option, gpus: int, resource: str, placement: dict[str, Any],
+    encoding: str | None,
+) -> dict[str, Any]:  # fmt: skip
     volumes: list[dict[str, Any]] = [
         {"name": "hf-cache", "hostPath": {"path": NODE_CACHE, "type": "DirectoryOrCreate"}}
     ]
+    if image.download_cache:
+        volumes.append(
+            {
+                "name": "download-cache",
+                "hostPath": {"path": _download_paths(image)[2], "type": "DirectoryOrCreate"},
+            }
+        )
     if image.shared_memory:
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_LIMIT}})
-    return {
-        "containers": [_container(image, pod, gpus, resource)],
-        **placement,
-        "volumes": volumes,
-    }
+    spec: dict[str, Any] = {"containers": [_container(image, pod, o, gpus, resource, encoding)]}
+    if rdma(o):
+        # The node's own network, whose RDMA interfaces NCCL finds by name; the pod still
+        # resolves the cluster's names.
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    return {**spec, **placement, "volumes": volumes}
 
 
 def _metadata(name: str, advice: Advice, o: Option) -> dict[str, Any]:
@@ -386,7 +579,9 @@ def _service(name: str, selector: dict[str, str], port: int) -> dict[str, Any]:
     }
 
 
-def k8s_documents(advice: Advice, o: Option, ray: bool = False) -> tuple[list[dict], list[str]]:
+def k8s_documents(
+    advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
+) -> tuple[list[dict], list[str]]:
     """The option as Kubernetes objects, and the notes to print above them."""
     image = engine(o.engine).image(o)
     name = _slug(advice.repo.id)
@@ -398,9 +593,9 @@ def k8s_documents(advice: Advice, o: Option, ray: bool = False) -> tuple[list[di
         cmds = container_commands(advice, o, ray)
         first = cmds[0]
         replicas = sum(1 for c in cmds if c.role == "replica") or 1
-        gpus = o.layout.cards_per_replica if replicas > 1 else o.gpus_per_node
-        pod = _Pod(first.argv, first.env, serves=True)
-        spec = _pod_spec(image, pod, 0 if o.cpu else gpus, resource, placement)
+        gpus = 0 if o.cpu else o.layout.cards_per_replica if replicas > 1 else o.gpus_per_node
+        pod = _Pod(first.argv, first.env, serves=True, secrets=first.secrets)
+        spec = _pod_spec(image, pod, o, gpus, resource, placement, encoding)
         deployment = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -416,29 +611,42 @@ def k8s_documents(advice: Advice, o: Option, ray: bool = False) -> tuple[list[di
         if replicas > 1:
             notes.append(f"{replicas} pods, one server each; the Service spreads requests")
         return [deployment, _service(name, labels, _port(first.argv, image))], notes
-    # Several nodes: the head's address is the leader pod's, the node names placeholders.
-    lws_option = replace(o, node_ids=(LEADER, *(f"worker-{i}" for i in range(1, o.nodes))))
-    cmds = container_commands(advice, lws_option, ray)
+    # Several nodes: the head's address is the leader pod's (a mark no outside word can hold,
+    # written as $(LWS_LEADER_ADDRESS) once the outside words' `$` are doubled), the workers'
+    # names placeholders.
+    marks = (LEADER_MARK, *(f"worker-{i}" for i in range(1, o.nodes)))
+    cmds = container_commands(advice, replace(o, node_ids=marks), ray)
     head = [c for c in cmds if c.role == "head"]
     workers = [c for c in cmds if c.role == "worker"]
     serve = head[-1]
     if len(head) > 1:
         # The leader runs the head's commands in turn (Ray: start the head, wait for the
-        # workers to join, serve); the last in the foreground.
-        steps = [_shell(c.argv) for c in head[:-1]]
+        # workers to join, serve); the serve, whose words come from outside, as the script's
+        # arguments, in the foreground.
+        steps = []
+        for c in head[:-1]:
+            if any(LEADER_MARK in w for w in c.argv):
+                raise UsageError("the head's first commands name its own address.")
+            steps.append(" ".join(shlex.quote(w) for w in c.argv))
         if image.joined:
             steps.append(f"until {image.joined.replace('{nodes}', str(o.nodes))}; do sleep 5; done")
-        steps.append("exec " + _shell(serve.argv))
-        leader = _Pod(serve.argv, serve.env, serves=True, script=" && ".join(steps))
+        check_words(steps, encoding)
+        leader = _Pod(
+            serve.argv, serve.env, serves=True, script=_script(steps, {}), secrets=serve.secrets
+        )
     else:
-        leader = _Pod(serve.argv, serve.env, serves=True)
-    argv, needs_shell = _workers_template(workers)
-    worker = _Pod(
-        tuple(argv),
-        workers[0].env,
-        serves=False,
-        script=("exec " + _shell(_foreground(argv, image))) if needs_shell else None,
-    )
+        leader = _Pod(serve.argv, serve.env, serves=True, secrets=serve.secrets)
+    template = _workers_template(workers)
+    ranks = {i: w for i, w in enumerate(template, 1) if isinstance(w, _Rank)}
+    if ranks:
+        # The foreground flags come last, so the positions of the ranks do not move.
+        argv = (*template, *_foreground(workers[0].argv, image)[len(workers[0].argv) :])
+        worker = _Pod(
+            argv, workers[0].env, serves=False, script=_script([], ranks),
+            secrets=workers[0].secrets,
+        )  # fmt: skip
+    else:
+        worker = _Pod(tuple(template), workers[0].env, serves=False, secrets=workers[0].secrets)
     gpus = o.gpus_per_node
     leader_labels = {**labels, "llmfit/role": "leader"}
     lws = {
@@ -453,11 +661,11 @@ def k8s_documents(advice: Advice, o: Option, ray: bool = False) -> tuple[list[di
                 "restartPolicy": "RecreateGroupOnPodRestart",
                 "leaderTemplate": {
                     "metadata": {"labels": leader_labels},
-                    "spec": _pod_spec(image, leader, gpus, resource, placement),
+                    "spec": _pod_spec(image, leader, o, gpus, resource, placement, encoding),
                 },
                 "workerTemplate": {
                     "metadata": {"labels": {**labels, "llmfit/role": "worker"}},
-                    "spec": _pod_spec(image, worker, gpus, resource, placement),
+                    "spec": _pod_spec(image, worker, o, gpus, resource, placement, encoding),
                 },
             },
         },
@@ -466,18 +674,68 @@ def k8s_documents(advice: Advice, o: Option, ray: bool = False) -> tuple[list[di
         f"a LeaderWorkerSet of {o.nodes} pods, {gpus} cards each (the LeaderWorkerSet "
         "controller must be installed)"
     )
+    if rdma(o):
+        notes.append(
+            f"RDMA on {o.fabric}: host network, IPC_LOCK and one {RDMA_RESOURCE} a pod (the "
+            "NVIDIA Network Operator's shared RDMA device; name your cluster's own if it differs)"
+        )
+    elif o.fabric:
+        notes.append(
+            f"no RDMA: the fabric {o.fabric} is not named as InfiniBand or RoCE (ib…, roce…), so "
+            "NCCL talks over TCP"
+        )
     return [lws, _service(name, leader_labels, _port(serve.argv, image))], notes
 
 
+# What YAML 1.2's core schema (kubectl's reader), or YAML 1.1 as go-yaml v2 and PyYAML read it,
+# takes for a number, a boolean or null when written plain: each is quoted, so that a label
+# value `1e3` or a revision `true` stays the string it is. PyYAML quotes what its own 1.1
+# resolver would retype; this adds what YAML 1.2 and go-yaml read otherwise (1e3, 0o17, 1_000).
+_RETYPED = re.compile(
+    r"""[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?
+    |[-+]?0[xX][0-9a-fA-F_]+|[-+]?0[oO][0-7_]+|[-+]?0[bB][01_]+
+    |[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)
+    |true|True|TRUE|false|False|FALSE|null|Null|NULL|~|
+    |y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF|=|<<""",
+    re.VERBOSE,
+)
+
+
 class _Dumper(yaml.SafeDumper):
-    """YAML a person reads: every mapping written out where it stands, no anchors or aliases."""
+    """YAML a person reads: every mapping written out where it stands, no anchors or aliases,
+    and no string written so that a YAML reader takes it for anything but that string."""
 
     def ignore_aliases(self, data: Any) -> bool:
         return True
 
 
-def render_k8s(advice: Advice, o: Option, ray: bool = False) -> str:
-    docs, notes = k8s_documents(advice, o, ray)
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "'" if _RETYPED.fullmatch(data) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string of a document, keys and values, walked without recursion."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def render_k8s(advice: Advice, o: Option, ray: bool = False, encoding: str | None = None) -> str:
+    docs, notes = k8s_documents(advice, o, ray, encoding)
+    # Every string of the YAML, not only the commands' (names, annotations, selectors), printed
+    # exactly or not at all: PyYAML would write a bidi override or a zero-width space as it is.
+    check_words(list(_strings(docs)), encoding)
     repo = advice.repo
     header = [
         f"# {repo.id}: {engine(o.engine).where(o)}, {o.artifact.name}",
@@ -485,9 +743,9 @@ def render_k8s(advice: Advice, o: Option, ray: bool = False) -> str:
         f"# HF_TOKEN from the Secret {TOKEN_SECRET} (optional), made with:",
         f'#   kubectl create secret generic {TOKEN_SECRET} --from-literal={TOKEN_KEY}="$HF_TOKEN"',
     ]
-    # Outside strings (repository ids, node names) in a comment could hold a newline: kept on
-    # their line.
-    header = [h.replace("\n", " ").replace("\r", " ") for h in header]
+    # Outside strings (repository ids, node names) in a comment: each line cleaned, so that it
+    # stays one comment line.
+    header = [clean(h) for h in header]
     body = yaml.dump_all(
         docs,
         Dumper=_Dumper,
@@ -499,10 +757,12 @@ def render_k8s(advice: Advice, o: Option, ray: bool = False) -> str:
     return "\n".join(header) + "\n---\n" + body
 
 
-def render_deploy(fmt: str, advice: Advice, o: Option, ray: bool = False) -> str:
-    """The option's launch in `fmt` ("docker" or "k8s")."""
+def render_deploy(
+    fmt: str, advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
+) -> str:
+    """The option's launch in `fmt` ("docker" or "k8s"), every word exact or refused."""
     if fmt == "docker":
-        return render_docker(advice, o, ray)
+        return render_docker(advice, o, ray, encoding)
     if fmt == "k8s":
-        return render_k8s(advice, o, ray)
+        return render_k8s(advice, o, ray, encoding)
     raise ValueError(f"unknown format {fmt!r}")

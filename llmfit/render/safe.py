@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from collections.abc import Sequence
 
 # Whole escape sequences go, not only their ESC (which would leave "[31m" on the screen):
 # ECMA-48's control strings (OSC, DCS, SOS, PM, APC, up to their terminator; one with none loses
@@ -71,3 +73,63 @@ def safe_dumps(value: object) -> str:
     ensure_ascii=True would not leave it."""
     text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
     return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
+
+def shown(word: str) -> str:
+    """Outside text as a sentence names it: as it is when every character shows as itself,
+    else quoted with each one that does not escaped (Python's repr escapes controls, format
+    characters and surrogates), so that the sentence names the very bytes."""
+    from llmfit.plan.launch import unshowable
+
+    return clean(word if unshowable(word) is None else repr(word), 200)
+
+
+def _shown_word(word: str) -> str:
+    """A word as a refusal quotes it: in ASCII, every other character escaped (`ascii()`), so
+    that the sentence names its exact characters on any console, an ASCII one too."""
+    return clean(ascii(word), 120)
+
+
+def _kind(ch: str) -> str:
+    import unicodedata
+
+    names = {"Cc": "a control character", "Cf": "a format character (bidi or zero-width)",
+             "Cs": "a byte that is not UTF-8", "Zl": "a line separator",
+             "Zp": "a paragraph separator", "Cn": "an unassigned character"}  # fmt: skip
+    return names.get(unicodedata.category(ch), "a character")
+
+
+def check_words(words: Sequence[str], encoding: str | None = None) -> None:
+    """Refuse (UnprintableCommand) words that cannot be printed exactly: one holding a character
+    a terminal would act on or not show as itself, or one `encoding` cannot write. Such a word is
+    never cleaned: a command printed changed runs something else."""
+    from llmfit.errors import UnprintableCommand
+    from llmfit.plan.launch import unshowable
+
+    for word in words:
+        found = unshowable(word)
+        if found is not None:
+            i, ch = found
+            raise UnprintableCommand(
+                f"the command is not printed: its word {_shown_word(word)} holds "
+                f"{_kind(ch)} (U+{ord(ch):04X}, at {i:,}), which a terminal would act on or "
+                "hide, and a command printed any other way would name something else.",
+                hint="rename the file or folder, or read the exact words from --json",
+            )
+        if encoding:
+            try:
+                word.encode(encoding)
+            except (UnicodeEncodeError, LookupError):
+                raise UnprintableCommand(
+                    f"the command is not printed: its word {_shown_word(word)} cannot be "
+                    f"written in this output's encoding ({encoding}), and a command printed any "
+                    "other way would name something else.",
+                    hint="set PYTHONIOENCODING=utf-8, or read the exact words from --json",
+                ) from None
+
+
+def shell_line(words: Sequence[str], encoding: str | None = None) -> str:
+    """Words as one line for a POSIX shell, each quoted once (`shlex.quote`) from its exact
+    characters, after `check_words` has found every one printable."""
+    check_words(words, encoding)
+    return " ".join(shlex.quote(w) for w in words)

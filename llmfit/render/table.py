@@ -9,9 +9,9 @@ from rich.text import Text
 from llmfit.plan.advice import Advice
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
-from llmfit.render.commands import commands
+from llmfit.render.commands import launch_lines
 from llmfit.render.explain import print_wrapped
-from llmfit.render.safe import clean, clean_lines
+from llmfit.render.safe import clean
 from llmfit.render.sentences import (
     describe,
     fits_instead,
@@ -251,18 +251,7 @@ def render_commands(
     advice: Advice, console: Console, o: Option, ray: bool = False, fmt: str = "shell"
 ) -> None:
     """The option's command lines, each node's under a comment naming its role and node; or its
-    launch in containers (`fmt` "docker" or "k8s", render/deploy.py)."""
-    if fmt != "shell":
-        from llmfit.render.deploy import render_deploy
-
-        text = render_deploy(fmt, advice, o, ray)
-        shown = clean_lines(text.rstrip("\n"))
-        console.print(shown, soft_wrap=True, markup=False, highlight=False)
-        return
-    repo = advice.repo
-    for cmd in commands(o, repo.id, repo.revision, ray):
-        if cmd.node:
-            console.print(clean(f"# {cmd.role} on {cmd.node}"), soft_wrap=True, markup=False)
-        console.print(
-            clean(cmd.shell, limit=100_000), soft_wrap=True, markup=False, highlight=False
-        )
+    launch in containers (`fmt` "docker" or "k8s", render/deploy.py). Each word exact, never
+    cleaned: a launch that cannot be printed so is refused before a line of it is printed."""
+    for line in launch_lines(advice, o, ray, fmt, console.encoding):
+        console.print(line, soft_wrap=True, markup=False, highlight=False, emoji=False)

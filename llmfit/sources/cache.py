@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmfit.errors import CacheDamaged, CacheUnusable, RepoNotFound, UsageError
+from llmfit.plan.launch import quote_exact
 
 # huggingface_hub's own rule (utils/_validators.py, validate_repo_id): a namespace and a name of
 # letters, digits, '-', '_' and '.', neither starting nor ending with '-' or '.', the name at most
@@ -231,17 +232,33 @@ class Snapshot:
 
 
 def _read_ref(ref_file: Path, folder: Path) -> str | None:
-    """The commit a ref file names; None when there is no such ref."""
+    """The commit a ref file names; None when there is no such ref.
+
+    Opened without blocking and read only if it is a regular file: a FIFO planted as
+    `refs/main` would otherwise hold the run (and `llmfit models`, the whole listing) for ever,
+    and a device would be read from."""
     try:
-        if not ref_file.is_file():
+        if not os.path.lexists(ref_file):
             return None
         if not inside(ref_file, folder):
             raise CacheDamaged(
                 f"{ref_file} leads outside {folder}: the cache is damaged.",
-                hint=f"rm {shlex.quote(str(ref_file))}  (an online run writes it again)",
+                hint=f"rm {quote_exact(str(ref_file))}  (an online run writes it again)",
             )
-        with ref_file.open("rb") as f:
-            raw = f.read(_REF_READ)
+        try:
+            fd = os.open(ref_file, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        except FileNotFoundError:  # a link to nothing
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CacheDamaged(
+                    f"{ref_file} is not a file (a folder, a FIFO or a device): the cache is "
+                    "damaged.",
+                    hint=f"rm -r {quote_exact(str(ref_file))}  (an online run writes it again)",
+                )
+            raw = os.read(fd, _REF_READ)
+        finally:
+            os.close(fd)
     except OSError as e:
         raise CacheUnusable(f"cannot read {ref_file} ({e.strerror or e}).") from None
     text = raw.decode("ascii", "replace").strip()
@@ -250,7 +267,7 @@ def _read_ref(ref_file: Path, folder: Path) -> str | None:
     held = "is empty" if not text else f"holds {show(text)}"
     raise CacheDamaged(
         f"{ref_file} {held}, not a commit hash: the cache is damaged.",
-        hint=f"rm {shlex.quote(str(ref_file))}  (an online run writes it again)",
+        hint=f"rm {quote_exact(str(ref_file))}  (an online run writes it again)",
     )
 
 
@@ -287,11 +304,11 @@ def require_snapshot(ref: RepoRef, cache_dir: Path | None = None) -> Snapshot:
     # repository that is cached, but not at this revision, is not another one.
     meant = [] if repo_folder(cache, ref.repo_id).is_dir() else suggestions(ref.repo_id, cache)
     download = f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'" + (
-        f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""
+        f" --revision {quote_exact(ref.revision)}" if ref.revision else ""
     )
     at_revision = f"@{ref.revision}" if ref.revision else ""
     raise RepoNotFound(
         f"{ref.repo_id}{at} is not in the local Hugging Face cache ({cache})"
         + (f"; did you mean {_either(meant)}?" if meant else "."),
-        hint=f"llmfit {shlex.quote(meant[0] + at_revision)}{IN_CACHE}" if meant else download,
+        hint=f"llmfit {quote_exact(meant[0] + at_revision)}{IN_CACHE}" if meant else download,
     )

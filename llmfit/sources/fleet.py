@@ -87,13 +87,20 @@ def shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+_MIG_PROFILE = re.compile(r"-([0-9]{1,6})g\.([0-9]{1,9})gb$", re.ASCII)
+
+
 class ClassError(ValueError):
     """A GPU class that is surely a typo (`typo` is the class meant), or whose label says
     nothing of its memory (`typo` is None; `near` are the known classes closest to it)."""
 
-    def __init__(self, label: str, typo: str | None, near: tuple[str, ...]) -> None:
+    def __init__(
+        self, label: str, typo: str | None, near: tuple[str, ...], why: str | None = None
+    ) -> None:
         super().__init__(label)
         self.label, self.typo, self.near = label, typo, near
+        # What is wrong with it, where that is not a missing memory (a MIG profile of 0).
+        self.why = why
 
     @property
     def near_text(self) -> str:
@@ -111,6 +118,14 @@ def read_class(label: str, *, memory_given: bool = False) -> tuple[str, str | No
     Raises ClassError for a typo or a name with no memory in it."""
     label = label.strip().lower()
     if is_mig(label):
+        m = _MIG_PROFILE.search(label)
+        if m and (int(m.group(1)) == 0 or int(m.group(2)) == 0):
+            # 0g.0gb is no instance a card can hold: refused, rather than planned as a card of
+            # nothing (which said "nothing fits").
+            raise ClassError(
+                label, None, (), why=f"names the MIG profile {m.group(0)[1:]}, of "
+                f"{m.group(1)} compute slices and {m.group(2)} GB, which no card offers",
+            )  # fmt: skip
         return label, None
     if label in cards.AMBIGUOUS and not memory_given:
         # Two cards of one name: the refusal names both (and a given gpu_memory_gb plans it).
@@ -313,6 +328,8 @@ class _Reader:
         try:
             gpu_class, note = read_class(gpu_class, memory_given="gpu_memory_gb" in table)
         except ClassError as e:
+            if e.why:
+                raise self.fail(where, "gpu", f"is {e.label!r}: it {e.why}.") from None
             raise self.fail(
                 where,
                 "gpu",
@@ -407,6 +424,12 @@ class _Reader:
         devices = table.get("devices", [])
         if not isinstance(devices, list):
             raise self.fail(where, "devices", f"must be a list of {self._tables('devices')}.")
+        if len(devices) > MAX_CARDS:
+            # Counted before any is read: each holds at least one card.
+            raise self.fail(
+                where, "devices", f"has {len(devices):,} {self._tables('devices')}; a node "
+                f"holds at most {MAX_CARDS:,} cards.",
+            )  # fmt: skip
         for j, dev in enumerate(devices):
             dwhere = f"{where}.devices[{j}]"
             if not isinstance(dev, dict):
@@ -418,6 +441,13 @@ class _Reader:
                     dwhere, None, 'has no gpu class; give one like gpu = "a100-80g-mig-3g.40gb".'
                 )
             kinds.append(kind)
+        cards = sum(k.gpus for k in kinds)
+        if cards > MAX_CARDS:
+            # Each class alone is within the bound; a node of many is not, together.
+            raise self.fail(
+                where, "devices", f"gives the node {cards:,} cards in all; a node holds at most "
+                f"{MAX_CARDS:,}.",
+            )  # fmt: skip
         ram = self.gib(table, "ram_gb", where, MAX_RAM_GB) if "ram_gb" in table else 0
         free_ram = (
             self.gib(table, "free_ram_gb", where, MAX_RAM_GB) if "free_ram_gb" in table else ram
@@ -743,11 +773,19 @@ def _json_line(text: str, where: str, key: str | None) -> int | None:
     return None if found is None else text.count("\n", 0, found) + 1
 
 
+# The most of a fleet file llmfit reads: 100,000 [[node]] tables are about 15 MB.
+MAX_FLEET_BYTES = 64 << 20
+
+
 def read_fleet(path: Path) -> Fleet:
+    from llmfit.sources.files import FileProblem, read_capped
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_capped(path, MAX_FLEET_BYTES, "fleet file").decode("utf-8")
     except FileNotFoundError:
         raise FleetFileError(f"{path}: no such fleet file.") from None
+    except FileProblem as e:
+        raise FleetFileError(f"{path} {e.problem}.") from None
     except (OSError, UnicodeDecodeError) as e:
         raise FleetFileError(f"{path}: cannot be read ({e}).") from None
     return parse_fleet(text, str(path))
@@ -799,10 +837,17 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
             raise bad(part, f"has more than {MAX_RAM_GB:,} GiB of RAM a node")
         return int(size * GIB)
 
+    def whole(part: str, digits: str | None) -> int:
+        # Counted before int(): Python refuses a number of more than 4,300 digits with an error
+        # of its own, and one of 13 is already past every bound below.
+        if digits and len(digits) > 15:
+            raise bad(part, f"has more than {MAX_NODES:,} nodes")
+        return int(digits or 1)
+
     parts = [p.strip() for p in text.strip().lower().split(",")]
     for part in parts:
         if m := _INLINE_CPU.match(part):
-            count = int(m.group(1) or 1)
+            count = whole(part, m.group(1))
             if count < 1:
                 raise bad(part, "has a count of 0")
             if count > MAX_NODES:
@@ -814,7 +859,11 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
         if not m:
             raise bad(part, "is not a fleet")
         first, second, label, ram_number, ram_unit, fabric = m.groups()
-        count, gpus = (int(first), int(second)) if second else (1, int(first or 1))
+        if second and len(second) > 15:
+            raise bad(part, f"has more than {MAX_CARDS:,} cards a node")
+        if not second and first and len(first) > 15:
+            raise bad(part, f"has more than {MAX_CARDS:,} cards a node")
+        count, gpus = (whole(part, first), int(second)) if second else (1, whole(part, first))
         if count < 1 or gpus < 1:
             raise bad(part, "has a count of 0")
         if count > MAX_NODES:
@@ -832,7 +881,7 @@ def parse_inline(text: str, what: str = "--fleet") -> Fleet:
                     f"{what} {text!r}: {label!r} is not a GPU class llmfit knows; did you mean "
                     f"{meant}?"
                 ) from None
-            why = f"names {label!r}, whose label does not say its memory{e.near_text}"
+            why = e.why or f"names {label!r}, whose label does not say its memory{e.near_text}"
             raise bad(part, why) from None
         if note:
             notes[note] = None
@@ -872,7 +921,10 @@ def load_fleet(arg: str, what: str = "--fleet") -> Fleet:
         )
     try:
         path = Path(arg).expanduser()
-        is_file, is_dir = path.is_file(), path.is_dir()
+        # Anything there but a folder is read as a fleet file: read_fleet refuses a device
+        # unread and reads a pipe (--fleet <(…)) as the stream it is.
+        is_dir = path.is_dir()
+        is_file = not is_dir and os.path.lexists(path)
     except (OSError, ValueError, RuntimeError):
         # A name no file can have (past 255 characters, a NUL byte, ~nobody): not a file, so an
         # inline fleet, which may well be that long.

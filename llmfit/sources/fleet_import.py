@@ -11,8 +11,11 @@ Each returns PoolNodes; `fleet_toml` writes them as a fleet file that `parse_fle
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Any
+import stat
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from llmfit.errors import FleetFileError, UsageError
 from llmfit.plan.fleet import (
@@ -35,6 +38,31 @@ from llmfit.sources.fleet import (
     is_name,
 )
 from llmfit.sources.machine import card_bytes, gpu_kinds, parse_gpu_csv, parse_gpu_list
+
+# The most llmfit reads of what the imports are given: nvidia-smi's CSV and -L listing for 1,024
+# cards are a few hundred KB; `kubectl get nodes -o json` is 10 to 20 KB a node.
+MAX_NVIDIA_SMI_BYTES = 4 << 20
+MAX_KUBECTL_BYTES = 256 << 20
+
+
+def read_input(name: str, cap: int, stdin: BinaryIO | None = None) -> bytes:
+    """The bytes of an import's input (`-` for stdin), bounded: a device such as /dev/zero is
+    refused unread, and a file or stream past `cap` is refused after cap + 1 bytes."""
+    from llmfit.sources.files import FileProblem, read_capped, read_stream
+
+    source = "<stdin>" if name == "-" else name
+    try:
+        if name == "-":
+            if stdin is None:  # stdin closed (`<&-`): nothing to read
+                raise FleetFileError("<stdin> is closed: there is nothing to import.")
+            return read_stream(stdin, cap, "file to import")
+        return read_capped(name, cap, "file to import")
+    except FileProblem as e:
+        raise FleetFileError(f"{source} {e.problem}.") from None
+    except FileNotFoundError:
+        raise UsageError(f"{source}: no such file.") from None
+    except OSError as e:
+        raise FleetFileError(f"{source}: cannot be read ({e.strerror or e}).") from None
 
 
 def text_of(data: str | bytes, source: str) -> str:
@@ -124,7 +152,8 @@ _GFD = "nvidia.com/"
 KEPT_LABELS = ("nvidia.com/gpu.product",)
 _MIG_LABEL = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)\.(count|memory)$")
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb)$")
-_PROFILE = re.compile(r"\d+g\.\d+gb")
+# A MIG profile: compute slices and GB, neither 0 (0g.0gb is no instance a card offers).
+_PROFILE = re.compile(r"[1-9][0-9]{0,5}g\.[1-9][0-9]{0,8}gb", re.ASCII)
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 _SCALE = {
     None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
@@ -132,11 +161,27 @@ _SCALE = {
 }  # fmt: skip
 
 
+class _NotACount(ValueError):
+    """A label or resource that is there but is not a whole number of devices ("8Ki")."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__(value)
+        self.value = value
+
+
 def _int(value: Any) -> int:
-    try:
-        return int(str(value).strip())
-    except ValueError:
+    """A count a label or a resource gives: 0 where it is absent; a plain whole number where it
+    is there, or _NotACount. "8Ki" is a Kubernetes quantity (8,192), never a card count a device
+    plugin writes: it was read as 0 and the node written as a CPU node without a word."""
+    if value is None:
         return 0
+    text = str(value).strip()
+    if not text:
+        return 0
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 15):
+        raise _NotACount(value)
+    return int(text)  # a negative count is the node check's to refuse, with its bound
 
 
 def _bytes(quantity: Any) -> int:
@@ -210,6 +255,11 @@ def _node_kinds(name: str, labels: dict[str, str], cap: dict, alloc: dict) -> li
     for profile, count in sorted(counts.items()):
         if count <= 0:
             continue
+        if not _PROFILE.fullmatch(profile):
+            raise FleetFileError(
+                f"node {name}: nvidia.com/mig-{profile} names a MIG profile of 0 compute slices "
+                "or 0 GB, which no card offers."
+            )
         cls = mig_class(card_class, profile)
         mib = label_mem.get(profile)
         if mib is None:
@@ -278,7 +328,18 @@ def import_kubectl(
         names.add(name)
         ram = _bytes(cap.get("memory"))
         free_ram = min(_bytes(alloc.get("memory")) or ram, ram)
-        kinds = _node_kinds(name, labels, cap, alloc)
+        try:
+            kinds = _node_kinds(name, labels, cap, alloc)
+        except _NotACount as e:
+            field = next(
+                (f"{where} {k}" for where, d in (("capacity", cap), ("label", labels),
+                 ("allocatable", alloc)) for k, v in d.items() if v is e.value),
+                "a count",
+            )  # fmt: skip
+            raise FleetFileError(
+                f"{source}: node {name!r}: {field} is {e.value!r}, not a whole number of "
+                f"devices; {again}"
+            ) from None
         ready = [c.get("status") for c in conditions if c.get("type") == "Ready"]
         if ready and ready[0] != "True":
             # A node that is not Ready runs nothing: its cards are neither used nor free.
@@ -354,3 +415,30 @@ def fleet_toml(nodes: tuple[PoolNode, ...], header: str) -> str:
         for k in node.kinds if len(node.kinds) > 1 else ():
             lines += ["  [[node.devices]]", *_kind_lines(k, "  ")]
     return "\n".join(lines) + "\n"
+
+
+def write_fleet_file(text: str, output: Path) -> None:
+    """Write `text` to `output` whole or not at all: beside it and renamed into place, so that a
+    full disk or an interrupted run leaves the old file (or none), never half a fleet.
+
+    A link is written through, to the file it names (as a shell's `>` would), not replaced by a
+    file of its own; the file keeps its mode (0644 stays 0644; mkstemp's would be 0600), and a
+    new one gets the mode the umask gives any new file. OSError as the system raises it."""
+    import tempfile
+
+    target = Path(os.path.realpath(output))
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -768,6 +768,8 @@ def kv_layout(h: GgufHeader) -> tuple[LayerGroup, ...]:
     groups: list[LayerGroup] = []
     for il in range(n):
         recurrent = state and (kv_heads[il] == 0 or (interval and (il + 1) % interval != 0))
+        if not recurrent:
+            _check_heads(h, il, heads[il], kv_heads[il])
         if recurrent:
             g = LayerGroup(AttentionKind.LINEAR, 1, state_bytes=state)
         elif mla:
@@ -788,6 +790,28 @@ def kv_layout(h: GgufHeader) -> tuple[LayerGroup, ...]:
         else:
             groups.append(g)
     return tuple(groups)
+
+
+def _check_heads(h: GgufHeader, il: int, heads: int, kv: int) -> None:
+    """An attention layer's heads as llama.cpp needs them (llama_hparams: n_gqa() is
+    n_head / n_head_kv, and the KV heads share the query heads evenly): some heads, some KV heads,
+    and KV heads that divide them. Anything else was planned as a working llama-server."""
+    key = f"{h.architecture}.attention.head_count"
+    if heads <= 0:
+        raise WeightsError(
+            f"{h.path.name}: {key} is {heads} for layer {il}, so it has no attention heads and "
+            "llama.cpp cannot run it."
+        )
+    if kv <= 0:
+        raise WeightsError(
+            f"{h.path.name}: {key}_kv is {kv} for layer {il}, which has no recurrent state: an "
+            "attention layer with no KV heads, which llama.cpp cannot run."
+        )
+    if kv > heads or heads % kv:
+        raise WeightsError(
+            f"{h.path.name}: layer {il} has {kv:,} KV heads for {heads:,} attention heads; the "
+            "KV heads must divide the attention heads, or llama.cpp cannot share them."
+        )
 
 
 def _same(a: LayerGroup, b: LayerGroup) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -53,6 +52,7 @@ from llmfit.errors import (
     UsageError,
     WeightsError,
 )
+from llmfit.plan.launch import quote_exact
 from llmfit.sources.cache import (
     COMMIT,
     RepoRef,
@@ -704,7 +704,7 @@ def translate_errors(ref: RepoRef) -> Iterator[None]:
 def _ref_text(ref: RepoRef) -> str:
     """The repository as an argument of a printed command: quoted, since a revision may hold
     characters a shell acts on ($, ;, backquotes)."""
-    return shlex.quote(ref.repo_id + (f"@{ref.revision}" if ref.revision else ""))
+    return quote_exact(ref.repo_id + (f"@{ref.revision}" if ref.revision else ""))
 
 
 def offline_hint(ref: RepoRef) -> str:
@@ -754,15 +754,26 @@ def hub_error(exc: BaseException, ref: RepoRef) -> LlmfitError | None:
             f"{repo} has no branch, tag or commit {show(ref.revision)}.",
             hint=f"llmfit {repo}  (its default branch)",
         )
+    if isinstance(exc, session.AnswerTooSlow) and exc.overall:
+        return HubTimeout(
+            f"the Hub ({url}) did not answer for {repo} within the {exc.seconds:g} s llmfit "
+            "gives a search and its repositories.",
+            hint="search for fewer (--limit N), or try again later",
+        )
     if isinstance(exc, session.AnswerTooSlow):
         return HubTimeout(
-            f"the Hub ({url}) did not finish answering within {session.DEADLINE:g} s.",
+            f"the Hub ({url}) did not finish answering within {exc.seconds:g} s.",
             hint="try again later, or: " + offline,
         )
     if isinstance(exc, session.AnswerTooLarge):
         return HubError(
             f"the Hub ({url}) answered with more than {exc.limit:,} bytes for {repo}, more than "
             "llmfit reads of any answer.",
+            hint="check HF_ENDPOINT and any proxy",
+        )
+    if isinstance(exc, session.CredentialsElsewhere):
+        return HubError(
+            f"the Hub ({url}) pointed llmfit elsewhere for {repo}: {exc.why}, so it was not asked.",
             hint="check HF_ENDPOINT and any proxy",
         )
     if isinstance(exc, session.AnswerRefused):

@@ -1,20 +1,29 @@
 """Which repositories there are to plan: those in the local Hugging Face cache, or those the Hub's
 search finds (`llmfit models`).
 
-Both go through huggingface_hub: `scan_cache_dir` reads the cache as `hf cache scan` does, and
-`HfApi.list_models` asks the Hub's search, most downloaded first. `list_models` takes no timeout
-and its session has none, so it runs in a daemon thread that is given up after
-HF_HUB_ETAG_TIMEOUT seconds, as a metadata request of `hf` would be.
+The cache is read here, as huggingface_hub lays it out (`models--Org--Name/refs`,
+`snapshots/<commit>`), and not with `scan_cache_dir`: that reads every ref file whole and as
+UTF-8 (a FIFO planted as `refs/main` hangs it, one ref that is not UTF-8 ends the whole listing
+with a UnicodeDecodeError), takes a folder `models----tmp--x` for the repository `/tmp/x` (which
+llmfit would then plan as a directory outside the cache), and fails outright on a cache that is a
+file, a FIFO or a symlink loop. Here a folder name becomes a repository only if it is one's, each
+folder's trouble is that repository's row, and the cache is a folder or one sentence.
+
+`HfApi.list_models` asks the Hub's search, most downloaded first. It takes no timeout and its
+session has none, so it runs in a daemon thread that is given up after HF_HUB_ETAG_TIMEOUT
+seconds, as a metadata request of `hf` would be.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmfit.errors import HubTimeout, HubUnreachable, LlmfitError
-from llmfit.sources.cache import RepoRef, hub_cache_dir
+from llmfit.errors import CacheUnusable, HubTimeout, HubUnreachable, LlmfitError
+from llmfit.sources.cache import COMMIT, RepoRef, hub_cache_dir, is_repo_id, show
 from llmfit.sources.hub import hub_error
 
 
@@ -33,31 +42,77 @@ class CacheListing:
     problems: tuple[str, ...] = ()
 
 
+# A cache of more folders than this is not listed further (a shared cache of thousands of models
+# is read in milliseconds; a directory of millions is not a cache).
+MAX_ENTRIES = 20_000
+
+
 def cached_models(cache_dir: Path | None = None) -> CacheListing:
     """The model repositories in the local Hugging Face cache, by id.
 
     A repository whose `main` is not cached (downloaded by commit or tag only) is planned at its
-    most recently used snapshot.
+    most recently used snapshot. A folder that is no repository's is a problem, never a path.
     """
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
-
     cache = cache_dir or hub_cache_dir()
     try:
-        info = scan_cache_dir(cache)
-    except CacheNotFound:
+        mode = os.stat(cache).st_mode
+    except FileNotFoundError:
         return CacheListing(())
-    repos = []
-    for r in sorted(info.repos, key=lambda r: r.repo_id):
-        if r.repo_type != "model":
+    except OSError as e:  # a symlink loop, a name too long, no permission
+        raise CacheUnusable(
+            f"the Hugging Face cache {cache} cannot be read ({e.strerror or e})."
+        ) from None
+    if not stat.S_ISDIR(mode):
+        raise CacheUnusable(
+            f"the Hugging Face cache {cache} is not a folder (a file, a FIFO or a device).",
+            hint="set HF_HUB_CACHE to the folder hf download writes to",
+        )
+    repos: list[Listed] = []
+    problems: list[str] = []
+    try:
+        with os.scandir(cache) as entries:
+            names = [e.name for _, e in zip(range(MAX_ENTRIES + 1), entries, strict=False)]
+    except OSError as e:
+        raise CacheUnusable(
+            f"the Hugging Face cache {cache} cannot be read ({e.strerror or e})."
+        ) from None
+    if len(names) > MAX_ENTRIES:
+        problems.append(f"{cache} holds more than {MAX_ENTRIES:,} entries: the rest are not read.")
+        names = names[:MAX_ENTRIES]
+    for name in sorted(names):
+        if not name.startswith("models--"):
+            continue  # datasets--, spaces--, .locks: not models
+        repo_id = name[len("models--") :].replace("--", "/")
+        if not is_repo_id(repo_id):
+            problems.append(
+                f"{show(name, 120)} in {cache} is named as no repository is (a repository id "
+                "like Org/Name), so it is not planned."
+            )
             continue
-        revisions = sorted(r.revisions, key=lambda v: v.last_modified, reverse=True)
-        if any("main" in v.refs for v in revisions) or not revisions:
-            repos.append(Listed(r.repo_id))
-        else:
-            repos.append(Listed(r.repo_id, revisions[0].commit_hash))
-    problems = tuple(str(w).splitlines()[0] for w in info.warnings)
-    return CacheListing(tuple(repos), problems)
+        folder = cache / name
+        try:
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                problems.append(f"{folder} is not a folder, so it is not planned.")
+                continue
+            main = os.path.lexists(folder / "refs" / "main")
+            newest = None if main else _newest_snapshot(folder / "snapshots")
+        except OSError as e:
+            problems.append(f"{folder} cannot be read ({e.strerror or e}), so it is not planned.")
+            continue
+        repos.append(Listed(repo_id, newest))
+    return CacheListing(tuple(repos), tuple(problems))
+
+
+def _newest_snapshot(snapshots: Path) -> str | None:
+    """The commit of the most recently changed snapshot; None when there is none."""
+    if not snapshots.is_dir():
+        return None
+    found = []
+    with os.scandir(snapshots) as entries:
+        for _, e in zip(range(MAX_ENTRIES), entries, strict=False):
+            if COMMIT.fullmatch(e.name) and e.is_dir(follow_symlinks=False):
+                found.append((e.stat(follow_symlinks=False).st_mtime, e.name))
+    return max(found)[1] if found else None
 
 
 def search_models(
@@ -68,11 +123,14 @@ def search_models(
     (the Hub's model tree: `base_model:quantized:REPO`)."""
     from huggingface_hub import HfApi, constants
 
-    from llmfit.sources.cache import is_repo_id
+    from llmfit.sources import session
     from llmfit.sources.hub import _ready, shown_endpoint
 
     _ready()  # the bounded client, and the settings checked, before anything goes online
     wait = timeout if timeout is not None else constants.HF_HUB_ETAG_TIMEOUT
+    left = session.overall_left()
+    if left is not None:
+        wait = max(0.0, min(wait, left))
     found: list[str] = []
     failed: list[BaseException] = []
 

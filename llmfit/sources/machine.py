@@ -88,7 +88,8 @@ def _mib(cell: str) -> int | None:
     text = cell.strip().lower()
     if text in _NA:
         return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(mib|gib)?", text)
+    # ASCII digits only, and few: float() reads "٣" and 400 nines (as inf, which int() refuses).
+    m = re.fullmatch(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)\s*(mib|gib)?", text, re.ASCII)
     if not m:
         raise ValueError(cell)
     scale = 1024 * MIB if m.group(2) == "gib" else MIB
@@ -164,12 +165,14 @@ def parse_gpu_csv(text: str, source: str, query: str | None = None) -> tuple[Gpu
                 f"{source}: has no name column; query it with "
                 "nvidia-smi --query-gpu=name,memory.total --format=csv."
             )
-        index = int(row["index"]) if row.get("index", "").isdigit() else i
+        # "²".isdigit() is true, and int() refuses it: an index is ASCII digits, or the row's place.
+        given = row.get("index", "")
+        index = int(given) if given.isascii() and given.isdigit() and len(given) <= 6 else i
         out.append(GpuRow(index, row["name"], total, used))
     return tuple(out)
 
 
-_GPU_LINE = re.compile(r"^\s*GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?\s*$")
+_GPU_LINE = re.compile(r"^\s*GPU ([0-9]{1,6}): (.+?)(?: \(UUID: [^)]*\))?\s*$")
 _MIG_LINE = re.compile(r"^\s*MIG (\d+g\.\d+gb)\s+Device\s+\d+:")
 
 

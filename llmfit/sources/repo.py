@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from llmfit.errors import (
     WeightsError,
 )
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.launch import quote_exact
 from llmfit.plan.model import DTYPE_SHORT, Model
 from llmfit.plan.repo import Repo
 from llmfit.sources.cache import (
@@ -162,7 +162,7 @@ def _from_cache(
     """A repository from the Hugging Face cache, its headers from llmfit's cache where needed."""
     at = f"@{ref.revision}" if ref.revision else ""
     # The argument as a printed command takes it: a revision may hold what a shell acts on.
-    arg = shlex.quote(ref.repo_id + at)
+    arg = quote_exact(ref.repo_id + at)
     try:
         snap = require_snapshot(ref, cache_dir)
     except RepoNotFound as e:
@@ -182,7 +182,7 @@ def _from_cache(
             f"(snapshot {snap.commit[:12]}).",
             hint=f"llmfit {arg}  (online, once: it fetches metadata only), or: "
             f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
-            + (f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""),
+            + (f" --revision {quote_exact(ref.revision)}" if ref.revision else ""),
         )
 
     def cached_headers(names: tuple[str, ...]) -> list[SafetensorsHeader] | None:
@@ -290,7 +290,7 @@ def _usable(path: Path, boundary: Path, repo_id: str, source: str) -> bool:
             hint = None
             if source != "path":
                 name = path.relative_to(boundary / "snapshots").as_posix().split("/", 1)[1]
-                hint = f"hf download {repo_id} {shlex.quote(name)} --force-download"
+                hint = f"hf download {repo_id} {quote_exact(name)} --force-download"
             raise CacheDamaged(
                 f"{repo_id}: {path.name} links to {os.readlink(path)}, which is not there: the "
                 "cache is damaged.",
@@ -541,9 +541,9 @@ def _not_cached_hint(hint: str | None, ref: RepoRef) -> str:
 
     offline = hub.offline_hint(ref)
     kept = (hint or "").replace(f", or: {offline}", "").replace(offline, "").strip(" ,;")
-    revision = f" --revision {shlex.quote(ref.revision)}" if ref.revision else ""
+    revision = f" --revision {quote_exact(ref.revision)}" if ref.revision else ""
     fetch = (
-        f"where the Hub can be reached: hf download {shlex.quote(ref.repo_id)}{revision} "
+        f"where the Hub can be reached: hf download {quote_exact(ref.repo_id)}{revision} "
         "--include config.json '*.safetensors.index.json', then copy the cache here"
     )
     return (

@@ -12,7 +12,12 @@ would otherwise find missing:
 - a cap on the bytes of any answer, counted after decompression: a few megabytes of gzip can
   inflate to gigabytes. Answers are asked for uncompressed or in gzip or deflate, and inflated
   here, never past the cap; an encoding that was not asked for is refused;
-- at most MAX_REDIRECTS redirects (a loop is given up on at once, not after httpx's 20).
+- at most MAX_REDIRECTS redirects (a loop is given up on at once, not after httpx's 20);
+- credentials only for the endpoint the user named: a request carrying a token (an
+  Authorization header or a cookie) to any other scheme, host or port is refused before it is
+  sent. huggingface_hub's paginator sends the first page's headers, token and all, to wherever
+  the answer's `Link: <…>; rel="next"` points, and every request, redirects included, passes
+  this client's request hook.
 
 Each bound raises its own exception (not one of httpx's, which huggingface_hub retries), carrying
 the URL; `sources.hub` turns them into sentences.
@@ -40,6 +45,10 @@ MAX_ANSWER = 64 << 20
 MAX_REDIRECTS = 5
 
 _limit: ContextVar[int | None] = ContextVar("llmfit_answer_limit", default=None)
+# A deadline for a whole task of many requests (`llmfit models --search`: the search and every
+# repository's metadata), shared by every thread: each request's own deadline is the sooner of
+# its DEADLINE and this (and `_now.capped` says, per thread, that this one came first).
+_overall: dict[str, Any] = {"at": None, "seconds": 0.0}
 # The deadline of the request this thread is making: httpcore reads the socket in the thread that
 # sent the request, so the stream can find it here.
 _now = threading.local()
@@ -55,7 +64,14 @@ class AnswerRefused(Exception):
 
 
 class AnswerTooSlow(AnswerRefused):
-    pass
+    """The request's deadline passed: its own (DEADLINE), or the whole task's (`overall`)."""
+
+    def __init__(self, url: str, why: str = "") -> None:
+        overall = getattr(_now, "capped", False)
+        seconds = _overall["seconds"] if overall else DEADLINE
+        super().__init__(url, why or f"not complete after {seconds:g} s")
+        self.seconds: float = seconds
+        self.overall: bool = bool(overall)
 
 
 class AnswerTooLarge(AnswerRefused):
@@ -66,6 +82,60 @@ class AnswerTooLarge(AnswerRefused):
 
 class AnswerEncoding(AnswerRefused):
     pass
+
+
+class CredentialsElsewhere(AnswerRefused):
+    """A request that would have carried the token to a host other than the endpoint's."""
+
+    def __init__(self, url: str, home: str) -> None:
+        super().__init__(url, f"it would send your token to {_origin_text(url)}, not {home}")
+        self.home = home
+
+
+def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host.lower(), url.port or default
+
+
+def _origin_text(url: str) -> str:
+    """A URL as a sentence may show it: scheme, host and port, no userinfo, path or query."""
+    try:
+        u = httpx2.URL(url)
+    except Exception:  # an address httpx cannot parse: nothing of it is shown
+        return "another address"
+    port = f":{u.port}" if u.port else ""
+    return f"{u.scheme}://{u.host}{port}"
+
+
+def _credentials_stay_home(request: httpx2.Request) -> None:
+    """Refuse, before it is sent, a request that carries credentials to anywhere but the
+    endpoint (HF_ENDPOINT): a next-page link or a redirect to another host gets no token."""
+    if "authorization" not in request.headers and "cookie" not in request.headers:
+        return
+    from huggingface_hub import constants
+
+    try:
+        home = httpx2.URL(constants.ENDPOINT)
+    except Exception:  # an endpoint httpx cannot parse: nowhere is home
+        raise CredentialsElsewhere(str(request.url), "the endpoint") from None
+    if _origin(request.url) != _origin(home):
+        raise CredentialsElsewhere(str(request.url), _origin_text(str(home)))
+
+
+@contextmanager
+def overall_deadline(seconds: float) -> Iterator[None]:
+    """Every request made in this block, in any thread, ends within `seconds` of its start."""
+    _overall.update(at=time.monotonic() + seconds, seconds=seconds)
+    try:
+        yield
+    finally:
+        _overall.update(at=None, seconds=0.0)
+
+
+def overall_left() -> float | None:
+    """Seconds left of the task's deadline; None when there is none."""
+    at = _overall["at"]
+    return None if at is None else at - time.monotonic()
 
 
 @contextmanager
@@ -90,14 +160,14 @@ def _timeout(timeout: float | None) -> float | None:
     if left is None:
         return timeout
     if left <= 0:
-        raise AnswerTooSlow(getattr(_now, "url", ""), f"not complete after {DEADLINE:g} s")
+        raise AnswerTooSlow(getattr(_now, "url", ""))
     return left if timeout is None else min(timeout, left)
 
 
 def _passed(exc: Exception) -> Exception:
     left = _left()
     if left is not None and left <= 0.01:
-        return AnswerTooSlow(getattr(_now, "url", ""), f"not complete after {DEADLINE:g} s")
+        return AnswerTooSlow(getattr(_now, "url", ""))
     return exc
 
 
@@ -164,7 +234,7 @@ class _Bounded(httpx2.SyncByteStream):
         for chunk in self._inner:
             left = _left()
             if left is not None and left <= 0:
-                raise AnswerTooSlow(self._url, f"not complete after {DEADLINE:g} s")
+                raise AnswerTooSlow(self._url)
             if self._inflate is not None:
                 try:
                     # max_length stops inflating one byte past the cap: a bomb costs the cap.
@@ -187,8 +257,16 @@ _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate":
 
 
 def _start(request: httpx2.Request) -> None:
-    _now.deadline = time.monotonic() + DEADLINE
+    own = time.monotonic() + DEADLINE
+    at = _overall["at"]
+    # When the task's deadline comes first, a timeout of this request is the task's.
+    _now.capped = at is not None and at <= own
+    if _now.capped:
+        own = at
+    _now.deadline = own
     _now.url = str(request.url)
+    if own <= time.monotonic():
+        raise AnswerTooSlow(str(request.url))
 
 
 def _bound(response: httpx2.Response) -> None:
@@ -216,7 +294,10 @@ _hub_hooks: list[Any] = []
 
 def _client() -> httpx2.Client:
     return httpx2.Client(
-        event_hooks={"request": [*_hub_hooks, _start], "response": [_bound]},
+        event_hooks={
+            "request": [*_hub_hooks, _credentials_stay_home, _start],
+            "response": [_bound],
+        },
         follow_redirects=True,
         max_redirects=MAX_REDIRECTS,
         timeout=None,

@@ -118,7 +118,12 @@ def test_single_node_vllm_is_a_deployment_of_one_pod_with_the_plans_cards_and_co
     assert c["image"] == "vllm/vllm-openai:v0.33.0"
     # The image's ENTRYPOINT is `vllm serve`: the pod is given the rest, word for word.
     assert c["args"] == list(cmd.argv[2:])
-    assert c["resources"] == {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}}
+    # One card: its card, 2 + 2 × 1 cores and the 8 GiB every GPU pod asks for beyond the plan's
+    # host RAM (none here); CPU and memory are requests only (issue 27, item 8).
+    assert c["resources"] == {
+        "limits": {"nvidia.com/gpu": 1},
+        "requests": {"nvidia.com/gpu": 1, "cpu": "4", "memory": "8Gi"},
+    }
     assert c["env"] == [
         {
             "name": "HF_TOKEN",
@@ -181,10 +186,20 @@ def test_llamacpp_replicas_are_the_deployments_replicas_each_on_its_own_card():
     assert c["resources"]["limits"] == {"nvidia.com/gpu": 1}
     assert c["args"][:2] == ["-hf", f"llmfit-fixtures/Tiny-Llama-GGUF:{o.artifact.quant}"]
     assert c["args"][2:] == [a for a in first.argv[3:]]  # after -m PATH: every other word
-    assert [e["name"] for e in c["env"]] == ["HF_TOKEN"]
+    # llama-server -hf downloads into LLAMA_CACHE, not the Hugging Face cache: a node's
+    # /var/cache/llama.cpp is mounted there, so a restart downloads nothing (issue 27, item 8).
+    assert c["env"][1:] == [{"name": "LLAMA_CACHE", "value": "/root/.cache/llama.cpp"}]
+    assert c["volumeMounts"] == [
+        {"name": "hf-cache", "mountPath": "/root/.cache/huggingface"},
+        {"name": "download-cache", "mountPath": "/root/.cache/llama.cpp"},
+    ]
     assert c["ports"] == [{"name": "http", "containerPort": 8080}]
     # llama-server shares no memory between processes: no /dev/shm volume.
-    assert [v["name"] for v in pod["volumes"]] == ["hf-cache"]
+    assert [v["name"] for v in pod["volumes"]] == ["hf-cache", "download-cache"]
+    assert pod["volumes"][1]["hostPath"] == {
+        "path": "/var/cache/llama.cpp",
+        "type": "DirectoryOrCreate",
+    }
     assert service["spec"]["ports"][0]["port"] == 8080
     # GPU Feature Discovery's label is NVML's name with dashes: "NVIDIA GeForce RTX 4090".
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-4090"}
@@ -228,8 +243,20 @@ def test_two_node_pipeline_is_a_leaderworkerset_whose_templates_run_the_nnodes_c
         "$(LWS_LEADER_ADDRESS)",
         "--headless",
     ]
-    for c in (leader, work):
-        assert c["resources"]["limits"] == {"nvidia.com/gpu": 2}
+    for c, spec in ((leader, lwt["leaderTemplate"]["spec"]), (work, lwt["workerTemplate"]["spec"])):
+        # ib0 is InfiniBand: one shared RDMA device, IPC_LOCK and the host's network, so that
+        # NCCL uses the fabric rather than TCP (issue 27, item 8).
+        assert c["resources"] == {
+            "limits": {"nvidia.com/gpu": 2, "rdma/rdma_shared_device_a": 1},
+            "requests": {
+                "nvidia.com/gpu": 2,
+                "rdma/rdma_shared_device_a": 1,
+                "cpu": "6",
+                "memory": "8Gi",
+            },
+        }
+        assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
+        assert (spec["hostNetwork"], spec["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
         assert [m["mountPath"] for m in c["volumeMounts"]] == [
             "/root/.cache/huggingface",
             "/dev/shm",
@@ -252,13 +279,14 @@ def test_two_node_ray_form_starts_the_cluster_waits_for_it_then_serves():
     leader = only_container(lwt["leaderTemplate"]["spec"])
     work = only_container(lwt["workerTemplate"]["spec"])
     assert leader["command"][:2] == ["/bin/sh", "-c"]
+    # The script is llmfit's own text (its `$` doubled for Kubernetes); the serve's words are
+    # its arguments, run by `exec "$@"`, never pasted into it (issue 24).
     start, wait, serve = leader["command"][2].split(" && ")
     assert start == "ray start --head --port=6379"
     assert wait.startswith("until python3 -c ") and "< 2)'; do sleep 5; done" in wait
-    assert serve.startswith(
-        "exec vllm serve meta-llama/Meta-Llama-3.1-70B --tensor-parallel-size 2"
-    )
-    assert serve.endswith("--distributed-executor-backend ray")
+    assert serve == 'exec "$$@"'
+    assert leader["command"][3:7] == ["sh", "vllm", "serve", "meta-llama/Meta-Llama-3.1-70B"]
+    assert leader["command"][-2:] == ["--distributed-executor-backend", "ray"]
     # A worker's container is its Ray node: `ray start` kept in the foreground.
     assert work["command"] == ["ray", "start", "--address=$(LWS_LEADER_ADDRESS):6379", "--block"]
 
@@ -270,7 +298,16 @@ def test_data_parallel_across_nodes_numbers_the_workers_ranks_from_lws_worker_in
     _, (lws, _) = k8s(advice, i)
     work = only_container(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"])
     assert work["command"][:2] == ["/bin/sh", "-c"]
-    assert "--data-parallel-start-rank $(( $LWS_WORKER_INDEX * 4 + 0 ))" in work["command"][2]
+    words = work["command"][4:]
+    at = words.index("--data-parallel-start-rank") + 1
+    # The rank is the script's argument at that position, worked out before the exec; the
+    # script holds no word of the command.
+    assert work["command"][2] == (
+        'i=0; for a in "$$@"; do i=$$((i + 1)); shift; case $$i in '
+        f"{at + 1}) a=$$(( LWS_WORKER_INDEX * 4 + 0 )) ;; esac; "
+        'set -- "$$@" "$$a"; done; exec "$$@"'
+    )
+    assert words[at] == "0"
 
 
 def test_the_fleets_labels_are_the_node_selector(tmp_path):
@@ -385,7 +422,11 @@ def test_a_cpu_option_runs_the_cpu_image_with_no_cards():
     assert "--gpus" not in words and "ghcr.io/ggml-org/llama.cpp:server" in words
     _, (deployment, _) = k8s(advice)
     pod = deployment["spec"]["template"]["spec"]
-    assert "resources" not in only_container(pod) and "nodeSelector" not in pod
+    assert "nodeSelector" not in pod
+    # No cards, but the cores llama.cpp computes on and the RAM the plan sized, in whole MiB
+    # (the CPU Deployment had no resources at all: issue 27, item 8).
+    mib = -(-o.per_card.need // (1 << 20))
+    assert only_container(pod)["resources"] == {"requests": {"cpu": "8", "memory": f"{mib}Mi"}}
 
 
 def test_llamacpp_rpc_across_nodes_has_no_image_and_says_so():

@@ -24,3 +24,29 @@ def test_search_plans_the_hubs_repositories_and_a_failure_is_one_line(run_online
     assert [r.path for r in hubserver.requests].count("/api/models") == 1
     code, out, _ = run_online("models", "--fleet", "1xh100-80g", "--search", "qwen3")
     assert "could not be read:\n  Qwen/Qwen3-8B-Broken: the Hub (" in out
+
+
+def test_a_hub_that_trickles_is_given_up_on_at_the_searchs_deadline(
+    run_online, hubserver, monkeypatch
+):
+    # Each answer about the repository comes a byte every 50 ms, never slow enough for the
+    # per-read timeout and each within the 60 s a request may take: twenty such repositories held
+    # `models --search` for five minutes. The search and its repositories share one deadline.
+    import time
+
+    from llmfit import models
+
+    monkeypatch.setattr(models, "SEARCH_DEADLINE", 1.5)
+    hubserver.mode, hubserver.trickle_seconds = "trickle", 0.05
+    hubserver.fail_on = lambda path: path != "/api/models"
+    start = time.monotonic()
+    code, out, err = run_online("models", "--fleet", "1xh100-80g", "--search", "qwen3", "--json")
+    took = time.monotonic() - start
+    assert code == 1, err
+    (doc,) = json.loads(out)
+    assert doc["error"]["message"] == (
+        f"the Hub ({hubserver.url}) did not answer for Qwen/Qwen3-8B within the 1.5 s llmfit "
+        "gives a search and its repositories."
+    )
+    assert doc["error"]["hint"].startswith("search for fewer (--limit N), or try again later")
+    assert took < 15  # 1.5 s of deadline; the rest is the start and a loaded machine

@@ -127,6 +127,13 @@ class Image:
     joined: str = ""
     # Where the image's user keeps the Hugging Face cache, which a container mounts.
     hf_home: str = "/root/.cache/huggingface"
+    # The variable naming where the engine keeps what it downloads by itself, when that is not
+    # the Hugging Face cache (llama-server -hf: LLAMA_CACHE, ~/.cache/llama.cpp): a container
+    # mounts a cache there too, or every start downloads the model again. `download_dir` is that
+    # cache's folder under a user's home ("~/.cache/llama.cpp" is ".cache/llama.cpp"); the
+    # image's user's home is /root.
+    download_cache: str = ""
+    download_dir: str = ""
 
 
 class Engine(Protocol):

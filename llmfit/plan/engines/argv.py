@@ -81,14 +81,23 @@ def scan(
     return out
 
 
+# No count an engine flag gives (tokens, sequences, ranks, bytes) is past this; a number past it
+# is refused before the plan computes with it (10**40 prefill tokens overflowed a C size).
+MOST = 1 << 50
+
+
 def whole(flag: str, value: str, *, zero: bool = False) -> int:
-    """A flag's whole number: positive, or (`zero`) 0 or more."""
+    """A flag's whole number: positive, or (`zero`) 0 or more, and at most MOST."""
+    if len(value) > 20:  # before int(): a 5,000-digit number costs no conversion
+        raise ValueError(f"{flag} {value[:24]!r}… is past {MOST:,}, no count an engine takes.")
     try:
         n = int(value)
     except ValueError:
         raise ValueError(f"{flag} {value!r} is not a whole number.") from None
     if n < 0 or (n == 0 and not zero):
         raise ValueError(f"{flag} {value!r} must be {'0 or more' if zero else 'positive'}.")
+    if n > MOST:
+        raise ValueError(f"{flag} {value!r} is past {MOST:,}, no count an engine takes.")
     return n
 
 

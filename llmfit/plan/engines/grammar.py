@@ -88,7 +88,7 @@ class Grammar:
                     parser.add_argument(*off, dest=dest, action="store_false")
                 continue
             read = (by_dest or {}).get(dest) or types.get(type_name or "", str)
-            kw: dict[str, Any] = {"dest": dest, "type": read}
+            kw: dict[str, Any] = {"dest": dest, "type": _named(read, _long(flags))}
             if nargs is not None:
                 kw["nargs"] = nargs
             if choices:
@@ -103,6 +103,8 @@ class Grammar:
             ns = self._parser.parse_args(list(words))
         except _Refused as e:
             raise ValueError(_sentence(str(e).strip())) from None
+        except _Huge as e:
+            raise Beyond(f"{e}.") from None
         except (ValueError, TypeError, OverflowError, RecursionError) as e:
             # A type reader that raised something other than argparse's own error.
             raise ValueError(f"a value it cannot read ({e})") from None
@@ -179,6 +181,24 @@ class Grammar:
         return "--" + dest.replace("_", "-")
 
 
+def _long(flags: Sequence[str]) -> str:
+    return next((f for f in flags if f.startswith("--")), flags[0])
+
+
+def _named(read: Callable[[str], Any], flag: str) -> Callable[[str], Any]:
+    """`read`, its refusal of a number past MOST naming `flag` (argparse keeps the type's name
+    for its own messages: the wrapper takes it too)."""
+
+    def typed(text: str) -> Any:
+        try:
+            return read(text)
+        except _Huge as e:
+            raise _Huge(f"{flag} {e}") from None
+
+    typed.__name__ = getattr(read, "__name__", "value")
+    return typed
+
+
 def _sentence(message: str) -> str:
     """argparse's message as one sentence that starts with the flag, by every spelling it has:
     "argument --x/-y: 'two' is not a whole number" → "--x/-y 'two' is not a whole number.";
@@ -193,12 +213,34 @@ def _sentence(message: str) -> str:
     return message.rstrip(".") + "."
 
 
+# The most any engine count is taken to be (llmfit's bound, not an engine's: a count past it is
+# no count of tokens, sequences or cards, and int() of a 5,000-digit word is not cheap).
+MOST = 1 << 50
+
+
+class Beyond(ValueError):
+    """A number past MOST: llmfit's refusal, not the engine's."""
+
+
+class _Huge(Exception):
+    # Raised inside argparse (which turns a type's ValueError into its own message) and carried
+    # out of it as Beyond, with the flag.
+    pass
+
+
 def whole(text: str) -> int:
-    """An int as argparse's int() reads one, refused in a sentence."""
+    """An int as argparse's int() reads one, refused in a sentence; past MOST, refused as no
+    count at all."""
+    digits = text.strip().lstrip("+-")
+    if len(digits) > 20:
+        raise _Huge(f"{text[:24]!r}… is past {MOST:,}, no count an engine takes")
     try:
-        return int(text)
+        n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n > MOST:
+        raise _Huge(f"{text!r} is past {MOST:,}, no count an engine takes")
+    return n
 
 
 def number(text: str) -> float:

@@ -669,6 +669,9 @@ class LlamaCpp:
             entrypoint=("llama-server",),
             port=PORT,
             health="/health",
+            # -hf: common.cpp fs_get_cache_directory(), $LLAMA_CACHE else ~/.cache/llama.cpp.
+            download_cache="LLAMA_CACHE",
+            download_dir=".cache/llama.cpp",
         )
 
     # -- explaining -----------------------------------------------------------------------------

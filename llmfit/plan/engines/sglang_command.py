@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.grammar import Grammar, number, said, whole
+from llmfit.plan.engines.grammar import Beyond, Grammar, number, said, whole
 from llmfit.plan.engines.sglang_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.sglang_options import SglangOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
@@ -96,6 +96,8 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     g = grammar()
     try:
         got = g.parse(words).values
+    except Beyond:
+        raise
     except ValueError as e:
         raise ValueError(f"SGLang 0.5.23 refuses it: {e}") from None
     repo = got.get("model_path")

@@ -252,15 +252,10 @@ def decode_graph_max_bs(gpu_mem_mib: float, tp_size: int) -> int:
 def prefill_graph_sizes(max_tokens: int) -> int:
     """How many prefill token counts SGLang captures a graph for, up to `max_tokens`
     (arg_groups/cuda_graph_hook.py generate_prefill_cuda_graph_batch_sizes)."""
-    sizes = [
-        *range(4, 33, 4),
-        *range(48, 257, 16),
-        *range(288, 513, 32),
-        *range(576, 1025, 64),
-        *range(1280, 4097, 256),
-        *range(4608, max_tokens + 1, 512),
-    ]
-    return sum(1 for s in sizes if s <= max_tokens)
+    fixed = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32), *range(576, 1025, 64)]
+    fixed += range(1280, 4097, 256)
+    # The last run counted, not listed: a --chunked-prefill-size of 10**40 is one division.
+    return sum(1 for s in fixed if s <= max_tokens) + max(0, (max_tokens - 4608) // 512 + 1)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.grammar import Grammar, number, said, whole
+from llmfit.plan.engines.grammar import Beyond, Grammar, number, said, whole
 from llmfit.plan.engines.vllm_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
@@ -180,6 +180,8 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     g = grammar()
     try:
         parsed = g.parse(flexible(args[1:]))
+    except Beyond:
+        raise
     except ValueError as e:
         raise ValueError(f"vLLM 0.33 refuses it: {e}") from None
     got = parsed.values

@@ -56,7 +56,9 @@ def _json_object(flag: str, text: str) -> dict[str, object]:
         raise ValueError(f"{flag} is {len(text):,} characters; a JSON object of a few is expected.")
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):
+    except RecursionError:  # 4,096 characters can nest 2,048 deep, past json's recursion
+        raise ValueError(f"{flag} nests JSON too deep to be a flag's object.") from None
+    except ValueError:
         raise ValueError(f"{flag} {text[:80]!r} is not JSON (like '{{\"image\": 0}}').") from None
     if not isinstance(value, dict):
         raise ValueError(f"{flag} {text[:80]!r} is not a JSON object.")

@@ -289,6 +289,11 @@ _MRV2_LISTED[27] = _MRV2_LISTED[26] | {"KimiK3ForConditionalGeneration"}
 _MRV2_LISTED[28] = _MRV2_LISTED[27] | {"DeepseekV4ForCausalLM"}
 
 
+# The highest patch number a release is taken to have: vLLM's patch releases of a version have
+# been .1 to .3 (0.6.6.post1, 0.8.5.post1, 0.10.1.1, 0.11.2); a larger one names no image.
+MOST_PATCH = 9
+
+
 @dataclass(frozen=True, order=True)
 class VllmVersion:
     """A vLLM release, 0.minor.patch, and what its code does."""
@@ -299,7 +304,9 @@ class VllmVersion:
     @classmethod
     def parse(cls, text: str) -> VllmVersion:
         """ "0.33", "0.27.1", "v0.11.0" → the release; anything else raises ValueError."""
-        m = re.fullmatch(r"v?0\.(\d+)(?:\.(\d+))?(?:\.post\d+)?", text.strip())
+        # A few ASCII digits each: int() of "99999999999999999999" is a number, and the image
+        # tag v0.33.99999999999999999999 one Docker Hub does not have.
+        m = re.fullmatch(r"v?0\.([0-9]{1,3})(?:\.([0-9]{1,3}))?(?:\.post[0-9]{1,3})?", text.strip())
         known = f"0.{OLDEST_MINOR} to 0.{NEWEST_MINOR}"
         if not m:
             raise ValueError(
@@ -310,6 +317,11 @@ class VllmVersion:
         if not OLDEST_MINOR <= minor <= NEWEST_MINOR:
             raise ValueError(
                 f"vLLM {text.strip()} is not a version llmfit models: it knows vLLM {known}."
+            )
+        if patch > MOST_PATCH:
+            raise ValueError(
+                f"vLLM {text.strip()} is not a release: vLLM has made at most a few patch "
+                f"releases of a version (0.{minor}.0 to 0.{minor}.{MOST_PATCH} at the most)."
             )
         return cls(minor, patch)
 
