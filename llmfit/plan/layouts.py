@@ -118,10 +118,14 @@ class Space:
         return space
 
 
-def _ep(space: Space, cards: int) -> bool:
+def _ep(space: Space, spread: int) -> bool:
+    """Whether a MoE's layout runs expert parallelism: where its experts are spread over more
+    than one card (`spread`: its tensor × data-parallel ranks; each pipeline stage keeps its own
+    layers' experts, so a pipeline of one card a stage spreads none, and the engine's flag would
+    do nothing), unless the user said (--ep / --no-ep)."""
     if not space.moe:
         return False
-    return cards > 1 if space.ep is None else space.ep
+    return spread > 1 if space.ep is None else space.ep
 
 
 def node_layouts(space: Space, width: int, stages_asked: bool = False) -> list[Layout]:
@@ -146,7 +150,7 @@ def node_layouts(space: Space, width: int, stages_asked: bool = False) -> list[L
                 cards = tp * pp * dp
                 if cards > width or (dp > 1 and pp > 1):
                     continue
-                ep = _ep(space, cards)
+                ep = _ep(space, tp * dp)
                 if dp > 1 and space.moe and not ep:
                     continue  # a MoE's data-parallel ranks are the DP + EP recipe, or not tried
                 replicas = 1 if space.moe else dp
@@ -214,7 +218,7 @@ def _across(
         most = min(nodes, max(space.layers // per_node, 1))
         candidates: list[tuple[int, Layout]] = []
         for m in range(2, most + 1):
-            layout = Layout(tp, per_node * m, 1, _ep(space, tp * per_node * m), m, 1)
+            layout = Layout(tp, per_node * m, 1, _ep(space, tp), m, 1)
             if not pins.allows(layout) and pins.pp is None and pins.gpus is None:
                 break
             if pins.allows(layout) and space.launches.refusal(layout) is None:
