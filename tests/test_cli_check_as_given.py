@@ -115,3 +115,16 @@ def test_what_the_command_lacks_is_said_not_added(run):
         "vLLM loads this model's own code only with --trust-remote-code, which this command "
         "does not give" in notes
     )
+
+
+def test_more_sequences_a_step_than_the_cards_default_batch_is_refused_as_vllm_does(run):
+    # An H100's default batch is 8,192 tokens (vllm/engine/arg_utils.py get_batch_defaults):
+    # vLLM refuses 16,384 sequences a step with it, and the plan says so instead of printing it.
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--max-num-seqs", "16384",
+                         "--precision", "stored")  # fmt: skip
+    assert code == 1
+    assert (
+        "safetensors: vLLM refuses it: max_num_batched_tokens (8192) must be greater than or "
+        "equal to max_num_seqs (16384); give --max-num-batched-tokens 16384 or more"
+        in " ".join(out.split())
+    )

@@ -50,9 +50,14 @@ class Sized:
     # The engine's own verdict where it checks more than need against have (vLLM's start-up
     # check of one request at max_model_len); None: need ≤ have.
     fits: bool | None = None
+    # Why the engine would refuse the layout whatever the memory, in its words (vLLM's batched
+    # tokens below its sequences a step); None where it takes it.
+    refusal: str | None = None
 
     @property
     def fits_memory(self) -> bool:
+        if self.refusal is not None:
+            return False
         return self.per_card.need <= self.have if self.fits is None else self.fits
 
 

@@ -541,6 +541,8 @@ class Serving(ABC, Generic[L]):
     def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
         s = t.sized
         here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
+        if s.refusal is not None:
+            return Rejection(art.name, self.key, here, s.refusal, nodes=t.spot.layout.nodes)
         if s.fits_memory and target is not None:
             return Rejection(
                 art.name,

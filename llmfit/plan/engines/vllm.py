@@ -224,6 +224,18 @@ def _verdicts(
     )
 
 
+def _batch_refusal(m: vm.VllmMemory) -> str | None:
+    """vLLM's refusal of a step of fewer tokens than sequences, where --max-num-seqs asks for
+    more than the card's default batch (vllm/config/scheduler.py SchedulerConfig, its words)."""
+    if m.max_num_batched_tokens >= m.max_num_seqs:
+        return None
+    return (
+        f"vLLM refuses it: max_num_batched_tokens ({m.max_num_batched_tokens}) must be greater "
+        f"than or equal to max_num_seqs ({m.max_num_seqs}); give --max-num-batched-tokens "
+        f"{m.max_num_seqs} or more"
+    )
+
+
 class Vllm(serving.Serving[VllmLaunch]):
     key = "vllm"
     name = "vLLM"
@@ -316,6 +328,7 @@ class Vllm(serving.Serving[VllmLaunch]):
                 extra=fullest,
                 fits=all(m.fits for m in stages),
                 speed=speed,
+                refusal=_batch_refusal(fullest),
             )
 
         return size
