@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from llmfit.render.console import output_encoding
-from llmfit.render.safe import clean
+from llmfit.render.safe import clean, output_encoding
 
 if TYPE_CHECKING:
     from llmfit.check import Checked

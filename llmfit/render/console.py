@@ -50,14 +50,6 @@ def output_width() -> int:
     return FALLBACK
 
 
-def output_encoding() -> str | None:
-    """The encoding stdout writes in (None when it is not known): a command's word it cannot
-    write is refused, not replaced (render/safe.py)."""
-    import sys
-
-    return getattr(sys.stdout, "encoding", None)
-
-
 def make_console(width: int | None = None) -> Console:
     """A console as wide as `output_width` says (a test pins `width`).
 

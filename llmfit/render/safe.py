@@ -133,3 +133,11 @@ def shell_line(words: Sequence[str], encoding: str | None = None) -> str:
     characters, after `check_words` has found every one printable."""
     check_words(words, encoding)
     return " ".join(shlex.quote(w) for w in words)
+
+
+def output_encoding() -> str | None:
+    """The encoding stdout writes in (None when it is not known): a command's word it cannot
+    write is refused, not replaced (render/safe.py)."""
+    import sys
+
+    return getattr(sys.stdout, "encoding", None)
