@@ -157,6 +157,18 @@ class Grammar:
             taking = secret
         return out, refs
 
+    def masked(
+        self,
+        program: Sequence[str],
+        words: Sequence[str],
+        secrets: Mapping[str, str],
+        spell: Callable[[str], str] = lambda flag: flag,
+    ) -> tuple[tuple[str, ...], tuple[tuple[int, str], ...]]:
+        """The whole command as it is to be launched (`program`, then `words` masked) and where
+        its credentials are, counted from its first word."""
+        out, refs = self.mask(words, secrets, spell)
+        return (*program, *out), tuple((i + len(program), v) for i, v in refs)
+
     def _single(self, variable: str, secrets: Mapping[str, str]) -> bool:
         """Whether the flag whose value `variable` holds takes one word (not several)."""
         for dest, var in secrets.items():
@@ -256,6 +268,13 @@ def _negative(flag: str, flags: Sequence[str]) -> bool:
     if flag.startswith("--no-") and "--" + flag.removeprefix("--no-") in flags:
         return True
     return flag.startswith("--disable-") and "--enable-" + flag.removeprefix("--disable-") in flags
+
+
+def positive(flag: str, n: int) -> int:
+    """A count the engine reads as given but no layout can have at 0 or below."""
+    if n <= 0:
+        raise ValueError(f"{flag} {n} must be positive.")
+    return n
 
 
 def said(flag: str, value: Any) -> str:

@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.grammar import Beyond, Grammar, number, said, whole
+from llmfit.plan.engines.grammar import Beyond, Grammar, number, positive, said, whole
 from llmfit.plan.engines.sglang_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.sglang_options import SglangOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
@@ -103,10 +103,10 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     repo = got.get("model_path")
     if not repo:
         raise ValueError("the SGLang command names no model: sglang serve --model-path REPO ….")
-    tp = _positive("--tp-size", got.get("tp_size", 1))
-    dp = _positive("--dp-size", got.get("dp_size", 1))
-    attn_dp = _positive("--attn-dp-size", got.get("attn_dp_size", 1))
-    ep = _positive("--ep-size", got.get("ep_size", 1))
+    tp = positive("--tp-size", got.get("tp_size", 1))
+    dp = positive("--dp-size", got.get("dp_size", 1))
+    attn_dp = positive("--attn-dp-size", got.get("attn_dp_size", 1))
+    ep = positive("--ep-size", got.get("ep_size", 1))
     if got.get("enable_dp_attention") and attn_dp == 1:
         # `--dp-size N --enable-dp-attention`: the spelling before --attn-dp-size (still
         # accepted, deprecated: server_args.py).
@@ -119,7 +119,7 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
             raise ValueError(f"--tp-size {tp} must be divisible by --attn-dp-size {attn_dp}.")
         pins = Pins(tp=tp // attn_dp, pp=1, dp=attn_dp, ep=True if ep > 1 else None)
     else:
-        pins = Pins(tp=tp, pp=_positive("--pp-size", got.get("pp_size", 1)), dp=dp, ep=ep > 1)
+        pins = Pins(tp=tp, pp=positive("--pp-size", got.get("pp_size", 1)), dp=dp, ep=ep > 1)
     kv = got.get("kv_cache_dtype") or "auto"
     if kv not in KV_DTYPES:
         raise ValueError(
@@ -156,17 +156,11 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     ).with_options(options)
     revision = got.get("revision")
     program = list(argv[: len(argv) - len(given)])
-    masked, refs = g.mask(given, SECRETS)
+    argv_, refs = g.masked(program, given, SECRETS)
     return Request(
         repo=repo + (f"@{revision}" if revision else ""),
         settings=settings,
         ignored=tuple(ignored),
-        argv=(*program, *masked),
-        secrets=tuple((i + len(program), v) for i, v in refs),
+        argv=argv_,
+        secrets=refs,
     )
-
-
-def _positive(flag: str, n: int) -> int:
-    if n <= 0:
-        raise ValueError(f"{flag} {n} must be positive.")
-    return n

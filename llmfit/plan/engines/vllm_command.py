@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
-from llmfit.plan.engines.grammar import Beyond, Grammar, number, said, whole
+from llmfit.plan.engines.grammar import Beyond, Grammar, number, positive, said, whole
 from llmfit.plan.engines.vllm_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
 from llmfit.plan.settings import Pins, PlanSettings
@@ -200,9 +200,9 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     if not 0 < gmu <= 1:
         raise ValueError(f"--gpu-memory-utilization {gmu:g} must be in (0, 1].")
     pins = Pins(
-        tp=_positive("--tensor-parallel-size", got.get("tensor_parallel_size", 1)),
-        pp=_positive("--pipeline-parallel-size", got.get("pipeline_parallel_size", 1)),
-        dp=_positive("--data-parallel-size", got.get("data_parallel_size", 1)),
+        tp=positive("--tensor-parallel-size", got.get("tensor_parallel_size", 1)),
+        pp=positive("--pipeline-parallel-size", got.get("pipeline_parallel_size", 1)),
+        dp=positive("--data-parallel-size", got.get("data_parallel_size", 1)),
         ep=bool(got.get("enable_expert_parallel", False)),
     )
     values: dict[str, Any] = {}
@@ -225,7 +225,7 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     length = got.get("max_model_len", -1)
     settings = replace(
         defaults,
-        context=None if length == -1 else _positive("--max-model-len", length),
+        context=None if length == -1 else positive("--max-model-len", length),
         gpu_memory_utilization=gmu,
         kv_cache_dtype={"auto": "auto", "bfloat16": "bfloat16", "bf16": "bfloat16"}.get(
             kv, "fp8" if kv.startswith("fp8") else kv
@@ -239,17 +239,11 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         raise ValueError(f"--kv-cache-dtype {kv!r} is not one llmfit plans (auto, bfloat16, fp8).")
     revision = got.get("revision")
     program = list(argv[: len(argv) - len(args) + 1])
-    masked, refs = g.mask(args[1:], SECRETS, _spell)
+    argv_, refs = g.masked(program, args[1:], SECRETS, _spell)
     return Request(
         repo=repo + (f"@{revision}" if revision else ""),
         settings=settings,
         ignored=tuple(ignored),
-        argv=(*program, *masked),
-        secrets=tuple((i + len(program), v) for i, v in refs),
+        argv=argv_,
+        secrets=refs,
     )
-
-
-def _positive(flag: str, n: int) -> int:
-    if n <= 0:
-        raise ValueError(f"{flag} {n} must be positive.")
-    return n
