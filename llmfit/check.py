@@ -19,7 +19,7 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Request, for_argv
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.settings import MAX_CONTEXT, PlanSettings, VllmOptions
+from llmfit.plan.settings import MAX_CONTEXT, PlanSettings, VllmOptions, Workload
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
@@ -47,6 +47,7 @@ def check(
     cache_dir: Path | None = None,
     progress: Progress | None = None,
     vllm_version: str | None = None,
+    workload: Workload | None = None,
 ) -> Checked:
     engine = for_argv(argv)
     if engine is None:
@@ -58,7 +59,7 @@ def check(
             hint="llmfit check --fleet 2xh100-80g -- vllm serve openai/gpt-oss-20b "
             "--tensor-parallel-size 2",
         )
-    defaults = PlanSettings(vllm=VllmOptions(version=vllm_version))
+    defaults = PlanSettings(vllm=VllmOptions(version=vllm_version), workload=workload or Workload())
     try:
         request = engine.read_command(argv, defaults)
     except ValueError as e:

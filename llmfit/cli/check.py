@@ -8,8 +8,15 @@ import click
 
 from llmfit.cli.app import cli
 from llmfit.cli.output import show_check
-from llmfit.cli.shared import fleet_option, hub_progress, json_option, offline_option
+from llmfit.cli.shared import (
+    fleet_option,
+    hub_progress,
+    json_option,
+    offline_option,
+    workload_options,
+)
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS
+from llmfit.plan.settings import Workload
 from llmfit.render.commands import FORMATS
 
 
@@ -23,6 +30,7 @@ from llmfit.render.commands import FORMATS
 @click.option(
     "--vllm-version", help="The vLLM release the command runs on; default: the newest modelled."
 )
+@workload_options
 @click.option(
     "--format",
     "fmt",
@@ -37,13 +45,15 @@ def check_cmd(
     json_: bool,
     offline: bool,
     vllm_version: str | None,
+    workload: Workload,
     fmt: str,
     command: tuple[str, ...],
 ) -> None:
     """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
 
     Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
-    how many sequences it holds; flags that do not change memory are listed as not modelled.
+    how many sequences it holds, and how it serves the workload (--input-len, --rate, …: TTFT,
+    TPOT, throughput, replicas); flags that do not change memory are listed as not modelled.
     Exit 0 when it fits, 1 when it does not.
 
     \b
@@ -54,6 +64,7 @@ def check_cmd(
       llmfit check --fleet 1xrtx4090-24g -- \\
           llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
       llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
+      llmfit check --fleet 1xh100-80g --rate 4 --tpot 30 -- vllm serve Qwen/Qwen3-8B
     """
     from llmfit.check import check
     from llmfit.sources.fleet import resolve_fleet
@@ -61,7 +72,8 @@ def check_cmd(
     fleet = resolve_fleet(fleet_path)
     with hub_progress(offline) as progress:
         checked = check(
-            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version
-        )
+            command, fleet, offline=offline, progress=progress, vllm_version=vllm_version,
+            workload=workload,
+        )  # fmt: skip
     show_check(checked, json=json_, fmt=fmt)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)

@@ -8,15 +8,16 @@ import click
 
 from llmfit.cli.app import cli
 from llmfit.cli.shared import (
-    concurrency_option,
     context_option,
     engines_option,
     fleet_option,
     hub_progress,
     json_option,
+    workload_options,
 )
 from llmfit.cli.values import context_tokens, param_count
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
+from llmfit.plan.settings import Workload
 
 
 @cli.command(name="models")
@@ -27,7 +28,7 @@ from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
     help="With --search: how many repositories, most downloaded first.",
 )  # fmt: skip
 @context_option("Token pool to plan for (32768, 32k, 1m).")
-@concurrency_option()
+@workload_options
 @engines_option()
 @click.option("--max-params", help="Leave out models with more parameters (8b, 70B, 1.5t).")
 @json_option("Print a list of version-1 documents.")
@@ -36,7 +37,7 @@ def models_list(
     search: str | None,
     limit: int,
     context: str | None,
-    concurrency: float | None,
+    workload: Workload,
     engine_keys: tuple[str, ...],
     max_params: str | None,
     json_: bool,
@@ -51,6 +52,7 @@ def models_list(
       llmfit models --fleet examples/fleet.toml
       llmfit models --fleet 1xrtx4090-24g --context 32k --max-params 70b
       llmfit models --fleet examples/fleet.toml --json
+      llmfit models --fleet 8xh100-80g --rate 10  (which serve 10 requests a second)
     Online:
       llmfit models --fleet examples/fleet.toml --search qwen3 --limit 10
     """
@@ -60,9 +62,7 @@ def models_list(
     from llmfit.sources.hub import offline as is_offline
 
     fleet = resolve_fleet(fleet_path)
-    settings = PlanSettings(
-        context=context_tokens(context), concurrency=concurrency, engines=engine_keys
-    )
+    settings = PlanSettings(context=context_tokens(context), workload=workload, engines=engine_keys)
     if search is not None and is_offline():
         raise UsageError(
             "--search asks the Hub, but this run is offline (HF_HUB_OFFLINE).",

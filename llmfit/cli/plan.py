@@ -9,17 +9,17 @@ import click
 from llmfit.cli.app import cli
 from llmfit.cli.output import View, show_plan
 from llmfit.cli.shared import (
-    concurrency_option,
     context_option,
     engines_option,
     fleet_option,
     hub_progress,
     json_option,
     offline_option,
+    workload_options,
 )
 from llmfit.cli.values import context_tokens, finite
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
-from llmfit.plan.settings import PRECISIONS, RANKINGS, Pins
+from llmfit.plan.settings import PRECISIONS, RANKINGS, Pins, Workload
 from llmfit.render.commands import FORMATS
 
 
@@ -59,15 +59,16 @@ from llmfit.render.commands import FORMATS
     "--ep/--no-ep", default=None, help="Only layouts with (or without) expert parallelism."
 )
 @click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
-@concurrency_option()
+@workload_options
 @click.option(
     "--rank",
     "rank_by",
     type=click.Choice(RANKINGS),
-    default="cards",
+    default="serve",
     show_default=True,
-    help="What best means: the fewest cards, the most sequences held at once, or the fastest "
-    "decode of one sequence.",
+    help="What best means: the fewest cards (or lowest cost) that serve the workload, the fewest "
+    "that hold the context, the most sequences held, the fastest single sequence, the most "
+    "tokens a second a card at the workload, or the shortest request.",
 )
 @engines_option(
     "Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
@@ -153,7 +154,7 @@ def plan_cmd(
     dp: int | None,
     ep: bool | None,
     gpus: int | None,
-    concurrency: float | None,
+    workload: Workload,
     rank_by: str,
     engine_keys: tuple[str, ...],
     vllm_version: str | None,
@@ -189,6 +190,8 @@ def plan_cmd(
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --explain --option 2
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --why-not
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
+      llmfit Qwen/Qwen3-8B --fleet 8xh100-80g --input-len 2000 --output-len 500 --rate 20 \\
+          --ttft 2 --tpot 50
     """
     from llmfit.advise import advise
     from llmfit.plan.engines.vllm_options import vllm_options
@@ -216,7 +219,7 @@ def plan_cmd(
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,
         pins=Pins(tp=tp, pp=pp, dp=dp, ep=ep, gpus=gpus),
-        concurrency=concurrency,
+        workload=workload,
         rank=rank_by,
         engines=engine_keys,
         every_layout=show_all,

@@ -14,6 +14,7 @@ from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
 from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
+from llmfit.render.serving import unserved
 from llmfit.render.table import _count
 
 
@@ -78,6 +79,10 @@ def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
 def _miss(r: ModelResult) -> str:
     assert r.advice is not None
     plan = r.advice.plan
+    if r.unserved:
+        return (
+            f"fits, but does not serve the workload within its targets: {unserved(plan.options[0])}"
+        )
     for u in plan.unplaced:
         instead = fits_instead(u)
         if instead:

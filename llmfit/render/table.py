@@ -23,6 +23,7 @@ from llmfit.render.sentences import (
     tokens_per_s,
     unplaced_reason,
 )
+from llmfit.render.serving import meets, per_gpu, serving_lines, workload_line
 
 TOP = 10
 
@@ -82,7 +83,7 @@ def options_table(options: list[Option], width: int = 120) -> Table:
     if width < 120:
         drop.add("hosts")
     if width < 100:
-        drop |= {"bits", "now"}
+        drop |= {"bits", "now", "tok/s"}
         if len(engines) == 1:
             drop.add("engine")
     need = "need/have GiB" if width < 120 else "a card: need/have GiB"
@@ -97,6 +98,9 @@ def options_table(options: list[Option], width: int = 120) -> Table:
         (need, "right", True),
         ("max ctx", "right", True),
         ("tok/s", "right", True),
+        # At the workload: output tokens a second a card, and whether it meets the targets.
+        ("tok/s/GPU", "right", True),
+        ("meets", "left", True),
         ("hosts", "right", True),
         ("now", "left", True),
     )
@@ -114,6 +118,8 @@ def options_table(options: list[Option], width: int = 120) -> Table:
             need: f"{gib(o.per_card.need)}/{gib(o.have)}",
             "max ctx": f"{o.max_context:,}",
             "tok/s": tokens_per_s(o),
+            "tok/s/GPU": per_gpu(o),
+            "meets": meets(o),
             "hosts": str(o.hosts),
             "now": "free" if o.free_now else "busy",
         }
@@ -148,6 +154,7 @@ def render_text(
         f"{_plural(fleet.gpus, 'GPU')}",
         "dim",
     )
+    print_wrapped(console, workload_line(plan.workload, plan.rank), "dim")
     for note in plan.notes + repo.warnings:
         print_wrapped(console, f"note: {note}", "yellow")
     options = list(plan.options)
@@ -168,6 +175,8 @@ def render_text(
         print_wrapped(console, f"  max context {best.max_context:,} · {sequences(best)}")
         line = speed_line(best)
         if line:
+            print_wrapped(console, f"  {line}")
+        for line in serving_lines(best):
             print_wrapped(console, f"  {line}")
         render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:

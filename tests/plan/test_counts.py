@@ -95,10 +95,11 @@ def test_rpc_over_a_counted_pool_is_the_rpc_over_its_nodes(tmp_path, card):
 
 def test_10_to_the_12_nodes_plan_at_once(deepseek):
     pool = PoolNode("h100", (H100,), "ib0", 2048 * GIB, 2048 * GIB, count=10**12, first=1)
-    p = plan(deepseek.model, deepseek.artifacts, Fleet((pool,)), PlanSettings(context=8192))
-    # The fewest cards: ten, as TP2 inside a node and five pipeline stages across nodes; the
-    # whole-node layouts follow. Every option counts the whole pool as hosts and takes its
-    # nodes from the start of it.
+    p = plan(deepseek.model, deepseek.artifacts, Fleet((pool,)),
+             PlanSettings(context=8192, rank="cards"))  # fmt: skip
+    # The fewest cards (--rank cards): ten, as TP2 inside a node and five pipeline stages across
+    # nodes; the whole-node layouts follow. Every option counts the whole pool as hosts and takes
+    # its nodes from the start of it.
     first = p.options[0]
     assert (first.hosts, first.nodes, first.gpus_per_node, first.free_now) == (10**12, 5, 2, True)
     assert (first.layout.tp, first.layout.pp) == (2, 5)
