@@ -41,6 +41,23 @@ SYSTEMS = {"h200-141g": "h200_sxm", "h100-80g": "h100_sxm", "b200-180g": "b200_s
            "a100-80g": "a100_sxm"}  # fmt: skip
 
 
+# Models aiconfigurator ships a config of (aiconfigurator_core/model_configs): named by their id.
+# The others are given as a directory holding the config the benchmark reads (offline, it
+# cannot fetch one).
+MODELS = Path("/tmp/aic-models")
+
+
+def model_path(name: str) -> str:
+    for where in (al.CONFIGS, al.SOURCES):
+        config = where / f"{name.replace('/', '--')}.json"
+        if config.exists():
+            folder = MODELS / name.replace("/", "--")
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "config.json").write_text(config.read_text())
+            return str(folder)
+    return name
+
+
 def args_of(row: al.Row) -> list[str] | str:
     """aiconfigurator's arguments for the row, or why it has none."""
     system = SYSTEMS.get(row.card)
@@ -52,7 +69,7 @@ def args_of(row: al.Row) -> list[str] | str:
     if isinstance(precision, str):
         return precision
     name, _ = al.SIBLINGS.get(row.model, (row.model, None))
-    out = ["--model-path", name, "--system", system, "--backend", row.engine,
+    out = ["--model-path", model_path(name), "--system", system, "--backend", row.engine,
            "--isl", str(row.input_len), "--osl", str(row.output_len),
            "--estimate-mode", "agg"]  # fmt: skip
     replicas = row.replica.copies if row.replica else 1

@@ -229,17 +229,16 @@ def test_option_picks_another_way_and_a_missing_one_is_a_usage_error(run):
         "--commands",
     )  # fmt: skip
     assert code == 0
-    # The second best on the example fleet: the same four-wide attention, twice over the node's
-    # eight cards, the experts sharded over all eight (more room for the cache, 66.71 sequences
-    # against 4.55).
+    # The second best on the example fleet for the chat workload: on the same eight H200s as the
+    # first, two-wide attention four times over, the experts sharded over all eight.
     assert out.startswith(
-        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --data-parallel-size 2 "
+        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --data-parallel-size 4 "
         "--enable-expert-parallel "
     )
     code, _, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored",
-                       "--option", "9")  # fmt: skip
+                       "--option", "8")  # fmt: skip
     assert code == 2
-    assert err == "llmfit: --option 9: there are only 6 options.\n"
+    assert err == "llmfit: --option 8: there are only 7 options.\n"
 
 
 def test_explain_shows_the_card_part_by_part(run):

@@ -91,7 +91,14 @@ def test_deepseek_v3_on_eight_h200_offers_data_parallel_attention_with_expert_pa
 
 def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
     code, out, _ = run(
-        "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision", "stored", "--explain"
+        "deepseek-ai/DeepSeek-V3",
+        "--fleet",
+        "8xh200-141g",
+        "--precision",
+        "stored",
+        "--explain",
+        "--rank",
+        "cards",
     )
     assert code == 0
     out = " ".join(out.split())  # each part one line, wrapped to the terminal: read unwrapped
@@ -149,15 +156,16 @@ def test_concurrency_keeps_only_layouts_that_hold_that_many(run):
         "--concurrency", "16", "--context", "32k", "--rank", "cards",
     )  # fmt: skip
     assert opts and all(o["concurrency"] * 32768 >= 16 * 2560 for o in opts)
-    # With 16 requests of the whole 32k context each, one L40S card (40.1 GiB counted on) holds
-    # 43,023,237,120 − 16,060,522,496 − 2,076,049,408 B of cache, 5.8 sequences of 32,768 ×
-    # 131,072 B: too few; two hold enough. The fewest cards that hold 16 rank first: one H200.
+    # With 16 requests of the whole 32k context each (32,767 + 1 tokens), one L40S card (40.1 GiB
+    # counted on) holds 43,023,237,120 − 16,060,522,496 − 2,076,049,408 B of cache, 5.8 sequences
+    # of 32,768 × 131,072 B: too few; two hold enough. The fewest cards that hold 16 rank first:
+    # one H200.
     opts = options(
         run, "meta-llama/Llama-3.1-8B-Instruct", "--fleet", FLEET, "--precision", "stored",
-        "--concurrency", "16", "--context", "32k", "--input-len", "32k", "--output-len", "1",
+        "--concurrency", "16", "--context", "32k", "--input-len", "32767", "--output-len", "1",
         "--rank", "cards",
     )  # fmt: skip
-    assert opts and all(o["concurrency"] * 32768 >= 16 * 32769 for o in opts)
+    assert opts and all(o["concurrency"] * 32768 >= 16 * 32768 for o in opts)
     assert not [o for o in opts if o["gpu_class"] == "l40s-48g" and o["gpus"] == 1]
     assert (opts[0]["gpu_class"], opts[0]["gpus"]) == ("h200-141g", 1)
 

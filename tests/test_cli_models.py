@@ -45,19 +45,22 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         assert first["max_context"] == best.max_context
         assert first["concurrency"] == best.concurrency
         assert first["gpus"] == best.gpus
-    # Those that fit come first, in the order the plan's own ranking puts their best options.
+    # Those that fit come first, in the order the plan's own ranking puts their best options:
+    # the checkpoints as stored before what-ifs; of those, the ones a card serves on the smallest
+    # class of card first (the MIG slice, the A100, the H200), then the wider ones by what a unit
+    # of load costs on them.
     assert [d["repo"]["id"] for d in docs[: len(fitting)]] == [
         "llmfit-fixtures/Tiny-Llama-GGUF",
+        "openai/gpt-oss-20b",
+        "meta-llama/Llama-3.1-8B-Instruct",
         "Qwen/Qwen3-8B",
+        "google/gemma-3-27b-it",
         "Qwen/Qwen3-30B-A3B",
         "mistralai/Mixtral-8x7B-v0.1",
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "google/gemma-3-27b-it",
-        "openai/gpt-oss-20b",
-        "meta-llama/Meta-Llama-3.1-70B",
-        "Qwen/Qwen3-235B-A22B",
-        "meta-llama/Meta-Llama-3.1-405B",
         "deepseek-ai/DeepSeek-V3",
+        "meta-llama/Meta-Llama-3.1-70B",
+        "meta-llama/Meta-Llama-3.1-405B",
+        "Qwen/Qwen3-235B-A22B",
     ]
     assert all(not d["options"] for d in docs[len(fitting) :])
 
@@ -66,10 +69,12 @@ def test_the_text_listing_is_one_line_a_model(run):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     row = next(line for line in out.splitlines() if " Qwen/Qwen3-235B-A22B " in line)
-    # Its best option's numbers, as the plan prints them: fp8 on 2 × h200, 116.6 of 126.0 GiB
-    # (tests/test_cli.py), 3.54 sequences of 40,960 tokens at once.
+    # Its best option's numbers, as the plan prints them: fp8 weights and KV cache on 2 × h200
+    # (a what-if on fewer cards than the checkpoint as stored takes), 114.8 of 126.0 GiB, 7.07
+    # sequences of 40,960 at once.
     assert re.search(
-        r"fp8\s+fp8 weights\s+vllm\s+2 × h200-141g\s+8\.0\s+116\.6/126\.0\s+40,960\s+3\.54\s+free",
+        r"fp8 weights and KV cache\s+vllm\s+2 × h200-141g\s+(8\.0\s+)?114\.8/126\.0\s+"
+        r"40,960\s+7\.07",
         row,
     ), row
     # Config-only snapshots are named once, together, with why they are not planned.
@@ -82,10 +87,11 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     lines = out.splitlines()
-    at = lines.index(" 9 Qwen/Qwen3-235B-A22B")
-    assert lines[at + 1] == (
-        "    fp8 weights, vllm, 2 × h200-141g, 116.6/126.0 GiB, ctx 40,960, 3.54 seqs"
-    )
+    at = lines.index("11 Qwen/Qwen3-235B-A22B")
+    assert lines[at + 1 : at + 3] == [
+        "    fp8 weights and KV cache, vllm, 2 × h200-141g, 114.8/126.0 GiB, ctx 40,960,",
+        "        7.07 seqs",
+    ]
     assert max(len(line) for line in lines) <= 80
 
 

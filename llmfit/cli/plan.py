@@ -213,8 +213,15 @@ def plan_cmd(
         )
     except ValueError as e:
         raise UsageError(str(e)) from None
+    asked = context_tokens(context)
+    if asked and workload.named and workload.tokens > asked:
+        raise UsageError(
+            f"the workload's requests ({workload.input_len:,} prompt and {workload.output_len:,} "
+            f"generated tokens) are longer than --context {asked:,}: give a longer --context, "
+            "or shorter --input-len and --output-len."
+        )
     settings = PlanSettings(
-        context=context_tokens(context),
+        context=asked,
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,

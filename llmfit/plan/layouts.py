@@ -283,10 +283,10 @@ def _sig(x: float) -> float:
 
 def _beats(a: Tried, b: Tried) -> bool:
     """Whether `a` dominates `b`: no more cards or nodes, at least as many sequences held, a
-    unit of the workload's load within its targets costing no more cards, no slower a token (at
-    the workload, and for one sequence), and better on one of them; a layout slower and no
-    cheaper than another on the same cards is not shown. Speeds count only where both are
-    known."""
+    unit of the workload's load within its targets costing no more cards, no slower for one
+    sequence, and better on one of them; a layout slower and no cheaper than another on the same
+    cards is not shown. Speeds count only where both are known. (A token's time at the
+    workload is not a measure of its own: within the targets every layout's is near them.)"""
     la, lb = a.spot.layout, b.spot.layout
     ca, cb = a.sized.concurrency, b.sized.concurrency
     sa, sb = a.sized.speed, b.sized.speed
@@ -300,21 +300,17 @@ def _beats(a: Tried, b: Tried) -> bool:
     qb = -_sig(wb.cards_per_load) if both and wb and math.isfinite(wb.cards_per_load) else 0.0
     if both and wa and wb and math.isfinite(wa.cards_per_load) != math.isfinite(wb.cards_per_load):
         qa, qb = (0.0, -math.inf) if math.isfinite(wa.cards_per_load) else (-math.inf, 0.0)
-    ta = -_sig(wa.tpot_s) if both and wa and math.isfinite(wa.tpot_s) else 0.0
-    tb = -_sig(wb.tpot_s) if both and wb and math.isfinite(wb.tpot_s) else 0.0
     no_worse = (la.cards <= lb.cards and la.nodes <= lb.nodes and ca >= cb and va >= vb
-                and qa >= qb and ta >= tb)  # fmt: skip
-    better = (la.cards < lb.cards or la.nodes < lb.nodes or ca > cb or va > vb or qa > qb
-              or ta > tb)  # fmt: skip
+                and qa >= qb)  # fmt: skip
+    better = la.cards < lb.cards or la.nodes < lb.nodes or ca > cb or va > vb or qa > qb
     # Equal on all: the simpler layout (fewer pipeline stages, fewer ranks) stands for both.
     same = (la.cards == lb.cards and la.nodes == lb.nodes and ca == cb and va == vb
-            and qa == qb and ta == tb)  # fmt: skip
+            and qa == qb)  # fmt: skip
     simpler = (la.pp, la.dp, not la.ep) < (lb.pp, lb.dp, not lb.ep)
     if no_worse and (better or (same and simpler)):
         return True
     # Copies of a replica (a dense model's data-parallel ranks) are that many replicas of a
-    # narrower layout: where a unit of load costs no more cards on it and a token no more time,
-    # the narrower one stands for them (its Best block says how many replicas a load needs).
+    # narrower layout: where a unit of load costs no more cards on it, the narrower one stands
+    # for them (its Best block says how many replicas a load needs).
     copies = lb.replicas > la.replicas >= 1 and lb.replicas == lb.dp and la.replicas == la.dp
-    return (copies and (la.tp, la.pp, la.nodes) == (lb.tp, lb.pp, lb.nodes) and both
-            and qa >= qb and ta >= tb)  # fmt: skip
+    return copies and (la.tp, la.pp, la.nodes) == (lb.tp, lb.pp, lb.nodes) and both and qa >= qb

@@ -10,9 +10,12 @@ I tokens and O generated ones:
 
 - a sequence decoding is at I + O/2 tokens of context on average, which its step reads;
 - Little's law: the batch decoding is B = r (O − 1) τ, where τ is the time between a sequence's
-  tokens (TPOT), and each step carries r I τ prompt tokens on average;
-- τ is the step's own time at that batch and chunk (plan/speed.py round_time), so τ is a fixed
-  point, found in a few secant steps;
+  tokens (TPOT); a prompt is cut into ceil(I / room) chunks (room: what the B decodes leave of
+  the budget), each riding in one step, so r ceil(I / room) τ of the steps carry a chunk and the
+  rest decode alone (where that share passes one, every step carries r I τ prompt tokens, up to
+  the room); with prefill batches apart, the share of time they take stretches τ;
+- τ is the mean of those steps' own times (plan/speed.py round_time), so τ is a fixed point,
+  found in a few secant steps;
 - a prompt waits for the step in flight, then is prefilled over ceil(I / room) steps (room: the
   budget the decodes leave), queueing behind the others as an M/D/1 queue at the prefill's
   share of the budget; TTFT is that plus the engine's fixed cost before a first token.
@@ -35,11 +38,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from llmfit.plan.settings import Workload
-from llmfit.plan.speed import Cost, SpeedInputs, Time, round_time, round_total, step, step_total
+from llmfit.plan.speed import (
+    Cost,
+    SpeedInputs,
+    Time,
+    round_pair,
+    round_time,
+    round_total,
+    step,
+    step_total,
+)
 
 # A fixed point or a capacity is found to this share of itself: the model is no truer than
 # a few per cent, and each step costs a walk over the replica's stages.
-TOLERANCE = 0.01
+TOLERANCE = 0.02
+# A load within this share of a whole number of replicas' capacity is that many replicas, and a
+# target missed by less is met: the capacities are found to TOLERANCE, below the true ones.
+ROUNDING = 0.005
 
 
 @dataclass(frozen=True)
@@ -80,7 +95,7 @@ class Point:
     ttft_s: float  # from arrival in the engine to the first token
     stable: bool  # whether the replica keeps up (its budget, batch and pool suffice)
     why: str  # what it runs out of, when not stable
-    chunk: float  # prompt tokens a decode step carries on average
+    chunk: float  # prompt tokens the decode step shown carries (0: a step of decodes alone)
 
 
 @dataclass(frozen=True)
@@ -187,14 +202,33 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     decoding = max(out - 1, 0)
     half = prompt / 2
 
+    if not r.mixed:
+        # Prefill batches of their own carry the same chunk whatever the decodes: their share
+        # of the time is the rate's alone.
+        _, apart_s = prefill_service(r, w, 0.0)
+        busy = rate * prompt / apart_s
+
     def tau_of(tau: float) -> float:
         b = rate * decoding * tau
         if r.mixed:
-            return round_total(inp, max(b, 1.0), ctx, rate * prompt * tau, half)
+            # A prompt is cut into chunks of what the decodes leave of the budget, each riding in
+            # one step; the other steps decode alone. A MoE's step with a chunk reads every
+            # expert, one without reads those its batch routes to: the steps are counted apart,
+            # not averaged into one (the share of experts read is far from linear in tokens).
+            # Where prompts come faster than one chunk a step, every step carries prompt tokens
+            # (several prompts' chunks), as many as arrive in a step, up to the room.
+            room = max(r.budget - b, 1.0)
+            chunks = math.ceil(prompt / room)
+            share = min(rate * chunks * tau, 1.0)  # the steps that carry a chunk
+            if share <= 0:
+                return round_total(inp, max(b, 1.0), ctx)
+            carried = rate * prompt * tau / share
+            if carried > room * (1 + TOLERANCE):
+                return math.inf
+            t, with_chunk = round_pair(inp, max(b, 1.0), ctx, carried, half)
+            return t + share * (with_chunk - t)
         t = round_total(inp, max(b, 1.0), ctx)
-        _, per_s = prefill_service(r, w, b)
-        busy = rate * prompt / per_s  # the share of time prefill batches take
-        return t / (1 - busy) if busy < 1 else math.inf
+        return t / (1 - busy) if busy < 1 else math.inf  # busy: the prefill batches' share
 
     lo = tau_of(0.0)
     tau = max(guess, lo)
@@ -219,7 +253,14 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     else:
         tau = math.inf
     if not math.isfinite(tau):
-        return Point(rate, math.inf, math.inf, math.inf, math.inf, False, "prefill", 0.0)
+        # The prompts do not fit beside the decodes (or their batches take all the time), or
+        # no TPOT is long enough: each step's batch lengthens it more than it drains.
+        why = (
+            "prefill"
+            if not math.isfinite(tau_of(lo)) or _prefill_bound(r, w, rate)
+            else ("its steps lengthen with its batch faster than the batch drains")
+        )
+        return Point(rate, math.inf, math.inf, math.inf, math.inf, False, why, 0.0)
     batch = rate * decoding * tau
     why = ""
     if batch > r.max_batch:
@@ -237,7 +278,13 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     wait = rho / (2 * (1 - rho)) * service
     ttft = k.ttft_s + (tau if r.mixed else tau * (1 - rho)) / 2 + wait + service
     admitted = rate * (ttft + decoding * tau)
-    return Point(rate, batch, admitted, tau, ttft, True, "", rate * prompt * tau)
+    return Point(rate, batch, admitted, tau, ttft, True, "", 0.0)
+
+
+def _prefill_bound(r: Replica, w: Workload, rate: float) -> bool:
+    """Whether `rate`'s prompts alone would take all of a replica's prefill, at no decode."""
+    _, per_s = prefill_service(r, w, 0.0)
+    return rate * w.input_len >= per_s
 
 
 def _idle(r: Replica, w: Workload) -> Point:
@@ -268,32 +315,58 @@ def _ceiling(r: Replica, w: Workload, idle: Point) -> float:
     return max(min(by_batch, per_s / max(w.input_len, 1)), 1e-9) * 1.01
 
 
-def _search(r: Replica, w: Workload, ok: Callable[[Point], bool], hi: float) -> Point | None:
-    """The point of the largest rate below `hi` at which `ok` holds (it holds at no load and,
-    past some rate, never again), to TOLERANCE: bisection, each step's fixed point started from
-    the last one's TPOT."""
-    lo, best = 0.0, None
-    guess = 0.0
-    top = at_rate(r, w, hi)
-    if ok(top):
-        return top
+def _search(
+    r: Replica, w: Workload, excess: Callable[[Point], float], hi: float, idle: Point
+) -> Point | None:
+    """The point of the largest rate below `hi` (a rate the replica cannot reach) at which
+    `excess` is at most 0 (it is at no load, `idle`, and grows with the rate; inf where the
+    replica cannot keep up), to TOLERANCE: regula falsi (the Illinois kind) on the bracket,
+    each step's fixed point started from the last good one's TPOT, stopping where the excess is
+    within TOLERANCE of 0."""
+    # `hi` is past what the replica can reach (_ceiling): not worked out, its excess unknown.
+    g_hi = math.inf
+    lo, g_lo = 0.0, min(excess(idle), -TOLERANCE)
+    best, guess, kept = None, 0.0, 0
     while hi - lo > TOLERANCE * hi:
-        mid = (lo + hi) / 2
-        p = at_rate(r, w, mid, guess)
-        if ok(p):
-            lo, best, guess = mid, p, p.tpot_s
+        span = hi - lo
+        x = lo + span / 2
+        if math.isfinite(g_hi):
+            # Where the line through the ends crosses 0, kept off the ends so that the bracket
+            # shrinks every step.
+            x = hi - g_hi * span / (g_hi - g_lo)
+            x = min(max(x, lo + 0.05 * span), hi - 0.05 * span)
+        p = at_rate(r, w, x, guess)
+        g = excess(p)
+        if g <= 0:
+            lo, g_lo, best, guess = x, g, p, p.tpot_s
+            if g >= -TOLERANCE:
+                break
+            if kept == -1:
+                g_hi /= 2
+            kept = -1
         else:
-            hi = mid
+            hi, g_hi = x, g
+            if kept == 1:
+                g_lo /= 2
+            kept = 1
     return best
 
 
+def _excess(p: Point, w: Workload, admitted: float) -> float:
+    """How far the point is past the workload's targets and what the replica admits, as the
+    largest ratio less one (≤ 0: within them; inf: it does not keep up)."""
+    if not p.stable:
+        return math.inf
+    over = p.admitted / (admitted * (1 + TOLERANCE)) - 1
+    if w.tpot_s is not None:
+        over = max(over, p.tpot_s / w.tpot_s - 1)
+    if w.ttft_s is not None:
+        over = max(over, p.ttft_s / w.ttft_s - 1)
+    return over
+
+
 def _within(p: Point, w: Workload, admitted: float) -> bool:
-    return (
-        p.stable
-        and p.admitted <= admitted * (1 + TOLERANCE)
-        and (w.tpot_s is None or p.tpot_s <= w.tpot_s)
-        and (w.ttft_s is None or p.ttft_s <= w.ttft_s)
-    )
+    return _excess(p, w, admitted) <= 0
 
 
 def capacity(r: Replica, w: Workload) -> Point | None:
@@ -303,7 +376,8 @@ def capacity(r: Replica, w: Workload) -> Point | None:
     idle = _idle(r, w)
     if limit < 1 or not _within(idle, w, limit):
         return None
-    return _search(r, w, lambda p: _within(p, w, limit), _ceiling(r, w, idle)) or idle
+    found = _search(r, w, lambda p: _excess(p, w, limit), _ceiling(r, w, idle), idle)
+    return found or idle
 
 
 def at_concurrency(r: Replica, w: Workload, concurrency: float) -> tuple[Point, float]:
@@ -315,7 +389,13 @@ def at_concurrency(r: Replica, w: Workload, concurrency: float) -> tuple[Point, 
         return replace(idle, stable=False, why="KV cache"), math.inf
     # The rate whose requests in the replica are `held` (past the largest it keeps up with,
     # queueing would fill any number).
-    best = _search(r, w, lambda p: p.stable and p.admitted <= held, _ceiling(r, w, idle))
+    best = _search(
+        r,
+        w,
+        lambda p: p.admitted / held - 1 if p.stable else math.inf,
+        _ceiling(r, w, idle),
+        idle,
+    )
     best = best or idle
     waiting = max(concurrency - held, 0.0)
     client_ttft = best.ttft_s + (waiting / best.rate if best.rate > 0 else math.inf)
@@ -334,9 +414,10 @@ def _misses(p: Point, ttft: float, w: Workload, held: bool = True) -> list[str]:
     elif not p.stable:
         out.append(f"it cannot keep up ({p.why})")
     else:
-        if w.tpot_s is not None and p.tpot_s > w.tpot_s:
+        # To ROUNDING, as replicas are counted.
+        if w.tpot_s is not None and p.tpot_s > w.tpot_s * (1 + ROUNDING):
             out.append(f"TPOT {_ms(p.tpot_s)} over {_ms(w.tpot_s)}")
-        if w.ttft_s is not None and ttft > w.ttft_s:
+        if w.ttft_s is not None and ttft > w.ttft_s * (1 + ROUNDING):
             out.append(f"TTFT {_ms(ttft)} over {_ms(w.ttft_s)}")
     return out
 
@@ -358,12 +439,18 @@ def serve(r: Replica, w: Workload) -> Serving:
     load = w.load
     if load:
         unit = cap_conc if w.concurrency is not None else cap_rate
-        replicas = max(1, math.ceil(load / unit * (1 - TOLERANCE))) if unit > 0 else None
+        replicas = max(1, math.ceil(load / unit * (1 - ROUNDING))) if unit > 0 else None
         spread = replicas or 1
         # The figures at the load, over `spread` replicas of the option; and whether one of them
         # alone meets the targets.
         point, ttft = _load_point(r, w, 1 / (copies * spread))
-        if spread == 1:
+        if replicas is None:
+            # No load at all is served within the targets: what one request alone misses.
+            idle = _idle(r, w)
+            misses = _misses(idle, idle.ttft_s, w, admits(r, w) >= 1) or [
+                "its capacity within the targets is nil"
+            ]
+        elif spread == 1:
             misses = _misses(point, ttft, w, admits(r, w) >= 1)
         else:
             one, one_ttft = _load_point(r, w, 1 / copies)
@@ -446,12 +533,12 @@ def _shortfall(r: Replica, w: Workload) -> float:
 
 def part_times(t: Time) -> dict[str, float]:
     """A step's time by what spent it, as `--explain` and the JSON name the parts: weights
-    read, KV read, compute (overlapping the reads: the larger of the two counts), communication
+    read, KV read, compute (the GEMMs overlapping the weights, attention the KV), communication
     and fixed overhead (the kernels' and the engine's own)."""
     return {
         "weights": t.memory,
         "kv": t.kv,
-        "compute": t.compute,
+        "compute": t.compute + t.attention,
         "communication": t.link,
         "overhead": t.overhead + t.scheduling,
     }

@@ -210,8 +210,8 @@ class Market:
     priced: bool
     # Class → its place from the smallest card (memory, then bandwidth) up.
     order: dict[str | None, int]
-    # The fewest cards any option of the checkpoint as stored serves the workload on (what a
-    # what-if must beat to rank before it).
+    # The fewest cards (priced: the lowest cost) any option of the checkpoint as stored serves
+    # the workload on: what a what-if must beat to rank before it.
     stored_cards: float
 
     @classmethod
@@ -222,9 +222,16 @@ class Market:
         for o in gpu:
             if o.card is not None:
                 spec = cards.spec(o.card.gpu_class)
-                sizes[o.gpu_class] = (o.card.total_bytes, spec.memory_bandwidth if spec else 0.0)
+                # Memory to the nearest 8 GiB: an H100's 81,559 MiB and an A100's 81,920 are one
+                # size, and the slower card is the smaller class.
+                size = round(o.card.total_bytes / (8 * 2**30))
+                sizes[o.gpu_class] = (size, spec.memory_bandwidth if spec else 0.0)
         order = {c: i for i, c in enumerate(sorted(sizes, key=lambda c: sizes[c]))}
-        stored = [cards_for_load(o) for o in gpu if not o.changes and serves(o)]
+        stored = [
+            cards_for_load(o) * ((o.price or 0.0) if priced else 1.0)
+            for o in gpu
+            if not o.changes and serves(o)
+        ]
         return cls(priced, order, min(stored, default=math.inf))
 
 
@@ -264,10 +271,11 @@ def serve_key(o: Option, market: Market, by: str = "serve") -> tuple:
     GPU before CPU; an option that serves the workload within its targets (on as many replicas
     as its load needs) before one that does not at any load; a what-if only where it serves on
     fewer cards than the checkpoint as stored does (on the same cards the checkpoint as shipped
-    comes first); without prices, the smaller class of card first, which leaves the big cards to
-    the models that need them; then the fewest cards (or, where the fleet prices every class,
-    the lowest cost) a named load takes, and what a unit of load costs on it. Ties go to more
-    headroom, then the faster single sequence, then the better precision, then free before busy.
+    comes first); the fewest cards (or, where the fleet prices every class, the lowest cost) a
+    named load takes; without prices, an option of one card on the smallest class of card that
+    serves it, which leaves the big cards to the models that need them; then what a unit of load
+    costs (cards, or their price, a request a second of capacity). Ties go to more headroom,
+    then the faster single sequence, then the better precision, then free before busy.
 
     `by="throughput"` puts the most output tokens a second a card at the workload first,
     `by="latency"` the shortest request (its TTFT and its output's TPOTs), among those that serve
@@ -275,16 +283,25 @@ def serve_key(o: Option, market: Market, by: str = "serve") -> tuple:
     """
     sv = o.serving
     served = serves(o)
-    whatif = bool(o.changes) and cards_for_load(o) >= market.stored_cards
-    cls = 0 if market.priced else market.order.get(o.gpu_class, len(market.order))
+    # A what-if ranks before the checkpoint as stored only where it serves on fewer cards; what-ifs
+    # that save nothing (or where nothing as stored serves) go fewest changes first.
+    spent = cards_for_load(o) * ((o.price or 0.0) if market.priced else 1.0)
+    saves = spent < market.stored_cards < math.inf
+    whatif = bool(o.changes) and spent >= market.stored_cards
+    changes = 0 if saves else o.changes
+    # Without prices, a model one card serves goes on the smallest class of card that serves it
+    # (issue 27 item 6: the big cards stay for the models that need them); wider options after,
+    # by what a unit of load costs on them.
+    single = not market.priced and served and o.gpus == 1
+    cls = market.order.get(o.gpu_class, len(market.order)) if single else len(market.order) + 1
     whole, unit = cost(o, market)
     headroom = sv.headroom if sv else 0.0
     fast = o.speed.decode_tokens_per_s if o.speed else 0.0
     # Of those that do not serve it, the nearest first: the least over its targets.
     short = _sig(sv.shortfall) if sv and not served else 0.0
     key = (
-        o.cpu, not served, short, whatif, cls, whole, unit, -_sig(headroom), -_sig(fast), o.gpus,
-        -quality(o), not o.free_now, -o.room,
+        o.cpu, not served, short, whatif, whole, cls, changes, unit, -_sig(headroom), -_sig(fast),
+        o.gpus, -quality(o), not o.free_now, -o.room,
     )  # fmt: skip
     if by == "throughput":
         per_gpu = sv.output_tokens_per_s_per_gpu if sv else 0.0

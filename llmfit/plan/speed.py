@@ -10,8 +10,10 @@ tensor-parallel layer all-reduces its activations twice over the link between th
 whose attention runs in data-parallel ranks sends each token to its experts and back (an
 all-to-all), and a pipeline hands activations from stage to stage over the link, or the fabric
 between nodes. Layers llama.cpp keeps in host RAM are read at the host's RAM bandwidth. A card's
-part of a step takes max(memory, compute) + its kernels' fixed costs (a layer's, more without
-CUDA graphs) + its collectives; a micro-batch's stages run one after another, and an engine
+part of a step takes max(weights, their FLOPs) + max(KV, attention's FLOPs) (the kernels run one
+after another: a GEMM overlaps its weights' reads and its FLOPs, the attention kernel its KV reads
+and its own, not each other's) + its kernels' fixed costs (a layer's, more without CUDA graphs) +
+its collectives; a micro-batch's stages run one after another, and an engine
 that pipelines (vLLM, SGLang) keeps as many micro-batches in flight as it has stages.
 
 Nothing here names an engine. The share of a card's peaks an engine reaches and its fixed costs
@@ -177,9 +179,11 @@ class SpeedInputs:
     # Tokens the kernels compute at once (llama.cpp's --ubatch-size): a step of more reads the
     # weights once for each; 0: a step is one pass whatever its size.
     ubatch: int = 0
-    # No CUDA graphs (--enforce-eager): every layer pays the eager fixed cost.
+    # No CUDA graphs (--enforce-eager): every layer's launches count where they outlast the GPU.
     eager: bool = False
-    # The largest decode batch run as a captured graph; past it a step runs eager (0: any).
+    # The largest decode batch run as a captured graph (0: any). A step past it runs compiled and
+    # long enough for its launches to hide, so it costs a layer as a graphed one: said, for what
+    # the engine captures, not charged.
     graph_batch: int = 0
     # Block-quantized weights the kernels dequantize (GGUF's k-quants, Q4_0, …): llama.cpp
     # prefills them at its own fitted efficiency.
@@ -224,28 +228,35 @@ def collective_s(family: str, tp: int, nbytes: float, bandwidth: float) -> float
 
 @dataclass(frozen=True)
 class Time:
-    """Seconds, by what spent them. A part takes max(weights + KV, compute) + the rest: bytes
-    and FLOPs overlap; fixed costs and collectives do not."""
+    """Seconds, by what spent them. A part takes max(weights, their FLOPs) + max(KV, attention's
+    FLOPs) + the rest: a kernel's bytes and FLOPs overlap, the GEMMs' and the attention's do not
+    (they run one after another), nor fixed costs and collectives."""
 
     memory: float = 0.0  # weights read at the bandwidth the engine reaches
-    compute: float = 0.0  # FLOPs at the tensor rate the engine reaches
+    compute: float = 0.0  # the weights' FLOPs (the GEMMs) at the tensor rate the engine reaches
     overhead: float = 0.0  # fixed costs of the kernels: per layer, per hand-off
     scheduling: float = 0.0  # fixed costs of the engine's own loop: per step, per sequence
     link: float = 0.0  # collectives and hand-offs: their bytes and latencies
     kv: float = 0.0  # the KV cache (and linear states) read at the bandwidth the engine reaches
+    attention: float = 0.0  # attention's FLOPs over the context, at the same rate
 
     def __add__(self, o: Time) -> Time:
         return Time(self.memory + o.memory, self.compute + o.compute, self.overhead + o.overhead,
-                    self.scheduling + o.scheduling, self.link + o.link, self.kv + o.kv)  # fmt: skip
+                    self.scheduling + o.scheduling, self.link + o.link, self.kv + o.kv,
+                    self.attention + o.attention)  # fmt: skip
 
     def scaled(self, f: float) -> Time:
         return Time(self.memory * f, self.compute * f, self.overhead * f, self.scheduling * f,
-                    self.link * f, self.kv * f)  # fmt: skip
+                    self.link * f, self.kv * f, self.attention * f)  # fmt: skip
 
     @property
     def total(self) -> float:
         return (
-            max(self.memory + self.kv, self.compute) + self.overhead + self.scheduling + self.link
+            max(self.memory, self.compute)
+            + max(self.kv, self.attention)
+            + self.overhead
+            + self.scheduling
+            + self.link
         )
 
     @property
@@ -255,7 +266,7 @@ class Time:
         per-step and per-sequence work) or "link"."""
         parts = {
             "memory": self.memory + self.kv + self.overhead,
-            "compute": self.compute + self.scheduling,
+            "compute": self.compute + self.attention + self.scheduling,
             "link": self.link,
         }
         return max(parts, key=lambda k: parts[k])
@@ -373,29 +384,38 @@ class Stepper:
 
 def stage_parts(
     st: Stepper, c: _Coef, batch: float, context: float, chunk: float, chunk_context: float
-) -> tuple[float, float, float, float, float]:
-    """(weights, KV, compute, overhead, link) seconds of one stage's share of a step: `batch`
-    sequences each decoding one token at `context` tokens of cache, and `chunk` prompt tokens at
-    `chunk_context` tokens on average before them. Each decoding sequence reads its whole cache
-    (a chunk's attention reads its prompt's own, which its FLOPs, not its bytes, bound); a step
-    of more tokens than the kernels take at once (llama.cpp's ubatch) reads its weights once a
-    pass; captured graphs run decode batches up to their size, a bigger step runs eager."""
+) -> tuple[float, float, float, float, float, float]:
+    """(weights, KV, GEMMs, attention, overhead, link) seconds of one stage's share of a step:
+    `batch` sequences each decoding one token at `context` tokens of cache, and `chunk` prompt
+    tokens at `chunk_context` tokens on average before them. Each decoding sequence reads its
+    whole cache (a chunk's attention reads its prompt's own, which its FLOPs, not its bytes,
+    bound); a step of more tokens than the kernels take at once (llama.cpp's ubatch) reads its
+    weights once a pass; without CUDA graphs (--enforce-eager) the kernels' launches count where
+    they outlast the GPU's work."""
     n = batch + chunk
     ub = st.ubatch
     passes = max(math.ceil(n / ub), 1) if ub and n > ub else 1
     share = 1.0 - st.keep ** (n / passes) if st.keep else 1.0
     weights = passes * (c.dense + c.experts * share)
     kv = c.kv * batch * context + c.state * batch
-    compute = c.token * n + c.attention * (batch * context + chunk * chunk_context)
-    eager = st.eager or bool(st.graph_batch and n > st.graph_batch)
-    overhead = passes * (c.eager if eager else c.graph)
+    gemm = c.token * n
+    attention = c.attention * (batch * context + chunk * chunk_context)
+    # Past the largest captured batch a step runs without a graph but compiled (vLLM's
+    # torch.compile: few, fused kernels) and long enough for the host to launch ahead of the GPU:
+    # its layers cost as a graph's. Only --enforce-eager (no compile, no graphs) pays launches.
+    overhead = passes * c.graph
+    if st.eager and c.eager > c.graph:
+        # Without a graph each kernel is launched from the host: the launches overlap the GPU's
+        # work, so they cost only where they outlast it (a small step, not a prompt chunk's).
+        busy = max(weights, gemm) + max(kv, attention)
+        overhead += max(passes * (c.eager - c.graph) - busy, 0.0)
     link = c.link_fixed + c.link_token * n
-    return weights, kv, compute, overhead, link
+    return weights, kv, gemm, attention, overhead, link
 
 
 def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: float) -> float:
-    w, kv, comp, ov, link = stage_parts(st, c, b, ctx, t, tctx)
-    return max(w + kv, comp) + ov + link
+    w, kv, gemm, att, ov, link = stage_parts(st, c, b, ctx, t, tctx)
+    return max(w, gemm) + max(kv, att) + ov + link
 
 
 def stepper(inp: SpeedInputs) -> Stepper:
@@ -421,8 +441,8 @@ def stage_time(
     """One stage's share of a step (see `stage_parts`), over the replica's attention ranks."""
     st = stepper(inp)
     c = st.coefs[inp.stages.index(s)]
-    w, kv, comp, ov, link = stage_parts(st, c, batch, context, chunk, chunk_context)
-    return Time(memory=w, compute=comp, overhead=ov, link=link, kv=kv)
+    w, kv, gemm, att, ov, link = stage_parts(st, c, batch, context, chunk, chunk_context)
+    return Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att)
 
 
 def _host(inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0) -> Time:
@@ -476,8 +496,8 @@ def step(
     ctx = inp.context if context is None else context
     parts = []
     for c in st.coefs:
-        w, kv, comp, ov, link = stage_parts(st, c, batch, ctx, chunk, chunk_context)
-        parts.append(Time(memory=w, compute=comp, overhead=ov, link=link, kv=kv))
+        w, kv, gemm, att, ov, link = stage_parts(st, c, batch, ctx, chunk, chunk_context)
+        parts.append(Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att))
     n = batch + chunk
     parts += [
         Time(overhead=st.hop_fixed, link=st.hop_token * n),
@@ -490,11 +510,25 @@ def step(
 def step_total(
     inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0, chunk_context: float = 0.0
 ) -> float:
-    """`step(...).total`, without its parts: what a solver asks thousands of times."""
+    """`step(...).total`, without its parts: what a solver asks thousands of times. The sums of
+    `stage_parts`, written out once for every stage (tests/plan/test_load.py holds the two
+    equal)."""
     st = stepper(inp)
-    total = sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
     n = batch + chunk
-    total += st.hop_fixed + st.hop_token * n + st.step_s + st.sequence_s * batch
+    total = st.hop_fixed + st.hop_token * n + st.step_s + st.sequence_s * batch
+    if st.ubatch or st.eager:
+        total += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
+    else:
+        share = 1.0 - st.keep**n if st.keep else 1.0
+        held = batch * context
+        attended = held + chunk * chunk_context
+        for c in st.coefs:
+            w = c.dense + c.experts * share
+            gemm = c.token * n
+            kv = c.kv * held + c.state * batch
+            att = c.attention * attended
+            total += (w if w > gemm else gemm) + (kv if kv > att else att)
+            total += c.graph + c.link_fixed + c.link_token * n
     if inp.host is not None:
         total += _host(inp, batch, context, chunk).total
     return total
@@ -526,6 +560,37 @@ def round_total(
     one = step_total(inp, micro, context, part, chunk_context)
     slowest = max(_stage_total(st, c, micro, context, part, chunk_context) for c in st.coefs)
     return max(one, n * slowest)
+
+
+def round_pair(
+    inp: SpeedInputs, batch: float, context: float, chunk: float, chunk_context: float
+) -> tuple[float, float]:
+    """(`round_total` of the batch alone, and with `chunk` prompt tokens beside it), worked out in
+    one pass where the step is one micro-batch on the cards alone: the serving model asks for both
+    at every step of its fixed point."""
+    st = stepper(inp)
+    if st.ubatch or st.eager or inp.host is not None or _pipelined(inp, batch) > 1:
+        return (
+            round_total(inp, batch, context),
+            round_total(inp, batch, context, chunk, chunk_context),
+        )
+    n = batch + chunk
+    fixed = st.hop_fixed + st.step_s + st.sequence_s * batch
+    plain = fixed + st.hop_token * batch
+    full = fixed + st.hop_token * n
+    alone = 1.0 - st.keep**batch if st.keep else 1.0
+    share = 1.0 - st.keep**n if st.keep else 1.0
+    held = batch * context
+    attended = held + chunk * chunk_context
+    for c in st.coefs:
+        kv = c.kv * held + c.state * batch
+        rest = c.graph + c.link_fixed
+        w, gemm, att = c.dense + c.experts * alone, c.token * batch, c.attention * held
+        plain += (w if w > gemm else gemm) + (kv if kv > att else att) + rest
+        plain += c.link_token * batch
+        w, gemm, att = c.dense + c.experts * share, c.token * n, c.attention * attended
+        full += (w if w > gemm else gemm) + (kv if kv > att else att) + rest + c.link_token * n
+    return plain, full
 
 
 def round_time(

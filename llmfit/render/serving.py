@@ -171,7 +171,7 @@ def step_line(what: str, cost: Cost) -> str:
         f"{name} {seconds(v)}" for name, v in parts.items() if v > 0 or name == "weights"
     )
     return (
-        f"{what}: {seconds(cost.total)}: {words} (reads and compute overlap: the larger counts): "
+        f"{what}: {seconds(cost.total)}: {words} (reads overlap compute: the larger counts): "
         f"{cost.bound}-bound"
     )
 
@@ -187,7 +187,7 @@ def explain_lines(o: Option) -> list[str]:
     ctx = w.input_len + w.output_len // 2
     lines.append(
         f"  a decode step at {sv.batch:,.1f} sequences a replica, {ctx:,} tokens of context "
-        "each, with the prompt tokens that ride in it:"
+        "each, and the prefill of one prompt:"
     )
     lines.append(f"    {step_line('decode', sv.decode)}")
     lines.append(f"    {step_line(f'a {w.input_len:,}-token prompt', sv.prefill)}")
@@ -225,6 +225,12 @@ def document(sv: Serving | None, o: Option) -> dict[str, object] | None:
         "capacity_rate": num(sv.capacity_rate),
         "capacity_concurrency": num(sv.capacity_concurrency, 2),
         "cards_per_load": num(sv.cards_per_load, 6),
+        "price_per_gpu_hour": o.price,
+        "cost_per_hour": (
+            round(sv.replicas * o.gpus * o.price, 4)
+            if sv.replicas is not None and o.price is not None
+            else None
+        ),
         "free_replicas": o.free_replicas,
         "fleet_replicas": o.fleet_replicas,
         "decode_step": parts(sv.decode),
