@@ -36,7 +36,8 @@ from pathlib import Path
 
 from llmfit.plan import speed
 from llmfit.plan.artifact import WeightLayout
-from llmfit.plan.cards import BY_KEY, CardSpec
+from llmfit.plan.cards import BY_KEY, CardSpec, family
+from llmfit.plan.engines import llamacpp_speed, serving_speed
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, Shape
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -393,6 +394,7 @@ GPU = {
     # Serving rows' A100s: 8-GPU boxes and a 30B bf16 model on one card are the 80 GB SXM.
     "A100 (memory size not stated)": "a100-80g", "A100 80GB": "a100-80g",
     "B200": "b200-180g", "H200": "h200-141g", "H200 (form factor not stated)": "h200-141g",
+    "RTX 3060 12GB": "rtx3060-12g",
 }  # fmt: skip
 
 # (net, weights) by the row's model and quant words.
@@ -419,6 +421,9 @@ SERVING_MODEL = {
 # Builds before llama.cpp PR #4766 (January 2024) split each matrix across several cards by rows,
 # not by layers as llmfit plans it: a different engine for these rows.
 EXCLUDE_MULTI_GPU_ROW_SPLIT = "Dec 2023 build on several cards: row split, before PR #4766"
+# llmfit plans llama-server's CUDA, ROCm and Metal builds (the images it names are CUDA's and the
+# CPU's); a Vulkan build's kernels and fixed costs are another engine's.
+VULKAN = "a Vulkan build: llmfit plans the CUDA, ROCm and Metal builds"
 
 
 @dataclass
@@ -465,12 +470,15 @@ def _ctx_inputs(
     pp = max(count // tp, 1)
     m = net.model()
     kv = Shape.of(m, kv_elem).kv_bytes_per_token(tp, pp)
+    fam = "apple" if backend == "metal" else family(card.key)
+    k = (llamacpp_speed.constants(fam) if engine == "llama.cpp"
+         else serving_speed.constants(engine, fam))  # fmt: skip
     inp = speed.inputs_for(
-        m, weights, card, engine=engine, context=context, kv_bytes_per_token=kv, tp=tp, pp=pp,
+        m, weights, card, constants=k, context=context, kv_bytes_per_token=kv, tp=tp, pp=pp,
         concurrency=concurrency, prompt_tokens=prompt, flash_attention=flash,
         prefill_chunk=chunk, compute_dtype=dtype, quantized=quantized,
     )  # fmt: skip
-    return replace(inp, backend=backend) if backend else inp
+    return inp
 
 
 def price(r: dict) -> Priced | str:
@@ -515,6 +523,8 @@ def price(r: dict) -> Priced | str:
         tg_only = "use tg only" in caveat  # its decode stands; its prefill does not
         if caveat and not tg_only:
             why = f"fit_caveat: {caveat}"
+        elif backend == "vulkan":
+            why = VULKAN
         elif count > 1 and "Dec 2023" in r["engine_version"]:
             why = EXCLUDE_MULTI_GPU_ROW_SPLIT
         elif tg is None:
@@ -588,7 +598,7 @@ def _with_prefills(p: Priced) -> float:
     return conc / (step + extra)
 
 
-def family(engine: str) -> str:
+def family_of(engine: str) -> str:
     return "llama.cpp" if engine == "llama.cpp" else "vLLM/SGLang"
 
 
@@ -609,7 +619,7 @@ def load() -> tuple[list[Priced], list[tuple[dict, str]]]:
         if p.why and not (p.total and p.why.startswith("concurrency")):
             p.role = "reported"
             continue
-        fam = groups.setdefault(family(p.row["engine"]), [])
+        fam = groups.setdefault(family_of(p.row["engine"]), [])
         if p.group not in fam:
             fam.append(p.group)
         p.role = "holdout" if fam.index(p.group) % 4 == 3 else "fit"
@@ -633,72 +643,99 @@ def medians(priced: list[Priced]) -> dict[tuple[str, str], tuple[float, int]]:
     for p in priced:
         if p.role in ("fit", "holdout") and p.decode:
             e = abs(err(speed.estimate(p.inputs).decode_tokens_per_s, p.decode))
-            for who in {p.row["engine"], family(p.row["engine"])}:
+            for who in {p.row["engine"], family_of(p.row["engine"])}:
                 out.setdefault((who, p.role), []).append(e)
     return {k: (statistics.median(v), len(v)) for k, v in out.items()}
 
 
 # --- The fit ----------------------------------------------------------------------------------
 
-# What --fit varies, per engine family: (Constants field, start, low, high); "metal_bandwidth" and
-# "metal_compute" are the Apple entries of backend_bandwidth and backend_compute.
-FREE: dict[str, tuple[tuple[str, float, float, float], ...]] = {
-    "llama.cpp": (
-        ("weight_efficiency", 0.8, 0.3, 1.0),
-        ("kv_efficiency", 0.4, 0.05, 1.0),
-        ("layer_s", 40e-6, 0.0, 1e-3),
-        ("hop_s", 100e-6, 0.0, 2e-3),
-        ("prefill_efficiency", 0.6, 0.05, 1.5),
-        ("quant_prefill_efficiency", 0.6, 0.05, 1.5),
-        ("metal_bandwidth", 0.8, 0.3, 1.5),
-        ("metal_compute", 0.8, 0.3, 3.0),
-    ),
-    "vLLM/SGLang": (
-        ("weight_efficiency", 0.8, 0.3, 1.0),
-        ("layer_s", 80e-6, 0.0, 1e-3),
-        ("step_s", 1e-3, 0.0, 1e-2),
-        ("sequence_s", 50e-6, 0.0, 1e-3),
-        ("prefill_efficiency", 0.5, 0.05, 1.0),
-        ("ttft_s", 0.03, 0.0, 0.2),
-    ),
-}
+# What --fit varies for llama.cpp: (Constants field, start, low, high); the "apple_*" entries are
+# the Apple family's row as factors of the default one's. vLLM's and SGLang's constants are
+# fitted to the serving runs (benchmarks/accuracy_load.py): their rows here are held out whole.
+# The start of each is its prior too (what a GEMV kernel of a batch of one reaches: 85 % of the
+# bandwidth, some tens of µs a layer; Apple's GPUs as the others until rows say otherwise): a
+# fit to a few rows (one source left out of a handful) then stays near what kernels do.
+FREE: tuple[tuple[str, float, float, float], ...] = (
+    ("weight_efficiency", 0.85, 0.3, 1.0),
+    ("kv_efficiency", 0.4, 0.05, 1.0),
+    ("layer_s", 60e-6, 1e-6, 1e-3),
+    ("hop_s", 30e-6, 1e-6, 2e-3),
+    ("prefill_efficiency", 0.7, 0.05, 1.5),
+    ("quant_prefill_efficiency", 0.6, 0.05, 1.5),
+    ("expert_efficiency", 1.0, 0.3, 1.5),
+    ("apple_bandwidth", 1.0, 0.3, 1.5),
+    ("apple_compute", 1.0, 0.3, 3.0),
+)
+# A constant away from its prior by a factor e costs as much as 1/PRIOR rows off by e.
+PRIOR = 1.0
 
 
-def _set(fam: str, x: list[float]) -> None:
-    names = [f[0] for f in FREE[fam]]
-    values = dict(zip(names, x, strict=True))
-    base = speed.LLAMA_CPP if fam == "llama.cpp" else speed.SERVING
-    extra: dict[str, object] = {}
-    if "metal_bandwidth" in values:
-        extra["backend_bandwidth"] = (("metal", values.pop("metal_bandwidth")),)
-        extra["backend_compute"] = (("metal", values.pop("metal_compute")),)
-    c = replace(base, **values, **extra)
-    if fam == "llama.cpp":
-        speed.FITTED["llama.cpp"] = c
-    else:
-        speed.FITTED["vllm"] = speed.FITTED["sglang"] = c
+def _set(x: list[float]) -> None:
+    """Put an x of the fit into llama.cpp's table (plan/engines/llamacpp_speed.py FITTED)."""
+    values = dict(zip([f[0] for f in FREE], x, strict=True))
+    bw, comp = values.pop("apple_bandwidth"), values.pop("apple_compute")
+    base = replace(llamacpp_speed.DEFAULT, **values)
+    llamacpp_speed.FITTED["default"] = base
+    llamacpp_speed.FITTED["apple"] = replace(
+        base,
+        weight_efficiency=base.weight_efficiency * bw,
+        kv_efficiency=base.kv_efficiency * bw,
+        prefill_efficiency=base.prefill_efficiency * comp,
+        quant_prefill_efficiency=base.quant_prefill_efficiency * comp,
+    )
 
 
-def _residuals(fam: str, priced: list[Priced]) -> list[float]:
-    """Log errors of every measure a fitted row has: decode, decode deep in the context (what
-    fits the KV read), prefill tok/s or TTFT."""
+def _reprice(priced: list[Priced]) -> None:
+    """Each llama.cpp row's inputs with the table's constants now (the fit changes them)."""
+    for p in priced:
+        if p.row["engine"] == "llama.cpp":
+            back = (p.row.get("backend") or "").lower()
+            fam = "apple" if "metal" in back else family(p.card)
+            p.inputs = replace(p.inputs, constants=llamacpp_speed.constants(fam))
+
+
+def _residuals(priced: list[Priced], roles: tuple[str, ...] = ("fit",)) -> list[float]:
+    """Log errors of every measure a llama.cpp row has: decode, decode deep in the context
+    (what fits the KV read), prefill tok/s."""
     res = []
     for p in priced:
-        if p.role != "fit" or family(p.row["engine"]) != fam:
+        if p.role not in roles or p.row["engine"] != "llama.cpp":
             continue
         w = math.sqrt(WEIGHT.get(p.row.get("confidence"), 0.5))
         if p.decode:
             res.append(w * math.log(speed.estimate(p.inputs).decode_tokens_per_s / p.decode))
-        if p.total:
-            res.append(SECONDARY * w * math.log(_with_prefills(p) / p.total[1]))
         if p.decode_deep:
             ctx, meas = p.decode_deep
             est = 1 / speed.decode_step(p.inputs, 1, ctx).total
             res.append(w * math.log(est / meas))
-        for got in (_prefill(p), _ttft(p)):
-            if got:
-                res.append(SECONDARY * w * math.log(got[0] / got[1]))
+        got = _prefill(p)
+        if got:
+            res.append(SECONDARY * w * math.log(got[0] / got[1]))
     return res
+
+
+def fit(priced: list[Priced], roles: tuple[str, ...] = ("fit",), quiet: bool = False) -> None:
+    """Fit llama.cpp's constants to the rows of `roles` and put them in its table."""
+    from scipy.optimize import least_squares  # the fit only: not a project dependency
+
+    x0 = [v[1] for v in FREE]
+
+    def f(x: list[float]) -> list[float]:
+        _set(list(x))
+        _reprice(priced)
+        prior = [PRIOR * math.log(a / b) for a, b in zip(x, x0, strict=True)]
+        return _residuals(priced, roles) + prior
+
+    bounds = ([v[2] for v in FREE], [v[3] for v in FREE])
+    sol = least_squares(f, x0, bounds=bounds, loss="soft_l1", f_scale=0.1, x_scale="jac")
+    _set(list(sol.x))
+    _reprice(priced)
+    if not quiet:
+        print(
+            "llama.cpp: " + ", ".join(f"{v[0]} = {x:.4g}" for v, x in zip(FREE, sol.x, strict=True))
+        )
+        print()
 
 
 def _prefill(p: Priced) -> tuple[float, float] | None:
@@ -716,24 +753,73 @@ def _ttft(p: Priced) -> tuple[float, float] | None:
         return None
     n, meas = p.ttft
     t = speed.prefill_time(p.inputs, n)
-    return ((t.total + speed.FITTED[p.inputs.engine].ttft_s) * 1000, meas) if t else None
+    return ((t.total + p.inputs.constants.ttft_s) * 1000, meas) if t else None
 
 
-def fit(priced: list[Priced]) -> None:
-    from scipy.optimize import least_squares  # the fit only: not a project dependency
+def quant_family(p: Priced) -> str:
+    """K-quants, legacy quants, F16/BF16, FP8, MXFP4 or other 4-bit (NVFP4, AWQ int4)."""
+    q = (p.row.get("quant") or "").upper()
+    if re.match(r"Q\d_K", q):
+        return "K-quants"
+    if re.match(r"Q\d_\d", q):
+        return "legacy quants"
+    if "MXFP4" in q:
+        return "MXFP4"
+    if "FP8" in q:
+        return "FP8"
+    if "NVFP4" in q or "AWQ" in q or "INT4" in q:
+        return "other 4-bit"
+    return "F16/BF16"
 
-    for fam, free in FREE.items():
 
-        def f(x: list[float], fam: str = fam) -> list[float]:
-            _set(fam, list(x))
-            return _residuals(fam, priced)
+def source_of(p: Priced) -> str:
+    url = p.row["source"]
+    parts = url.split("/")
+    return "/".join(parts[3:5]) if "github.com" in url else parts[2]
 
-        x0 = [v[1] for v in free]
-        bounds = ([v[2] for v in free], [v[3] for v in free])
-        sol = least_squares(f, x0, bounds=bounds, loss="soft_l1", f_scale=0.1, x_scale="jac")
-        _set(fam, list(sol.x))
-        print(f"{fam}: " + ", ".join(f"{v[0]} = {x:.4g}" for v, x in zip(free, sol.x, strict=True)))
-    print()
+
+def leave_one_source_out(priced: list[Priced]) -> dict[str, float]:
+    """Each llama.cpp source's single-sequence decode rows priced by a fit to the other
+    sources' rows (fit and hold-out alike: by source, not by configuration), as est/meas − 1 by
+    row id; vLLM's and SGLang's rows priced with the serving constants (fitted to load.jsonl,
+    never to these rows)."""
+    out: dict[str, float] = {}
+    saved = dict(llamacpp_speed.FITTED)
+    usable = [p for p in priced if p.role in ("fit", "holdout") and p.decode]
+    for src in sorted({source_of(p) for p in usable if p.row["engine"] == "llama.cpp"}):
+        roles = {id(p): p.role for p in priced}
+        for p in priced:
+            if p.role in ("fit", "holdout") and p.row["engine"] == "llama.cpp":
+                p.role = "loso-train" if source_of(p) != src else "loso-test"
+        fit(priced, ("loso-train",), quiet=True)
+        for p in priced:
+            if p.role == "loso-test" and p.decode:
+                out[p.row["id"]] = err(speed.estimate(p.inputs).decode_tokens_per_s, p.decode)
+        for p in priced:
+            p.role = roles[id(p)]
+        llamacpp_speed.FITTED.update(saved)
+        _reprice(priced)
+    for p in usable:
+        if p.row["engine"] != "llama.cpp":
+            out[p.row["id"]] = err(speed.estimate(p.inputs).decode_tokens_per_s, p.decode)
+    return out
+
+
+def loso_table(priced: list[Priced], held: dict[str, float]) -> list[str]:
+    rows = [p for p in priced if p.row["id"] in held]
+    out = [
+        "| engine | quantisation | rows | leave-one-source-out median abs error |",
+        "|---|---|---|---|",
+    ]
+    for fam in ("llama.cpp", "vLLM/SGLang"):
+        mine = [p for p in rows if family_of(p.row["engine"]) == fam]
+        for q in ("K-quants", "legacy quants", "F16/BF16", "FP8", "MXFP4", "other 4-bit",
+                  "all"):  # fmt: skip
+            sel = [p for p in mine if q == "all" or quant_family(p) == q]
+            if sel:
+                errs = [abs(held[p.row["id"]]) for p in sel]
+                out.append(f"| {fam} | {q} | {len(sel)} | {_median_line(errs)} |")
+    return out
 
 
 # --- The tables --------------------------------------------------------------------------------
@@ -846,7 +932,7 @@ def _prefill_table(priced: list[Priced]) -> list[str]:
             est, meas = got
             n = (p.prefill if what == "prefill" else p.ttft)[0]
             role = p.role if p.role != "reported" else "not fitted"
-            errors.setdefault((f"{family(p.row['engine'])} {what}", role), []).append(
+            errors.setdefault((f"{family_of(p.row['engine'])} {what}", role), []).append(
                 abs(err(est, meas))
             )
             bound = speed.prefill_time(p.inputs, n).bound
@@ -874,6 +960,11 @@ def main(argv: list[str]) -> int:
     if "--fit" in argv:
         fit(priced)
     print(tables(priced, unpriced))
+    if "--loso" in argv:
+        print()
+        print("### Single-sequence decode, leave-one-source-out")
+        print()
+        print("\n".join(loso_table(priced, leave_one_source_out(priced))))
     return 0
 
 

@@ -20,7 +20,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Request, for_argv, keys, registered, split_env
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.launch import Given
-from llmfit.plan.settings import MAX_CONTEXT, PlanSettings
+from llmfit.plan.settings import MAX_CONTEXT, PlanSettings, Workload
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
@@ -45,6 +45,7 @@ def check(
     cache_dir: Path | None = None,
     progress: Progress | None = None,
     options: tuple[object, ...] = (),
+    workload: Workload | None = None,
 ) -> Checked:
     """Plan the command `argv` exactly; `options` are engine settings of llmfit's own that no
     command carries (`--vllm-version`: the release the command runs on)."""
@@ -59,7 +60,7 @@ def check(
             hint="llmfit check --fleet 2xh100-80g -- vllm serve openai/gpt-oss-20b "
             "--tensor-parallel-size 2",
         )
-    defaults = PlanSettings(engine_options=options)
+    defaults = PlanSettings(engine_options=options, workload=workload or Workload())
     try:
         request = engine.read_command(words, defaults, env)
     except ValueError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,7 @@ from llmfit.advise import advise
 from llmfit.errors import LlmfitError
 from llmfit.plan.catalog import ModelResult, Models
 from llmfit.plan.fleet import Fleet
-from llmfit.plan.options import Option
+from llmfit.plan.options import Market, Option, serve_key, serves
 from llmfit.plan.settings import PlanSettings
 from llmfit.sources.listing import Listed, cached_models, search_models
 
@@ -105,10 +106,20 @@ def _list_models(
             results = list(pool.map(counted, listed))
     over = tuple(r.repo_id for r in results if max_params and (r.params or 0) > max_params)
     kept = [r for r in results if r.repo_id not in over]
-    fits = sorted(
-        (r for r in kept if r.fits), key=lambda r: (order_key(_best(r), settings.rank), r.repo_id)
-    )
-    misses = [r for r in kept if r.advice is not None and not r.fits]
+    # With a workload named, a model fits only where its best option serves it within its
+    # targets ("which models can serve 10 requests a second here?"); the others are listed with
+    # those that do not fit.
+    named = settings.workload.named
+    kept = [replace(r, unserved=True) if named and r.fits and not serves(_best(r)) else r
+            for r in kept]  # fmt: skip
+    fitting = [r for r in kept if r.fits]
+    if settings.rank in ("cards", "concurrency", "speed"):
+        fits = sorted(fitting, key=lambda r: (order_key(_best(r), settings.rank), r.repo_id))
+    else:
+        market = Market.of([_best(r) for r in fitting])
+        fits = sorted(fitting, key=lambda r: (serve_key(_best(r), market, settings.rank),
+                                              r.repo_id))  # fmt: skip
+    misses = [r for r in kept if r.advice is not None and r not in fits]
     failed = [r for r in kept if r.advice is None]
     return Models(fleet, source, (*fits, *misses, *failed), over, tuple(notes))
 

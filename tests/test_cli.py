@@ -10,7 +10,9 @@ FLEET = str(EXAMPLE_FLEET)
 
 
 def test_qwen3_235b_on_the_example_fleet(run):
-    code, out, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored")
+    # The fewest cards that hold the context (--rank cards; the default ranks by the workload).
+    code, out, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored",
+                         "--rank", "cards")  # fmt: skip
     assert code == 0, err
     # A quarter of the checkpoint with what every rank keeps whole and the rotary cache,
     # 117,632,388,958 B (tests/plan/test_vllm_plan.py); KV of one head a card for 40,960 tokens,
@@ -65,7 +67,8 @@ def test_gpu_memory_utilization_is_passed_on(run):
 
 
 def test_json_document_version_1(run):
-    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--json", "--precision", "stored")
+    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--json", "--precision", "stored",
+                       "--rank", "cards")  # fmt: skip
     assert code == 0
     doc = json.loads(out)
     assert doc["schema"] == 1
@@ -170,7 +173,7 @@ def test_python_dash_m_works():
 
 
 def test_the_fp8_what_if_of_a_bf16_checkpoint_is_marked_and_its_flag_passed(run):
-    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET)
+    code, out, _ = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--rank", "cards")
     assert code == 0
     # Linear layers in one byte, the embedding, head, norms and routers in two, over 2 cards:
     # 118,254,718,720 B (tests/plan/test_vllm_plan.py); KV of 2 heads a card for 40,960 tokens:
@@ -231,23 +234,22 @@ def test_option_picks_another_way_and_a_missing_one_is_a_usage_error(run):
         "--commands",
     )  # fmt: skip
     assert code == 0
-    # The second best on the example fleet: the same four-wide attention, twice over the node's
-    # eight cards, the experts sharded over all eight (more room for the cache, 66.71 sequences
-    # against 4.55).
+    # The second best on the example fleet for the chat workload: on the same eight H200s as the
+    # first, two-wide attention four times over, the experts sharded over all eight.
     assert out.startswith(
-        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --data-parallel-size 2 "
+        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --data-parallel-size 4 "
         "--enable-expert-parallel "
     )
     code, _, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored",
-                       "--option", "9")  # fmt: skip
+                       "--option", "8")  # fmt: skip
     assert code == 2
-    assert err == "llmfit: --option 9: there are only 6 options.\n"
+    assert err == "llmfit: --option 8: there are only 7 options.\n"
 
 
 def test_explain_shows_the_card_part_by_part(run):
     code, out, _ = run(
         "meta-llama/Llama-3.1-8B-Instruct", "--fleet", FLEET, "--context", "8k", "--explain",
-        "--precision", "stored",
+        "--precision", "stored", "--rank", "cards",
     )  # fmt: skip
     assert code == 0
     # Each part is one line, its words wrapped to the terminal: read them unwrapped.

@@ -3,6 +3,8 @@ ran it, and the corrected output it now prints."""
 
 from __future__ import annotations
 
+import json
+
 import yaml
 
 from tests.conftest import EXAMPLE_FLEET
@@ -108,17 +110,19 @@ def test_at_80_columns_busy_options_still_say_so(run, monkeypatch):
     lines = out.splitlines()
     header = next(line for line in lines if line.lstrip().startswith("# artifact"))
     assert header.split()[-1] == "now"
-    # Rows 11 to 18 are the layouts of two and three nodes of 8 on ib1, whose four h100 nodes each
-    # have 4 of their 8 cards in use (examples/fleet.toml): no whole node is free, so none can
-    # run now.
-    rows = {line.split()[0]: line for line in lines if line.split()[:1] and line[:2].strip()}
-    for n in range(11, 19):
-        assert rows[str(n)].rstrip().endswith(" busy"), rows[str(n)]
-    assert rows["1"].rstrip().endswith(" free")
+    # The four h100 nodes on ib1 each have 4 of their 8 cards in use (examples/fleet.toml): a
+    # layout of whole 8-card nodes there cannot run now, one of 4 cards a node can.
+    rows = [line for line in lines if line[:2].strip().isdigit()]
+    whole = [row for row in rows if "nodes × 8 h100-80g" in row]
+    halves = [row for row in rows if "nodes × 4 h100-80g" in row]
+    assert len(whole) == 8 and len(halves) == 2
+    assert all(row.rstrip().endswith(" busy") for row in whole), whole
+    assert all(row.rstrip().endswith(" free") for row in halves), halves
+    assert rows[0].rstrip().endswith(" free")
     # The columns it did leave out are named under the table, with what the engine's said.
     assert (
-        "not shown at 80 columns (every column is at 120): hosts, bits, engine (vllm for all)"
-        in _unwrapped(out)
+        "not shown at 80 columns (every column is at 120): hosts, bits, tok/s, engine (vllm for "
+        "all), meets (yes for all), max ctx" in _unwrapped(out)
     )
 
 
@@ -127,14 +131,18 @@ def test_at_80_columns_a_column_that_says_the_same_on_every_row_is_named_with_it
     code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
     assert code == 0
     assert (
-        "not shown at 80 columns (every column is at 120): hosts, bits, engine (vllm for all), "
-        "now (all free)" in _unwrapped(out)
+        "not shown at 80 columns (every column is at 120): hosts, bits, tok/s, engine (vllm for "
+        "all), meets (yes for all), now (all free), max ctx" in _unwrapped(out)
     )
     # At 120, every column and no such line.
     monkeypatch.setenv("COLUMNS", "120")
     _, wide, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
     assert "not shown" not in wide
-    assert wide.splitlines()[3].split()[-2:] == ["hosts", "now"]
+    assert _header(wide)[-2:] == ["hosts", "now"]
+
+
+def _header(out: str) -> list[str]:
+    return next(line for line in out.splitlines() if line.startswith("# artifact")).split()
 
 
 def _no_terminal(monkeypatch, widths: dict[int, int]) -> None:
@@ -165,7 +173,7 @@ def test_piped_output_takes_the_width_of_the_terminal_stderr_is_on(run, monkeypa
     _no_terminal(monkeypatch, {2: 100})
     code, out, _ = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
     assert code == 0
-    header = out.splitlines()[3].split()
+    header = _header(out)
     assert "bits" in header and "hosts" not in header
     assert "not shown at 100 columns (every column is at 120): hosts" in _unwrapped(out)
 
@@ -259,8 +267,8 @@ def test_a_context_past_the_trained_one_is_marked(run):
     assert "*" not in rows["meta-llama/Llama-3.1-8B-Instruct"]
     said = " ".join(out.split())
     assert (
-        "* a context of 65,536 is past the one these were trained for (Qwen/Qwen3-8B 40,960, "
-        in said
+        "* a context of 65,536 is past the one these were trained for (llmfit-fixtures/Tiny-Llama-"
+        "GGUF 8,192, Qwen/Qwen3-8B 40,960, Qwen/Qwen3-30B-A3B 40,960, " in said
     )
     assert "mistralai/Mixtral-8x7B-v0.1 32,768)" in said
     assert "answers past it may degrade" in said
@@ -279,15 +287,25 @@ def test_the_listing_is_in_the_order_asked(run):
                 found.append((cells[1], cards, what_if, float(cells[-2])))
         return found
 
-    code, out, _ = run("models", "--fleet", "1xh100-80g")
+    code, out, _ = run("models", "--fleet", "1xh100-80g", "--rank", "cards")
     assert code == 0
     listed = rows(out)
-    # One card each: the checkpoints as shipped by the sequences they hold, most first; then the
-    # what-ifs. gpt-oss-20b, which holds the most, is first.
+    # --rank cards, one card each: the checkpoints as shipped by the sequences they hold, most
+    # first; then the what-ifs. gpt-oss-20b, which holds the most, is first.
     shipped = [r for r in listed if not r[2]]
     assert shipped[0][0] == "openai/gpt-oss-20b"
     assert [r[3] for r in shipped] == sorted((r[3] for r in shipped), reverse=True)
     assert listed.index(shipped[-1]) < min(listed.index(r) for r in listed if r[2])
+    # By default (--rank serve), as `llmfit REPO` ranks: every one serves the chat workload on
+    # its card, so the checkpoints as shipped go by what a unit of load costs, the most output
+    # tokens a second a card first; then the what-ifs.
+    _, out, _ = run("models", "--fleet", "1xh100-80g", "--json")
+    best = [(d["repo"]["id"], d["options"][0]) for d in json.loads(out) if d["options"]]
+    assert all(o["serving"]["meets"] for _, o in best)
+    as_shipped = [o for _, o in best if not o["what_if"]]
+    assert best[: len(as_shipped)] == [(i, o) for i, o in best if not o["what_if"]]
+    per_gpu = [o["serving"]["output_tokens_per_s_per_gpu"] for o in as_shipped]
+    assert per_gpu == sorted(per_gpu, reverse=True) and len(per_gpu) == 5
     # --rank concurrency: the most sequences first whatever the what-if.
     _, out, _ = run("models", "--fleet", "1xh100-80g", "--rank", "concurrency")
     held = [r[3] for r in rows(out)]
@@ -304,8 +322,6 @@ NO_FABRIC = (
 
 
 def test_check_of_two_nodes_without_a_fabric_says_why(run):
-    import json
-
     argv = (
         "--", "vllm", "serve", "meta-llama/Meta-Llama-3.1-405B", "--tensor-parallel-size", "8",
         "--pipeline-parallel-size", "2", "--max-model-len", "8192",
@@ -414,7 +430,6 @@ GGUF = "llmfit-fixtures/Tiny-Llama-GGUF"
 
 
 def _labels(run, *pins: str) -> set[str]:
-    import json
 
     code, out, err = run(GGUF, "--fleet", "8xrtx4090-24g", *pins, "--json", "--all")
     assert code == 0, err
@@ -490,7 +505,6 @@ def test_gguf_cards_past_a_node_without_a_fabric_say_why(run):
 
 
 def _labels_on(run, fleet: str, *pins: str) -> set[str]:
-    import json
 
     code, out, err = run(GGUF, "--fleet", fleet, *pins, "--json", "--precision", "stored")
     assert code == 0, err
@@ -539,7 +553,6 @@ def test_sglang_gets_its_own_override_flag(run):
 
 
 def test_the_yarn_factor_is_the_context_over_the_native_length_rounded_up_to_a_tenth(run):
-    import json
     import shlex
 
     # 65,536 / 32,768 = 2.0; 100,000 / 32,768 = 3.05…, so 3.1 (3.1 × 32,768 = 101,580 ≥ 100,000).
@@ -578,7 +591,6 @@ def test_past_what_the_card_vouches_for_or_without_a_way_it_is_the_override_and_
 
 
 def test_which_configs_the_qwen3_card_covers():
-    import json
     from pathlib import Path
 
     from llmfit.plan.model import Yarn
@@ -613,8 +625,6 @@ def test_the_models_table_says_which_columns_it_left_out(run, monkeypatch):
 
 
 def test_a_card_count_that_is_no_power_of_two_is_planned_as_ranks(run):
-    import json
-
     # 6 cards: 32 heads do not divide by 6 (refused), but 3 ranks of 2 and 6 of 1 do.
     code, out, _ = run(
         "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--gpus", "6", "--precision", "stored",

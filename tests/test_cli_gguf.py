@@ -13,7 +13,16 @@ SNAP = HUB / "models--llmfit-fixtures--Tiny-Llama-GGUF" / "snapshots"
 
 def test_each_quant_file_has_its_options(run):
     code, out, err = run(
-        REPO, "--fleet", FLEET, "--context", "4096", "--json", "--precision", "stored"
+        REPO,
+        "--fleet",
+        FLEET,
+        "--context",
+        "4096",
+        "--json",
+        "--precision",
+        "stored",
+        "--rank",
+        "cards",
     )
     assert code == 0, err
     doc = json.loads(out)
@@ -58,7 +67,7 @@ def test_local_paths_name_this_machines_file(run):
 
 
 def test_text_output_prints_the_best_command(run):
-    code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096")
+    code, out, _ = run(REPO, "--fleet", FLEET, "--context", "4096", "--rank", "cards")
     assert code == 0
     assert "Best: 1 × h200-141g, Q8_0, 0.5 GiB a card (125.5 free)" in out
     # The example fleet's H200 nodes have 8 cards: llama-server spreads its layers over every

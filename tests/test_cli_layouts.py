@@ -96,7 +96,14 @@ def test_deepseek_v3_on_eight_h200_offers_data_parallel_attention_with_expert_pa
 
 def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
     code, out, _ = run(
-        "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision", "stored", "--explain"
+        "deepseek-ai/DeepSeek-V3",
+        "--fleet",
+        "8xh200-141g",
+        "--precision",
+        "stored",
+        "--explain",
+        "--rank",
+        "cards",
     )
     assert code == 0
     out = " ".join(out.split())  # each part one line, wrapped to the terminal: read unwrapped
@@ -115,7 +122,8 @@ def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
 
 
 def test_qwen3_8b_on_one_h100_node_offers_eight_replicas(run):
-    opts = options(run, "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--precision", "stored")
+    opts = options(run, "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--precision", "stored",
+                   "--rank", "cards")  # fmt: skip
     assert [(o["tp"], o["dp"], o["gpus"]) for o in opts] == [
         (1, 1, 1), (2, 1, 2), (4, 1, 4), (8, 1, 8), (1, 8, 8),
     ]  # fmt: skip
@@ -151,15 +159,24 @@ def test_a_pinned_layout_that_does_not_fit_says_what_it_needs_and_holds(run):
 
 
 def test_concurrency_keeps_only_layouts_that_hold_that_many(run):
+    # --concurrency names requests in flight of the workload (2,048 + 512 tokens each): a layout
+    # must hold 16 of them, 16 × 2,560 = 40,960 tokens, 1.25 sequences of the 32k context.
     opts = options(
         run, "meta-llama/Llama-3.1-8B-Instruct", "--fleet", FLEET, "--precision", "stored",
-        "--concurrency", "16", "--context", "32k",
+        "--concurrency", "16", "--context", "32k", "--rank", "cards",
     )  # fmt: skip
-    assert opts and all(o["concurrency"] >= 16 for o in opts)
-    # One L40S card (40.1 GiB counted on) holds 43,023,237,120 − 16,060,522,496 − 2,076,049,408
-    # B of cache, 5.8 sequences of 32,768 × 131,072 B: too few; two hold enough.
+    assert opts and all(o["concurrency"] * 32768 >= 16 * 2560 for o in opts)
+    # With 16 requests of the whole 32k context each (32,767 + 1 tokens), one L40S card (40.1 GiB
+    # counted on) holds 43,023,237,120 − 16,060,522,496 − 2,076,049,408 B of cache, 5.8 sequences
+    # of 32,768 × 131,072 B: too few; two hold enough. The fewest cards that hold 16 rank first:
+    # one H200.
+    opts = options(
+        run, "meta-llama/Llama-3.1-8B-Instruct", "--fleet", FLEET, "--precision", "stored",
+        "--concurrency", "16", "--context", "32k", "--input-len", "32767", "--output-len", "1",
+        "--rank", "cards",
+    )  # fmt: skip
+    assert opts and all(o["concurrency"] * 32768 >= 16 * 32768 for o in opts)
     assert not [o for o in opts if o["gpu_class"] == "l40s-48g" and o["gpus"] == 1]
-    # The fewest cards that hold 16 rank first: one H200.
     assert (opts[0]["gpu_class"], opts[0]["gpus"]) == ("h200-141g", 1)
 
 

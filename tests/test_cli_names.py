@@ -70,7 +70,7 @@ def test_a_stated_memory_keeps_a_name_the_table_lacks_with_a_warning(run, tmp_pa
     notes = json.loads(out)["notes"]
     assert (
         f"h10-80g is not a GPU class llmfit knows: {UNKNOWN} (known classes near it: h100-80g, "
-        "h100-94g, a100-80g)"
+        "h800-80g, h100-94g)"
     ) in notes
 
 
@@ -79,7 +79,8 @@ def test_an_unknown_class_is_planned_from_its_label_with_a_warning(run):
     assert code == 0, err
     doc = json.loads(out)
     assert (
-        f"b300-288g is not a GPU class llmfit knows: {UNKNOWN} (known classes near it: b200-180g)"
+        f"b300-288g is not a GPU class llmfit knows: {UNKNOWN} (known classes near it: "
+        "mi350x-288g, gb10-128g, b200-180g)"
     ) in doc["notes"]
     assert doc["options"][0]["gpu_class"] == "b300-288g"
 

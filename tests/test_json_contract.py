@@ -21,7 +21,22 @@ NUM = (int, float)
 
 DOCUMENT = {
     "schema": INT, "repo": DICT, "model": DICT, "context": INT, "fleet": DICT, "artifacts": LIST,
-    "options": LIST, "unplaced": LIST, "rejected": LIST, "notes": LIST,
+    "options": LIST, "unplaced": LIST, "rejected": LIST, "notes": LIST, "workload": DICT,
+    "rank_by": STR,
+}  # fmt: skip
+WORKLOAD = {
+    "name": STR, "named": BOOL, "input_len": INT, "output_len": INT, "concurrency": (NUM, NONE),
+    "rate": (NUM, NONE), "ttft_s": (NUM, NONE), "tpot_s": (NUM, NONE),
+}  # fmt: skip
+SERVING = {
+    "meets": BOOL, "misses": LIST, "replicas": (INT, NONE), "cards": (INT, NONE),
+    "concurrency": (NUM, NONE), "rate": (NUM, NONE), "output_tokens_per_s": (NUM, NONE),
+    "output_tokens_per_s_per_gpu": (NUM, NONE), "tpot_s": (NUM, NONE), "ttft_s": (NUM, NONE),
+    "e2e_s": (NUM, NONE), "batch": (NUM, NONE), "capacity_rate": (NUM, NONE),
+    "capacity_concurrency": (NUM, NONE), "cards_per_load": (NUM, NONE),
+    "price_per_gpu_hour": (NUM, NONE), "cost_per_hour": (NUM, NONE), "free_replicas": INT,
+    "fleet_replicas": INT, "decode_step": DICT, "prefill": DICT, "bound": (STR, NONE),
+    "assumptions": LIST,
 }  # fmt: skip
 REPO = {"id": STR, "revision": (STR, NONE), "commit": (STR, NONE), "source": STR}
 MODEL = {
@@ -42,7 +57,7 @@ OPTION = {
     "gpus": INT, "per_card": DICT, "hosts": INT, "free_now": BOOL, "bits_per_weight": (NUM, NONE),
     "max_context": INT, "concurrency": NUM, "commands": LIST, "what_if": (STR, NONE), "tp": INT,
     "pp": INT, "dp": INT, "ep": BOOL, "replicas": INT, "cards_per_replica": INT,
-    "speed": (DICT, NONE),
+    "speed": (DICT, NONE), "serving": (DICT, NONE),
 }  # fmt: skip
 PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
 COMMAND = {"role": STR, "argv": LIST, "shell": STR}
@@ -84,6 +99,7 @@ def test_every_document_keeps_the_contract(run, args):
     has(doc["repo"], REPO, "repo")
     has(doc["model"], MODEL, "model")
     has(doc["fleet"], FLEET, "fleet")
+    has(doc["workload"], WORKLOAD, "workload")
     for a in doc["artifacts"]:
         has(a, ARTIFACT, "artifact")
         assert a["format"] in ("safetensors", "gguf")
@@ -93,6 +109,8 @@ def test_every_document_keeps_the_contract(run, args):
         has(o, {**OPTION, **engine_fields}, f"options[{i}]")
         assert o["rank"] == i
         has(o["per_card"], PER_CARD, f"options[{i}].per_card")
+        if o["serving"] is not None:
+            has(o["serving"], SERVING, f"options[{i}].serving")
         p = o["per_card"]
         assert p["need"] == p["weights"] + p["kv_cache"] + p["overhead"]
         assert o["commands"]

@@ -16,8 +16,10 @@ from llmfit.cli.shared import (
     json_option,
     offline_option,
     split_knobs,
+    workload_options,
 )
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS
+from llmfit.plan.settings import Workload
 from llmfit.render.commands import FORMATS
 
 
@@ -29,6 +31,7 @@ from llmfit.render.commands import FORMATS
 @fleet_option()
 @json_option()
 @offline_option()
+@workload_options
 @click.option(
     "--format",
     "fmt",
@@ -42,6 +45,7 @@ def check_cmd(
     fleet_path: str | None,
     json_: bool,
     offline: bool,
+    workload: Workload,
     fmt: str,
     command: tuple[str, ...],
     **knob_values: object,
@@ -49,7 +53,8 @@ def check_cmd(
     """Plan exactly the layout a `vllm serve` or `llama-server` command asks for.
 
     Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
-    how many sequences it holds; flags that do not change memory are listed as not modelled.
+    how many sequences it holds, and how it serves the workload (--input-len, --rate, …: TTFT,
+    TPOT, throughput, replicas); flags that do not change memory are listed as not modelled.
     Exit 0 when it fits, 1 when it does not.
 
     \b
@@ -60,6 +65,7 @@ def check_cmd(
       llmfit check --fleet 1xrtx4090-24g -- \\
           llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
       llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
+      llmfit check --fleet 1xh100-80g --rate 4 --tpot 30 -- vllm serve Qwen/Qwen3-8B
     """
     from llmfit.check import check
     from llmfit.sources.fleet import resolve_fleet
@@ -68,7 +74,7 @@ def check_cmd(
     with hub_progress(offline) as progress:
         checked = check(
             command, fleet, offline=offline, progress=progress,
-            options=engine_options(split_knobs(knob_values)),
+            options=engine_options(split_knobs(knob_values)), workload=workload,
         )  # fmt: skip
     show_check(checked, json=json_, fmt=fmt)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)

@@ -8,16 +8,17 @@ import click
 
 from llmfit.cli.app import cli
 from llmfit.cli.shared import (
-    concurrency_option,
     context_option,
     engines_option,
     fleet_option,
     hub_progress,
     json_option,
+    rank_option,
+    workload_options,
 )
 from llmfit.cli.values import context_tokens, param_count
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
-from llmfit.plan.settings import RANKINGS
+from llmfit.plan.settings import Workload
 
 
 @cli.command(name="models")
@@ -28,21 +29,17 @@ from llmfit.plan.settings import RANKINGS
     help="With --search: how many repositories, most downloaded first.",
 )  # fmt: skip
 @context_option("Token pool to plan for (32768, 32k, 1m).")
-@concurrency_option()
+@workload_options
 @engines_option()
 @click.option(
     "--max-params",
     help="Leave out models with more parameters (8b, 70B, 1.5t), counted to the digits given: "
     "70b keeps Llama-3.1-70B's 70.6 billion.",
 )
-@click.option(
-    "--rank",
-    "rank_by",
-    type=click.Choice(RANKINGS),
-    default="cards",
-    show_default=True,
-    help="The order: the fewest cards, then the most sequences held; the most sequences held; "
-    "or the fastest decode of one sequence.",
+@rank_option(
+    "The order, and each model's best option, as for `llmfit REPO`: the fewest cards (or lowest "
+    "cost) that serve the workload, the fewest that hold the context, the most sequences held, "
+    "the fastest single sequence, the most tokens a second a card, or the shortest request."
 )
 @json_option("Print a list of version-1 documents.")
 def models_list(
@@ -50,7 +47,7 @@ def models_list(
     search: str | None,
     limit: int,
     context: str | None,
-    concurrency: float | None,
+    workload: Workload,
     engine_keys: tuple[str, ...],
     max_params: str | None,
     rank_by: str,
@@ -67,6 +64,7 @@ def models_list(
       llmfit models --fleet 1xrtx4090-24g --context 32k --max-params 70b
       llmfit models --fleet examples/fleet.toml --rank concurrency
       llmfit models --fleet examples/fleet.toml --json
+      llmfit models --fleet 8xh100-80g --rate 10  (which serve 10 requests a second)
     Online:
       llmfit models --fleet examples/fleet.toml --search qwen3 --limit 10
     """
@@ -77,8 +75,7 @@ def models_list(
 
     fleet = resolve_fleet(fleet_path)
     settings = PlanSettings(
-        context=context_tokens(context), concurrency=concurrency, engines=engine_keys,
-        rank=rank_by,
+        context=context_tokens(context), workload=workload, engines=engine_keys, rank=rank_by,
     )  # fmt: skip
     if search is not None and is_offline():
         raise UsageError(

@@ -11,7 +11,6 @@ from llmfit.cli.app import cli
 from llmfit.cli.output import View, show_plan
 from llmfit.cli.shared import (
     WithKnobs,
-    concurrency_option,
     context_option,
     engine_options,
     engines_option,
@@ -19,11 +18,13 @@ from llmfit.cli.shared import (
     hub_progress,
     json_option,
     offline_option,
+    rank_option,
     split_knobs,
+    workload_options,
 )
 from llmfit.cli.values import context_tokens, finite
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
-from llmfit.plan.settings import PRECISIONS, RANKINGS, Pins
+from llmfit.plan.settings import PRECISIONS, Pins, Workload
 from llmfit.render.commands import FORMATS
 
 
@@ -85,15 +86,11 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     "--ep/--no-ep", default=None, help="Only layouts with (or without) expert parallelism."
 )
 @click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
-@concurrency_option()
-@click.option(
-    "--rank",
-    "rank_by",
-    type=click.Choice(RANKINGS),
-    default="cards",
-    show_default=True,
-    help="What best means: the fewest cards, the most sequences held at once, or the fastest "
-    "decode of one sequence.",
+@workload_options
+@rank_option(
+    "What best means: the fewest cards (or lowest cost) that serve the workload, the fewest "
+    "that hold the context, the most sequences held, the fastest single sequence, the most "
+    "tokens a second a card at the workload, or the shortest request."
 )
 @engines_option(
     "Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
@@ -140,7 +137,7 @@ def plan_cmd(
     dp: int | None,
     ep: bool | None,
     gpus: int | None,
-    concurrency: float | None,
+    workload: Workload,
     rank_by: str,
     engine_keys: tuple[str, ...],
     json_: bool,
@@ -168,6 +165,8 @@ def plan_cmd(
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --explain --option 2
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --why-not
       llmfit deepseek-ai/DeepSeek-V3 --fleet examples/fleet.toml --option 2 --commands --ray
+      llmfit Qwen/Qwen3-8B --fleet 8xh100-80g --input-len 2000 --output-len 500 --rate 20 \\
+          --ttft 2 --tpot 50
     """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
@@ -176,13 +175,20 @@ def plan_cmd(
     _sglang_share(engine_keys, knob_values)
     fleet = resolve_fleet(fleet_path)
     options = engine_options(split_knobs(knob_values))
+    asked = context_tokens(context)
+    if asked and workload.named and workload.tokens > asked:
+        raise UsageError(
+            f"the workload's requests ({workload.input_len:,} prompt and {workload.output_len:,} "
+            f"generated tokens) are longer than --context {asked:,}: give a longer --context, "
+            "or shorter --input-len and --output-len."
+        )
     settings = PlanSettings(
-        context=context_tokens(context),
+        context=asked,
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,
         pins=Pins(tp=tp, pp=pp, dp=dp, ep=ep, gpus=gpus),
-        concurrency=concurrency,
+        workload=workload,
         rank=rank_by,
         engines=engine_keys,
         every_layout=show_all,

@@ -6,6 +6,7 @@ Each option is declared once here and applied by decorator, so that `--fleet`, `
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,8 +45,20 @@ def context_option(help: str) -> Callable[[F], F]:
     return click.option("--context", "context", help=help)
 
 
+def rank_option(help: str) -> Callable[[F], F]:
+    """`--rank`: what best means (plan/settings RANKINGS), the plan's default for every command
+    so that `llmfit models` lists each model with the option `llmfit REPO` puts first."""
+    from llmfit.plan.settings import RANKINGS
+
+    return click.option(
+        "--rank", "rank_by", type=click.Choice(RANKINGS), default="serve", show_default=True,
+        help=help,
+    )  # fmt: skip
+
+
 def concurrency_option(
-    help: str = "Only layouts holding this many sequences of --context tokens at once.",
+    help: str = "Requests in flight the deployment must serve (a closed loop, as bench serve "
+    "--max-concurrency); layouts must hold them.",
 ) -> Callable[[F], F]:
     return click.option(
         "--concurrency",
@@ -53,6 +66,63 @@ def concurrency_option(
         callback=finite,
         help=help,
     )
+
+
+# The workload's flags (plan/settings.py Workload), in the order --help lists them.
+_WORKLOAD_OPTIONS = (
+    click.option(
+        "--workload",
+        "workload_name",
+        type=click.Choice(("chat", "rag", "code", "summarise")),
+        help="A named workload to start from (default: chat, 2k in / 512 out, TTFT 2 s, "
+        "TPOT 50 ms; docs/serving.md).",
+    ),
+    click.option("--input-len", help="Prompt tokens a request (2048, 8k)."),
+    click.option("--output-len", help="Tokens a request generates (512, 1k)."),
+    concurrency_option(),
+    click.option(
+        "--rate",
+        type=click.FloatRange(min=0, min_open=True, max=1e9),
+        callback=finite,
+        help="Requests a second the deployment must serve (Poisson arrivals).",
+    ),
+    click.option(
+        "--ttft",
+        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        callback=finite,
+        help="Target: seconds to a request's first token (mean, queueing included).",
+    ),
+    click.option(
+        "--tpot",
+        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        callback=finite,
+        help="Target: milliseconds a token after the first (mean).",
+    ),
+    click.option(
+        "--min-speed",
+        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        callback=finite,
+        help="Target: tokens a second each user sees (the same as --tpot 1000/N).",
+    ),
+)
+
+
+def workload_options(f: F) -> F:
+    """The workload's flags, given to the command as one `workload` argument (a Workload)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: object, **kw: object) -> object:
+        from llmfit.cli.values import workload_of
+
+        names = ("workload_name", "input_len", "output_len", "concurrency", "rate", "ttft",
+                 "tpot", "min_speed")  # fmt: skip
+        given = {n: kw.pop(n) for n in names}
+        return f(*args, workload=workload_of(**given), **kw)  # type: ignore[arg-type]
+
+    out: Callable[..., object] = wrapper
+    for option in reversed(_WORKLOAD_OPTIONS):
+        out = option(out)
+    return out  # type: ignore[return-value]
 
 
 @contextmanager

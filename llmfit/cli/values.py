@@ -11,7 +11,7 @@ import re
 import click
 
 from llmfit.errors import UsageError
-from llmfit.plan.settings import MAX_CONTEXT
+from llmfit.plan.settings import MAX_CONTEXT, WORKLOADS, Workload
 
 
 def context_tokens(value: str | None, flag: str = "--context") -> int | None:
@@ -70,3 +70,41 @@ def param_count(value: str | None) -> int | None:
     # Every count that reads as the value to the digits given: one step of its last digit less one.
     step = max(scale // 10 ** len(fraction), 1)
     return (n // step + 1) * step - 1
+
+
+def workload_of(
+    workload_name: str | None,
+    input_len: str | None,
+    output_len: str | None,
+    concurrency: float | None,
+    rate: float | None,
+    ttft: float | None,
+    tpot: float | None,
+    min_speed: float | None,
+) -> Workload:
+    """The workload the flags name: the preset (chat by default) with each flag given in place
+    of its field. --concurrency and --rate name the load two ways, --tpot and --min-speed the
+    same target: one of each."""
+    if concurrency is not None and rate is not None:
+        raise UsageError(
+            "--concurrency and --rate both name the load: give requests in flight or requests a "
+            "second, not both."
+        )
+    if tpot is not None and min_speed is not None:
+        raise UsageError(
+            "--tpot and --min-speed both set the time a token: give one (--tpot 50 is "
+            "--min-speed 20)."
+        )
+    w = WORKLOADS[workload_name or "chat"]
+    named = any(v is not None for v in (workload_name, input_len, output_len, concurrency, rate,
+                                        ttft, tpot, min_speed))  # fmt: skip
+    return Workload(
+        name=w.name if input_len is None and output_len is None else "custom",
+        input_len=context_tokens(input_len, "--input-len") or w.input_len,
+        output_len=context_tokens(output_len, "--output-len") or w.output_len,
+        concurrency=concurrency,
+        rate=rate,
+        ttft_s=ttft if ttft is not None else w.ttft_s,
+        tpot_s=tpot / 1000 if tpot is not None else (1 / min_speed if min_speed else w.tpot_s),
+        named=named,
+    )

@@ -142,6 +142,13 @@ CARDS: tuple[CardSpec, ...] = (
         notes="deviceQuery, H100 80GB HBM3; vLLM prints 79.18-79.22 GiB",
     ),
     CardSpec(
+        "h800-80g", "NVIDIA H800 SXM5 80GB", "nvidia",
+        ("h800", "h800-80gb", "h800-sxm", "NVIDIA H800", "NVIDIA H800 80GB HBM3"),
+        85_045_477_376, "measured", 3350 * G, 989.5 * T, 1979 * T, 1979 * T,
+        "nvlink4", 200 * G, PCIE5, "NVIDIA H800 Tensor Core GPU datasheet (2023)",
+        notes="the H100 SXM's memory and rates, NVLink 400 GB/s both ways (the H100's 900)",
+    ),
+    CardSpec(
         "h100-pcie-80g", "NVIDIA H100 PCIe 80GB", "nvidia",
         ("h100-pcie", "h100-pcie-80gb", "NVIDIA H100 PCIe"),
         85_045_477_376, "measured", 2000 * G, 756.5 * T, 1513 * T, 1513 * T,
@@ -267,6 +274,36 @@ CARDS: tuple[CardSpec, ...] = (
         notes="nvidia-smi 97887 MiB (Max-Q) less 454 MiB; " + BLACKWELL_AI_TOPS + " (no halving)",
     ),
     CardSpec(
+        "rtx4000ada-20g", "NVIDIA RTX 4000 Ada Generation", "nvidia",
+        ("rtx4000ada", "rtx-4000-ada", "rtx4000adageneration-20g",
+         "NVIDIA RTX 4000 Ada Generation"),
+        _marketed(20), "marketed", 360 * G, 76.7 * T, 153.4 * T, 153.4 * T,
+        "pcie4", PCIE4, PCIE4,
+        "NVIDIA RTX 4000 Ada datasheet (2023): 306.8 TFLOPS FP8 sparse, 360 GB/s",
+        fields_derived=("bf16_flops", "int8_ops"),
+        notes="bf16 = half the fp8 rate, int8 = the fp8 rate (Ada's ratios, as the RTX 6000 Ada)",
+    ),
+    CardSpec(
+        "rtx5000ada-32g", "NVIDIA RTX 5000 Ada Generation", "nvidia",
+        ("rtx5000ada", "rtx-5000-ada", "rtx5000adageneration-32g",
+         "NVIDIA RTX 5000 Ada Generation"),
+        _marketed(32), "marketed", 576 * G, 261.1 * T, 522.2 * T, 522.2 * T,
+        "pcie4", PCIE4, PCIE4,
+        "NVIDIA RTX 5000 Ada datasheet (2023): 1,044.4 TFLOPS FP8 sparse, 576 GB/s",
+        fields_derived=("bf16_flops", "int8_ops"),
+        notes="bf16 = half the fp8 rate, int8 = the fp8 rate (Ada's ratios, as the RTX 6000 Ada)",
+    ),
+    CardSpec(
+        "gb10-128g", "NVIDIA GB10 (DGX Spark)", "nvidia",
+        ("gb10", "dgx-spark", "dgxspark-128g", "NVIDIA GB10", "NVIDIA DGX Spark"),
+        _marketed(128), "marketed", 273 * G, 125 * T, 250 * T, 250 * T,
+        "none", 0.0, 273 * G,
+        "NVIDIA DGX Spark specifications (2025): 1 PFLOP FP4 sparse, 128 GB LPDDR5x at 273 GB/s",
+        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
+        notes="one GPU sharing the machine's 128 GB with its Grace CPU; "
+        + BLACKWELL_AI_TOPS + " (no halving); the host link is the shared memory",
+    ),
+    CardSpec(
         "rtxa5000-24g", "NVIDIA RTX A5000", "nvidia",
         ("a5000", "rtx-a5000", "rtxa5000", "NVIDIA RTX A5000"),
         (24_564 - 454) * MIB, "smi-reserve", 768 * G, 111.1 * T, None, 222.2 * T,
@@ -301,6 +338,22 @@ CARDS: tuple[CardSpec, ...] = (
         notes="no bf16: fp16 with FP32 accumulate",
     ),
     CardSpec(
+        "rtx3060-12g", "NVIDIA GeForce RTX 3060 12GB", "nvidia",
+        ("rtx3060", "3060", "NVIDIA GeForce RTX 3060"),
+        _marketed(12), "marketed", 360 * G, 25.5 * T, None, 101.9 * T,
+        "pcie4", PCIE4, PCIE4, "NVIDIA GeForce RTX 3060 specifications (GA106, 112 tensor cores "
+        "at 1.78 GHz, 360 GB/s)",
+        fields_derived=("bf16_flops", "int8_ops"),
+        notes="rates from its tensor cores and clock, GA102's ratios (int8 4 × fp16 with FP32 "
+        "accumulate), as the RTX 3080's",
+    ),
+    CardSpec(
+        "rtx3070-8g", "NVIDIA GeForce RTX 3070", "nvidia",
+        ("rtx3070", "3070", "NVIDIA GeForce RTX 3070"),
+        _marketed(8), "marketed", 448 * G, 40.6 * T, None, 162.6 * T,
+        "pcie4", PCIE4, PCIE4, GA102_PAPER + " (its RTX 3070 column)",
+    ),
+    CardSpec(
         "rtx3080-10g", "NVIDIA GeForce RTX 3080 10GB", "nvidia",
         ("rtx3080", "3080", "NVIDIA GeForce RTX 3080"),
         _marketed(10), "marketed", 760.3 * G, 59.5 * T, None, 238 * T,
@@ -333,6 +386,14 @@ CARDS: tuple[CardSpec, ...] = (
         _marketed(16), "marketed", 288 * G, 44.1 * T, 88.25 * T, 176.5 * T,
         "pcie4", 16 * G, 16 * G,
         "NVIDIA GeForce RTX 4060 Ti specifications: 353 AI TOPS, PCIe 4.0 x8",
+        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
+        notes=ADA_AI_TOPS,
+    ),
+    CardSpec(
+        "rtx4070ti-12g", "NVIDIA GeForce RTX 4070 Ti", "nvidia",
+        ("rtx4070ti", "4070ti", "NVIDIA GeForce RTX 4070 Ti"),
+        _marketed(12), "marketed", 504 * G, 80.1 * T, 160.3 * T, 320.5 * T,
+        "pcie4", PCIE4, PCIE4, "NVIDIA GeForce RTX 4070 Ti specifications: 641 AI TOPS, 504 GB/s",
         fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
         notes=ADA_AI_TOPS,
     ),
@@ -380,12 +441,33 @@ CARDS: tuple[CardSpec, ...] = (
         "(calibration/sglang-logs.jsonl, PR #18263)",
     ),
     CardSpec(
+        "mi350x-288g", "AMD Instinct MI350X", "amd",
+        ("mi350x", "mi350x-288gb", "AMD Instinct MI350X"),
+        _hbm_gib(288), "hbm-gib", 8000 * G, 2306.9 * T, 4613.8 * T, 4613.8 * T,
+        "infinity-fabric", 537.6 * G, PCIE5, "AMD Instinct MI350X data sheet (2025)",
+        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
+        notes="the MI355X's CDNA 4 at 2.2 GHz, not 2.4: its rates × 2.2/2.4; memory and links "
+        "as the MI355X's",
+    ),
+    CardSpec(
         "rx7900xtx-24g", "AMD Radeon RX 7900 XTX", "amd",
         ("rx7900xtx", "7900xtx", "AMD Radeon RX 7900 XTX", "Radeon RX 7900 XTX"),
         _marketed(24), "marketed", 960 * G, 122.8 * T, None, 122.8 * T,
         "pcie4", PCIE4, PCIE4, "AMD Radeon RX 7900 XTX specifications (amd.com)",
         fields_derived=("int8_ops",),
         notes="fp16 (WMMA) rate; int8 WMMA runs at the fp16 rate on RDNA 3",
+    ),
+    CardSpec(
+        "radeon8060s-96g", "AMD Radeon 8060S (Ryzen AI Max+ 395, Strix Halo)", "amd",
+        ("radeon8060s", "8060s", "strix-halo", "strixhalo-96g", "AMD Radeon 8060S Graphics",
+         "AMD Radeon(TM) 8060S Graphics"),
+        _marketed(96), "marketed", 256 * G, 59.4 * T, None, 59.4 * T,
+        "none", 0.0, 256 * G,
+        "AMD Ryzen AI Max+ 395 specifications (2025): 40 RDNA 3.5 CUs at 2.9 GHz, 256-bit "
+        "LPDDR5X-8000",
+        fields_derived=("bf16_flops", "int8_ops"),
+        notes="one GPU sharing the machine's memory: 96 GB is the most its firmware gives the "
+        "GPU of 128 GB; fp16 WMMA 40 CUs × 512 × 2.9 GHz; int8 at the fp16 rate (RDNA 3)",
     ),
 )
 
@@ -423,6 +505,9 @@ def metal_share(gb: int) -> float:
 
 # (chip, GPU cores, bandwidth GB/s, GPU TFLOPS, TFLOPS derived?, memory sizes in GB)
 _APPLE: tuple[tuple[str, int, float, float, bool, tuple[int, ...]], ...] = (
+    # The M1's GPU has 8 cores or, in the base MacBook Air and iMac, 7: 2.6 TFLOPS Apple's, the
+    # 7-core's in proportion.
+    ("m1", 7, 68.25, 2.29, True, (8, 16)),
     ("m1-max", 32, 400, 10.4, False, (32, 64)),
     ("m1-ultra", 64, 800, 21.0, False, (64, 128)),
     ("m2-max", 38, 400, 13.6, False, (32, 64, 96)),
@@ -450,6 +535,15 @@ def _apple(chip: str, cores: int, bw: float, tflops: float, derived: bool, gb: i
 
 
 CARDS += tuple(_apple(c, n, bw, tf, d, gb) for c, n, bw, tf, d, sizes in _APPLE for gb in sizes)
+# The M1 Max with a 24-core GPU (and 32 GB) beside the 32-core one of the same memory: its own
+# class, 24/32 of the 32-core's 10.4 TFLOPS, the same 400 GB/s.
+CARDS += (
+    dataclasses.replace(
+        _apple("m1-max", 24, 400, 7.8, True, 32),
+        key="m1-max-24c-32g",
+        aliases=("apple-m1-max-24c-32g", "m1-max-24c-32gb", "Apple M1 Max 24-core 32GB"),
+    ),
+)
 
 
 def _norm(name: str) -> str:
@@ -633,3 +727,31 @@ def fabric_bandwidth(value: str | float) -> float:
     if number <= 0:
         raise ValueError(f"fabric bandwidth {value!r} must be above 0")
     return number * factor
+
+
+# Families of cards that an engine's fitted efficiencies are looked up by (plan/engines/
+# *_speed.py): cards of one family share the kernels an engine runs on them, so the share of
+# their bandwidth and tensor rate it reaches is fitted once for the family, from whichever of its
+# cards the measured runs used. A key not named here is its vendor's "other" family.
+FAMILIES: tuple[tuple[str, str], ...] = (
+    (r"^(h100|h200|h800|h20|gh200)", "nvidia-hopper"),
+    (r"^(b200|b300|gb200|gb300|gb10)", "nvidia-blackwell"),
+    (r"^(a100|a800|a30)", "nvidia-ampere"),
+    (r"^(l4|l40|a10|rtxa|rtx\d+ada|rtxpro|t4|p40)", "nvidia-workstation"),
+    (r"^rtx\d", "nvidia-geforce"),
+    (r"^mi\d", "amd-instinct"),
+    (r"^(rx|radeon)", "amd-radeon"),
+)
+
+
+def family(key: str) -> str:
+    """The family a card class belongs to (a MIG instance: its card's), for fitted efficiencies:
+    "nvidia-hopper", "amd-instinct", "apple", … ; "other" for a class the table does not know."""
+    base = _MIG.sub(r"\1", key.strip().lower())
+    card = BY_KEY.get(base)
+    for pattern, name in FAMILIES:
+        if re.match(pattern, base):
+            return name
+    if card is not None:
+        return {"apple": "apple", "amd": "amd-other", "nvidia": "nvidia-other"}[card.vendor]
+    return "other"

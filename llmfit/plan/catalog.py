@@ -19,10 +19,12 @@ class ModelResult:
     advice: Advice | None = None
     error: str | None = None
     hint: str | None = None
+    # It fits, but its best option does not serve the named workload within its targets.
+    unserved: bool = False
 
     @property
     def fits(self) -> bool:
-        return self.advice is not None and bool(self.advice.plan.options)
+        return self.advice is not None and bool(self.advice.plan.options) and not self.unserved
 
     @property
     def params(self) -> int | None:

@@ -142,6 +142,8 @@ class PoolNode:
     # from `llmfit fleet import kubectl`), as (key, value) pairs; a Kubernetes nodeSelector reads
     # them.
     labels: tuple[tuple[str, str], ...] = ()
+    # What one of its cards costs an hour (`price_per_gpu_hour`), any currency; None: not priced.
+    price: float | None = None
 
     @property
     def is_cpu(self) -> bool:

@@ -12,10 +12,12 @@ that fills the node: the three a user weighs against each other first.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from llmfit.plan.layout import Layout, LayoutSpace
+from llmfit.plan.load import Replica, Serving
 from llmfit.plan.options import PerCard
 from llmfit.plan.pools import ClassPool, Seats
 from llmfit.plan.settings import Pins
@@ -53,6 +55,10 @@ class Sized:
     # Why the engine would refuse the layout whatever the memory, in its words (vLLM's batched
     # tokens below its sequences a step); None where it takes it.
     refusal: str | None = None
+    # One replica as the serving model sees it (plan/load.py), and how it serves the plan's
+    # workload: worked out for the layouts that fit (`served`), not for every one tried.
+    replica: Replica | None = None
+    serving: Serving | None = None
 
     @property
     def fits_memory(self) -> bool:
@@ -317,9 +323,9 @@ def select(
 ) -> tuple[list[Tried], list[tuple[Tried, Tried]]]:
     """The layouts to show of those that fit on one class (and fabric): (kept, [(dropped, by)]).
 
-    Kept: every layout no other beats on cards, nodes, sequences held and the decode speed of one
-    sequence (fewer, fewer, more, faster; one beats another when it is no worse on all four and
-    better on one; speed counts only where both are known), and always the
+    Kept: every layout no other beats on cards, nodes, sequences held, the load served within the
+    workload's targets and the time of a token (fewer, fewer, more, more, less; one beats another
+    when it is no worse on all and better on one; see `_beats`), and always the
     narrowest fit, the whole-node layout (a node's cards, the fewest nodes) and the replicated
     layout that fills one node. `every` keeps them all (`--all`).
     """
@@ -355,16 +361,41 @@ def select(
     return kept, dropped
 
 
+def _sig(x: float) -> float:
+    """To 3 significant figures: a difference past what the model can tell is none."""
+    return float(f"{x:.3g}")
+
+
 def _beats(a: Tried, b: Tried) -> bool:
+    """Whether `a` dominates `b`: no more cards or nodes, at least as many sequences held, a
+    unit of the workload's load within its targets costing no more cards, no slower for one
+    sequence, and better on one of them; a layout slower and no cheaper than another on the same
+    cards is not shown. Speeds count only where both are known. (A token's time at the
+    workload is not a measure of its own: within the targets every layout's is near them.)"""
     la, lb = a.spot.layout, b.spot.layout
     ca, cb = a.sized.concurrency, b.sized.concurrency
     sa, sb = a.sized.speed, b.sized.speed
-    # Decode speed to 3 significant figures: a difference past what the model can tell is none.
-    va = float(f"{sa.decode_tokens_per_s:.3g}") if sa and sb else 0.0
-    vb = float(f"{sb.decode_tokens_per_s:.3g}") if sa and sb else 0.0
-    no_worse = la.cards <= lb.cards and la.nodes <= lb.nodes and ca >= cb and va >= vb
-    better = la.cards < lb.cards or la.nodes < lb.nodes or ca > cb or va > vb
-    # Equal on all four: the simpler layout (fewer pipeline stages, fewer ranks) stands for both.
-    same = la.cards == lb.cards and la.nodes == lb.nodes and ca == cb and va == vb
+    va = _sig(sa.decode_tokens_per_s) if sa and sb else 0.0
+    vb = _sig(sb.decode_tokens_per_s) if sa and sb else 0.0
+    wa, wb = a.sized.serving, b.sized.serving
+    both = wa is not None and wb is not None
+    # What a unit of load served within the targets costs in cards (less is better: more served a
+    # card), and a token's time at the workload.
+    qa = -_sig(wa.cards_per_load) if both and wa and math.isfinite(wa.cards_per_load) else 0.0
+    qb = -_sig(wb.cards_per_load) if both and wb and math.isfinite(wb.cards_per_load) else 0.0
+    if both and wa and wb and math.isfinite(wa.cards_per_load) != math.isfinite(wb.cards_per_load):
+        qa, qb = (0.0, -math.inf) if math.isfinite(wa.cards_per_load) else (-math.inf, 0.0)
+    no_worse = (la.cards <= lb.cards and la.nodes <= lb.nodes and ca >= cb and va >= vb
+                and qa >= qb)  # fmt: skip
+    better = la.cards < lb.cards or la.nodes < lb.nodes or ca > cb or va > vb or qa > qb
+    # Equal on all: the simpler layout (fewer pipeline stages, fewer ranks) stands for both.
+    same = (la.cards == lb.cards and la.nodes == lb.nodes and ca == cb and va == vb
+            and qa == qb)  # fmt: skip
     simpler = (la.pp, la.dp, not la.ep) < (lb.pp, lb.dp, not lb.ep)
-    return no_worse and (better or (same and simpler))
+    if no_worse and (better or (same and simpler)):
+        return True
+    # Copies of a replica (a dense model's data-parallel ranks) are that many replicas of a
+    # narrower layout: where a unit of load costs no more cards on it, the narrower one stands
+    # for them (its Best block says how many replicas a load needs).
+    copies = lb.replicas > la.replicas >= 1 and lb.replicas == lb.dp and la.replicas == la.dp
+    return copies and (la.tp, la.pp, la.nodes) == (lb.tp, lb.pp, lb.nodes) and both and qa >= qb

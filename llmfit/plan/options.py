@@ -1,12 +1,15 @@
-"""Option: one way to run one artifact; and how options are ranked, labelled and described."""
+"""Option[Any]: one way to run one artifact; and how options are ranked, labelled and described."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.layout import Card, Layout
+from llmfit.plan.load import Serving
 from llmfit.plan.speed import Speed
 
 
@@ -73,6 +76,14 @@ class Option(Generic[L]):
     host_bytes: int = 0
     # How fast it runs (plan/speed.py); None where the card's speed is not known.
     speed: Speed | None = None
+    # How it serves the plan's workload (plan/load.py); None where its speed is not known.
+    serving: Serving | None = None
+    # What one of its cards costs an hour, where the fleet prices it; None: not priced.
+    price: float | None = None
+    # How many replicas of it the fleet's free cards could run now, and its cards in all (the
+    # plan's fleet capacity).
+    free_replicas: int = 0
+    fleet_replicas: int = 0
 
     @property
     def cpu(self) -> bool:
@@ -167,7 +178,8 @@ def quality(o: Option[Any]) -> float:
 
 
 def rank_key(o: Option[Any], by: str = "cards") -> tuple[Any, ...]:
-    """Best first by what the hardware is, not what it is doing.
+    """Best first by what the hardware is, not what it is doing (`--rank cards`,
+    `concurrency`, `speed`; the serving orders are `serve_key`'s).
 
     On a GPU before the CPU; the fewest cards, then nodes; then the better precision, up to eight
     bits. Whether it could run now only breaks a tie, then the most sequences held, then the most
@@ -187,9 +199,127 @@ def rank_key(o: Option[Any], by: str = "cards") -> tuple[Any, ...]:
     if by == "concurrency":
         return (o.cpu, -o.concurrency, *key[1:])
     if by == "speed":
-        return (o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
+        return (o.cpu, o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
     return key
 
 
-def rank(options: list[Option[Any]], by: str = "cards") -> list[Option[Any]]:
-    return sorted(options, key=lambda o: rank_key(o, by))
+def _sig(x: float) -> float:
+    """A cost to three significant figures: a difference past what the model can tell is none."""
+    return float(f"{x:.3g}") if math.isfinite(x) else math.inf
+
+
+@dataclass(frozen=True)
+class Market:
+    """What ranking by cost needs to know of all the options at once: whether every class is
+    priced, and, without prices, the order of the classes from the smallest card up."""
+
+    priced: bool
+    # Class → its place from the smallest card (memory, then bandwidth) up.
+    order: dict[str | None, int]
+    # The fewest cards (priced: the lowest cost) any option of the checkpoint as stored serves
+    # the workload on: what a what-if must beat to rank before it.
+    stored_cards: float
+
+    @classmethod
+    def of(cls, options: list[Option[Any]]) -> Market:
+        gpu = [o for o in options if not o.cpu and o.serving is not None]
+        priced = bool(gpu) and all(o.price is not None for o in gpu)
+        sizes: dict[str | None, tuple[int, float]] = {}
+        for o in gpu:
+            if o.card is not None:
+                spec = cards.spec(o.card.gpu_class)
+                # Memory to the nearest 8 GiB: an H100's 81,559 MiB and an A100's 81,920 are one
+                # size, and the slower card is the smaller class.
+                size = round(o.card.total_bytes / (8 * 2**30))
+                sizes[o.gpu_class] = (size, spec.memory_bandwidth if spec else 0.0)
+        order = {c: i for i, c in enumerate(sorted(sizes, key=lambda c: sizes[c]))}
+        stored = [
+            cards_for_load(o) * ((o.price or 0.0) if priced else 1.0)
+            for o in gpu
+            if not o.changes and serves(o)
+        ]
+        return cls(priced, order, min(stored, default=math.inf))
+
+
+def serves(o: Option[Any]) -> bool:
+    """Whether the option serves the workload within its targets: at some load where none is
+    named; where one is, on as many replicas as the load needs and the fleet's cards can run."""
+    sv = o.serving
+    if sv is None or sv.replicas is None:
+        return False
+    return not sv.workload.load or sv.replicas <= max(o.fleet_replicas, 1)
+
+
+def cards_for_load(o: Option[Any]) -> float:
+    """The cards the workload's load takes on this option: whole replicas of it for a named
+    load, its own cards with none named; inf where it does not serve the workload."""
+    sv = o.serving
+    if sv is None or sv.replicas is None:
+        return math.inf
+    return float(sv.replicas * o.gpus if sv.workload.load else o.gpus)
+
+
+def cost(o: Option[Any], market: Market) -> tuple[float, float]:
+    """(the whole cards, or their price an hour, a named load takes; the share of cards, or of
+    their price, a unit of load takes): the fewest cards (or the lowest cost) that serve the
+    workload within its targets, then what it would cost at scale."""
+    sv = o.serving
+    if sv is None or sv.replicas is None:
+        return math.inf, math.inf
+    price = (o.price or 0.0) if market.priced else 1.0
+    whole = cards_for_load(o) * price if sv.workload.load else 0.0
+    return _sig(whole), _sig(sv.cards_per_load * price)
+
+
+def serve_key(o: Option[Any], market: Market, by: str = "serve") -> tuple[Any, ...]:
+    """Best first by how the option serves the workload (`--rank serve`, the default).
+
+    GPU before CPU; an option that serves the workload within its targets (on as many replicas
+    as its load needs) before one that does not at any load; a what-if only where it serves on
+    fewer cards than the checkpoint as stored does (on the same cards the checkpoint as shipped
+    comes first); the fewest cards (or, where the fleet prices every class, the lowest cost) a
+    named load takes; without prices, an option of one card on the smallest class of card that
+    serves it, which leaves the big cards to the models that need them; then what a unit of load
+    costs (cards, or their price, a request a second of capacity). Ties go to more headroom,
+    then the faster single sequence, then the better precision, then free before busy.
+
+    `by="throughput"` puts the most output tokens a second a card at the workload first,
+    `by="latency"` the shortest request (its TTFT and its output's TPOTs), among those that serve
+    it, then the same order.
+    """
+    sv = o.serving
+    served = serves(o)
+    # A what-if ranks before the checkpoint as stored only where it serves on fewer cards; what-ifs
+    # that save nothing (or where nothing as stored serves) go fewest changes first.
+    spent = cards_for_load(o) * ((o.price or 0.0) if market.priced else 1.0)
+    saves = spent < market.stored_cards < math.inf
+    whatif = bool(o.changes) and spent >= market.stored_cards
+    changes = 0 if saves else o.changes
+    # Without prices, a model one card serves goes on the smallest class of card that serves it
+    # (issue 27 item 6: the big cards stay for the models that need them); wider options after,
+    # by what a unit of load costs on them.
+    single = not market.priced and served and o.gpus == 1
+    cls = market.order.get(o.gpu_class, len(market.order)) if single else len(market.order) + 1
+    whole, unit = cost(o, market)
+    headroom = sv.headroom if sv else 0.0
+    fast = o.speed.decode_tokens_per_s if o.speed else 0.0
+    # Of those that do not serve it, the nearest first: the least over its targets.
+    short = _sig(sv.shortfall) if sv and not served else 0.0
+    key = (
+        o.cpu, not served, short, whatif, whole, cls, changes, unit, -_sig(headroom), -_sig(fast),
+        o.gpus, -quality(o), not o.free_now, -o.room,
+    )  # fmt: skip
+    if by == "throughput":
+        per_gpu = sv.output_tokens_per_s_per_gpu if sv else 0.0
+        return (o.cpu, not served, short, -_sig(per_gpu), *key[3:])
+    if by == "latency":
+        e2e = sv.e2e_s if sv and served else math.inf
+        return (o.cpu, not served, short, _sig(e2e), *key[3:])
+    return key
+
+
+def rank(options: list[Option[Any]], by: str = "serve") -> list[Option[Any]]:
+    if by in ("cards", "concurrency", "speed"):
+        return sorted(options, key=lambda o: rank_key(o, by))
+    market = Market.of(options)
+    return sorted(options, key=lambda o: serve_key(o, market, by))

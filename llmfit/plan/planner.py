@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -11,8 +11,8 @@ from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
-from llmfit.plan.pools import ClassPool, class_pools
-from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings
+from llmfit.plan.pools import ClassPool, Host, class_pools
+from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings, Workload
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -52,6 +52,10 @@ class Plan:
     kv_bytes_per_token: int = 0
     # Each kind of layer and how its cache was charged.
     attention: tuple[AttentionCharge, ...] = ()
+    # The workload the options were judged at (the asked one, at the context planned), and the
+    # order they were ranked in.
+    workload: Workload = field(default_factory=Workload)
+    rank: str = "serve"
 
 
 def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: PlanSettings) -> Plan:
@@ -124,6 +128,15 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             unplaced.append(u)
         else:
             unplaced.append(_nearest(art, rejected, pools, gpu_only))
+    options = [_with_fleet(o, pools) for o in options]
+    workload = settings.workload.within(context)
+    serving_notes: tuple[str, ...] = ()
+    gpu = [o for o in options if o.serving is not None]
+    if gpu and all(o.serving.replicas is None for o in gpu if o.serving):
+        serving_notes = (
+            "no option serves the workload within its targets at any load (the nearest are "
+            "first): relax --tpot or --ttft, or plan for faster cards",
+        )
     return Plan(
         model=model,
         context=context,
@@ -135,10 +148,43 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             + fleet.notes
             + _context_notes(model, context, settings.engines, settings.given is None)
             + tuple(engine_notes)
+            + serving_notes
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=charges if charges is not None else _charges(shape, context, settings.engines),
+        workload=workload,
+        rank=settings.rank,
     )
+
+
+def _with_fleet(o: Option[Any], pools: list[ClassPool]) -> Option[Any]:
+    """The option with how many replicas of it the fleet's cards could run (all of them, and
+    the free ones now): the load they could serve is that times its capacity."""
+    if o.card is None:
+        return o
+    lay = o.layout
+    per_node = lay.cards_per_node
+    hosts = [
+        h
+        for p in pools
+        if p.gpu_class == o.gpu_class
+        for h in p.hosts
+        if not o.fabric or h.fabric == o.fabric
+    ]
+
+    def units(cards: Callable[[Host], int]) -> int:
+        if not per_node:
+            return 0
+        if lay.nodes <= 1:
+            return sum(h.count * (cards(h) // per_node) for h in hosts)
+        return sum(h.count for h in hosts if cards(h) >= per_node) // lay.nodes
+
+    # A card's price an hour: the cheapest node's of those that could run it, where all of them
+    # are priced.
+    prices = [h.node.price for h in hosts if h.gpus >= per_node]
+    price = min(prices) if prices and None not in prices else None  # type: ignore[type-var]
+    return replace(o, free_replicas=units(lambda h: h.free),
+                   fleet_replicas=units(lambda h: h.gpus), price=price)  # fmt: skip
 
 
 def _charges(shape: Shape, context: int, named: tuple[str, ...]) -> tuple[AttentionCharge, ...]:

@@ -1,5 +1,5 @@
 """What a plan is asked for: the context, the share of a card, the precisions to offer, the
-layouts a user pins and the load the layouts must carry."""
+layouts a user pins and the load the layouts must serve."""
 
 from __future__ import annotations
 
@@ -56,6 +56,62 @@ class Pins:
 
 
 @dataclass(frozen=True)
+class Workload:
+    """The load a deployment must serve: requests of `input_len` prompt tokens and `output_len`
+    generated ones, `concurrency` of them in flight (a closed loop, as `bench serve
+    --max-concurrency` runs) or `rate` a second (Poisson arrivals), each within its targets:
+    the time to its first token (`ttft_s`) and the time a token after it (`tpot_s`). Targets are
+    on the mean, as llmfit estimates a steady state's means; None: no target.
+
+    With neither a concurrency nor a rate, no load is named: a layout is judged at its capacity
+    (the most it serves within the targets) and ranked by what a unit of load costs on it.
+    """
+
+    # The preset it started from ("chat", "rag", "code", "summarise"), for saying so.
+    name: str = "chat"
+    input_len: int = 2048
+    output_len: int = 512
+    concurrency: float | None = None
+    rate: float | None = None
+    ttft_s: float | None = 2.0
+    tpot_s: float | None = 0.050
+    # Whether the user named any of it (a flag or a preset); else it is the default, said so.
+    named: bool = False
+
+    @property
+    def tokens(self) -> int:
+        """The longest a request grows: its prompt and every token it generates."""
+        return self.input_len + self.output_len
+
+    @property
+    def load(self) -> float | None:
+        """The load named, in its own unit (requests in flight, or a second); None: none."""
+        return self.concurrency if self.concurrency is not None else self.rate
+
+    def within(self, context: int) -> Workload:
+        """The workload at a context no longer than `context`: a default one shrunk to fit
+        (prompt and output in proportion), a named one as it is (the planner refuses it)."""
+        if self.tokens <= context or self.named:
+            return self
+        out = max(1, self.output_len * context // self.tokens)
+        return replace(self, input_len=max(1, context - out), output_len=out)
+
+
+# Named workloads (`--workload NAME`): the request shapes and targets of common services. A
+# chat turn carries its conversation (2k) and answers in a paragraph or two; RAG puts retrieved
+# passages in the prompt (8k); code completion and agents read a file or a repository's slice
+# and write a function; summarising reads a long document and writes a page. TTFT targets grow
+# with the prompt; TPOT targets are 50 ms (20 tokens a second, faster than anyone reads) and
+# 30 ms for code, whose answers are read by tools and waited on.
+WORKLOADS: dict[str, Workload] = {
+    "chat": Workload("chat", 2048, 512, ttft_s=2.0, tpot_s=0.050),
+    "rag": Workload("rag", 8192, 512, ttft_s=4.0, tpot_s=0.050),
+    "code": Workload("code", 4096, 1024, ttft_s=2.0, tpot_s=0.030),
+    "summarise": Workload("summarise", 16384, 1024, ttft_s=10.0, tpot_s=0.050),
+}
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
@@ -69,10 +125,14 @@ class PlanSettings:
     # 16-bit checkpoint), "stored", "fp8" (weights quantised on load) or "kv-fp8" (an fp8 cache).
     precision: str = "all"
     pins: Pins = field(default_factory=Pins)
-    # Sequences of `context` tokens a layout must hold at once (`--concurrency`); None: one.
+    # Sequences of `context` tokens a layout must hold at once; None: one. (`--concurrency` names
+    # the workload's requests in flight, which a layout must hold; this is for callers that ask
+    # for whole sequences of the context.)
     concurrency: float | None = None
-    # What "best" means: "cards" (the fewest) or "concurrency" (the most sequences held).
-    rank: str = "cards"
+    # The load the layouts must serve (`--input-len`, `--concurrency`, `--rate`, `--ttft`, …).
+    workload: Workload = field(default_factory=Workload)
+    # What "best" means (RANKINGS; options.rank_key orders by each).
+    rank: str = "serve"
     # The engines to plan for, by key; empty: every engine that can run the artifact and is
     # planned by default (plan/engines: SGLang only when named).
     engines: tuple[str, ...] = ()
@@ -104,5 +164,8 @@ class PlanSettings:
 
 PRECISIONS = ("all", "stored", "fp8", "kv-fp8")
 
-# What "best" can mean (`--rank`; options.rank_key orders by each).
-RANKINGS = ("cards", "concurrency", "speed")
+# What "best" can mean (`--rank`; options.rank_key orders by each): the fewest cards (or the
+# lowest cost) that serve the workload within its targets; the fewest cards that hold the
+# context; the most sequences held; the fastest single sequence; the most output tokens a
+# second a card at the workload; the shortest request at the workload.
+RANKINGS = ("serve", "cards", "concurrency", "speed", "throughput", "latency")

@@ -1,21 +1,26 @@
-"""How fast an option runs: decode tokens a second for one sequence and for all at once, prefill
-tokens a second and the time to the first token, and what bounds each.
+"""How long an engine's step takes on one replica, and how fast an option runs for one sequence.
 
-A decode step reads, on every card of a replica, the weights the card holds (of a MoE's routed
-experts, only the share the batch routes to: 1 − (1 − k/E)^b of them for b tokens choosing k of E
-experts), plus each sequence's KV cache, against the card's memory bandwidth; it multiplies two
-FLOPs a parameter a token (and four per query element a context token in attention) against the
-card's tensor rate; a tensor-parallel layer all-reduces its activations twice over the link
-between the cards; a pipeline hands activations from stage to stage over the link, or the fabric
-between nodes. Layers llama.cpp keeps in host RAM are read at the host's RAM bandwidth. Prefill
-is the same sums for the whole prompt, mostly compute-bound. The step time of each stage is
-max(memory, compute) + a per-layer cost + its collectives; stages run one after another for one
-sequence.
+A step carries a batch of sequences that each decode one token, and perhaps a chunk of prompt
+tokens being prefilled beside them. On every card of a replica it reads the weights the card
+holds (of a MoE's routed experts, only the share the step's tokens route to: 1 − (1 − k/E)^n of
+them for n tokens choosing k of E experts), each sequence's KV cache (and a linear layer's
+state), against the card's memory bandwidth; it multiplies two FLOPs a parameter a token (and
+four a query element a context token in attention) against the card's tensor rate; a
+tensor-parallel layer all-reduces its activations twice over the link between the cards, a MoE
+whose attention runs in data-parallel ranks sends each token to its experts and back (an
+all-to-all), and a pipeline hands activations from stage to stage over the link, or the fabric
+between nodes. Layers llama.cpp keeps in host RAM are read at the host's RAM bandwidth. A card's
+part of a step takes max(weights, their FLOPs) + max(KV, attention's FLOPs) (the kernels run one
+after another: a GEMM overlaps its weights' reads and its FLOPs, the attention kernel its KV reads
+and its own, not each other's) + its kernels' fixed costs (a layer's, more without CUDA graphs) +
+its collectives; a micro-batch's stages run one after another, and an engine
+that pipelines (vLLM, SGLang) keeps as many micro-batches in flight as it has stages.
 
-The efficiencies and per-layer costs are FITTED (see `FITTED` below and benchmarks/
-accuracy_speed.py), not guessed: to ../shared/calibration/speed.jsonl, a copy of which is in
-fixtures/calibration/speed.jsonl. Everything here is arithmetic on the numbers it is given: the
-engines (plan/engines/*) fill `SpeedInputs`, directly or through `inputs_for`.
+Nothing here names an engine. The share of a card's peaks an engine reaches and its fixed costs
+are `Constants`, fitted per engine and card family, and live in each engine's own module
+(plan/engines/*_speed.py) with the residuals of their fit; an engine fills `SpeedInputs`,
+directly or through `inputs_for`, with its constants and its knobs. plan/load.py turns steps
+into serving at a load (throughput, TPOT, TTFT, capacity).
 """
 
 from __future__ import annotations
@@ -31,6 +36,69 @@ from llmfit.plan.model import AttentionKind, Model
 # DDR5-6400 (102.4 GB/s): the low end of what a GPU host has, so that layers kept on the host are
 # never planned faster than they run. A fleet entry's ram_bandwidth_gbs replaces it.
 DEFAULT_RAM_BANDWIDTH = 102.4e9
+
+
+@dataclass(frozen=True)
+class Constants:
+    """What an engine reaches on a family of cards: its share of their peaks, and fixed costs.
+
+    Fitted (benchmarks/accuracy_speed.py, accuracy_load.py) and kept by each engine with the
+    residuals of the fit; every field has the meaning its comment gives whatever the engine.
+    """
+
+    weight_efficiency: float  # share of memory bandwidth weights stream at in decode
+    kv_efficiency: float  # share KV is read at without flash attention (with it: weights')
+    layer_s: float  # a layer's fixed cost in one step (kernel launches, small-GEMM slack)
+    step_s: float  # a step's fixed cost (the scheduler, the sampler's launch, the HTTP loop)
+    sequence_s: float  # a step's cost for each sequence in its batch (scheduling, sampling)
+    hop_s: float  # a pipeline hand-off's fixed cost, beyond its bytes over the link
+    prefill_efficiency: float  # share of the dense tensor rate prefill reaches (float weights)
+    quant_prefill_efficiency: float  # … with block-quantized weights (GGUF k-quants, Q4_0, …)
+    ttft_s: float  # fixed cost before the first token (tokenising, scheduling, the HTTP hop)
+    prefill_chunk: int  # tokens a prefill step carries by default
+    # Whether pipeline stages decode different micro-batches at once (vLLM's and SGLang's
+    # virtual engines); llama.cpp runs one batch through its stages in turn.
+    decode_pipelined: bool
+    # A MoE layer's fixed cost beyond a dense one's (routing, the grouped GEMMs' launches).
+    moe_layer_s: float = 0.0
+    # A layer's fixed cost without CUDA graphs (eager mode, or a batch past the captured sizes);
+    # 0: as with them.
+    eager_layer_s: float = 0.0
+    # The share of the weights' bandwidth routed experts stream at (grouped GEMMs over many
+    # small matrices): 1 streams them as the dense weights.
+    expert_efficiency: float = 1.0
+    # The share of the weights' bandwidth the KV cache is read at by the attention kernels with
+    # flash attention on (paged attention over many sequences).
+    attention_efficiency: float = 1.0
+    # One all-to-all's fixed latency (expert parallelism's dispatch or combine).
+    all_to_all_s: float = 0.0
+    # The share of the prefill's tensor rate a MoE's routed experts reach (grouped GEMMs of a
+    # few hundred tokens an expert): 1 multiplies them as the dense weights.
+    expert_prefill_efficiency: float = 1.0
+
+
+# One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,
+# 3.7, 4.8 and 5.9 µs at 2, 4 and 8 H100s for 512 bytes (sgl-project/sglang#2904, its table of
+# vLLM's kernel); wider groups are charged the 8-card figure. Infinity Fabric is taken as NVLink
+# (no measurement at hand). PCIe: NCCL's 8-byte all-reduce over eight PCIe RTX 4090s took
+# 42.56 µs (NVIDIA/nccl#1530; eight RTX 3090s 54.18 µs, nccl#1439), charged at any width.
+NVLINK_ALLREDUCE_S: dict[int, float] = {2: 3.7e-6, 4: 4.8e-6, 8: 5.9e-6}
+PCIE_ALLREDUCE_S = 42.56e-6
+# Across nodes (InfiniBand, RoCE): NCCL's small-message all-reduce over two nodes of eight H100s
+# on 400 Gb/s InfiniBand is about 25 µs (nccl-tests all_reduce_perf at 8 bytes, as NVIDIA's
+# nccl-tests README tables it); a fabric not measured is charged the same.
+FABRIC_COLLECTIVE_S = 25e-6
+
+
+def collective_latency(family: str, tp: int) -> float:
+    """The fixed latency of one all-reduce over `tp` cards joined by a link of `family`."""
+    if tp <= 1 or family == "none":
+        return 0.0
+    if family in ("nvlink", "infinity-fabric"):
+        return NVLINK_ALLREDUCE_S[min((w for w in NVLINK_ALLREDUCE_S if w >= tp), default=8)]
+    if family == "fabric":
+        return FABRIC_COLLECTIVE_S
+    return PCIE_ALLREDUCE_S
 
 
 @dataclass(frozen=True)
@@ -54,6 +122,13 @@ class Stage:
     # costs 4 FLOPs per element per context token in decode, 2 per element per prompt token² in
     # prefill (causal).
     attention_width: float = 0.0
+    # Of its layers, the MoE ones (their experts' fixed costs; their all-to-alls).
+    moe_layers: int = 0
+    # What one sequence's recurrent state (linear attention, Mamba) costs this card: read and
+    # written every step.
+    state_bytes: float = 0.0
+    # Of `params`, the routed experts' a token is sent to (a MoE's k of E).
+    expert_params: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -74,16 +149,18 @@ class HostPart:
 
 @dataclass(frozen=True)
 class SpeedInputs:
-    """Every number the speed model needs, for one option. Bytes, FLOP/s and bytes/s."""
+    """Every number the step model needs, for one option. Bytes, FLOP/s and bytes/s."""
 
-    engine: str  # "vllm", "sglang" or "llama.cpp": whose fitted constants apply
+    constants: Constants  # the engine's, for this card family
     stages: tuple[Stage, ...]  # one replica's pipeline, first stage first; () for a CPU-only plan
     memory_bandwidth: float  # one card's (CardSpec.memory_bandwidth)
     flops: float | None  # one card's dense tensor rate at `compute_dtype`; None: unknown
     compute_dtype: str = "bf16"  # what `flops` is the rate of, for saying so
-    backend: str = "cuda"  # "cuda", "rocm" or "metal" (CardSpec.backend)
     tp: int = 1  # tensor-parallel cards in each stage
     replicas: int = 1  # independent copies serving at once (data parallel, or several servers)
+    # Data-parallel attention ranks of one replica (a MoE's DP + EP): each runs its own share of
+    # the batch through its own attention; the experts see every rank's tokens.
+    ranks: int = 1
     nodes: int = 1  # nodes one replica spans; the pipeline crosses the fabric nodes − 1 times
     link: str = "none"  # between the cards of a node: CardSpec.link_family
     link_bandwidth: float = 0.0  # one way, bytes/s
@@ -99,104 +176,23 @@ class SpeedInputs:
     prompt_tokens: int = 0  # the prompt prefilled for TTFT; 0: `context`
     flash_attention: bool = True
     prefill_chunk: int = 0  # tokens a prefill step carries; 0: the engine's default
+    # Tokens the kernels compute at once (llama.cpp's --ubatch-size): a step of more reads the
+    # weights once for each; 0: a step is one pass whatever its size.
+    ubatch: int = 0
+    # No CUDA graphs (--enforce-eager): every layer's launches count where they outlast the GPU.
+    eager: bool = False
+    # The largest decode batch run as a captured graph (0: any). A step past it runs compiled and
+    # long enough for its launches to hide, so it costs a layer as a graphed one: said, for what
+    # the engine captures, not charged.
+    graph_batch: int = 0
     # Block-quantized weights the kernels dequantize (GGUF's k-quants, Q4_0, …): llama.cpp
     # prefills them at its own fitted efficiency.
     quantized: bool = False
 
-
-@dataclass(frozen=True)
-class Constants:
-    """What an engine is fitted to: the share of a card's peaks it reaches, and fixed costs."""
-
-    weight_efficiency: float  # share of memory bandwidth weights stream at in decode
-    kv_efficiency: float  # share KV is read at without flash attention (with it: weights')
-    layer_s: float  # a layer's fixed cost in one step (kernel launches, small-GEMM slack)
-    step_s: float  # a step's fixed cost
-    sequence_s: float  # a step's cost for each sequence in its batch (scheduling, sampling)
-    hop_s: float  # a pipeline hand-off's fixed cost, beyond its bytes over the link
-    prefill_efficiency: float  # share of the dense tensor rate prefill reaches (float weights)
-    quant_prefill_efficiency: float  # … with block-quantized weights (GGUF k-quants, Q4_0, …)
-    ttft_s: float  # fixed cost before the first token (tokenising, scheduling, the HTTP hop)
-    prefill_chunk: int  # tokens a prefill step carries by default
-    # Whether pipeline stages decode different micro-batches at once (vLLM's and SGLang's
-    # virtual engines); llama.cpp runs one batch through its stages in turn.
-    decode_pipelined: bool
-    # Per backend (("metal", x): Apple GPUs), what multiplies the bandwidth efficiencies, and
-    # the prefill efficiencies. A backend not named is 1.
-    backend_bandwidth: tuple[tuple[str, float], ...] = ()
-    backend_compute: tuple[tuple[str, float], ...] = ()
-
-
-# One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,
-# 3.7, 4.8 and 5.9 µs at 2, 4 and 8 H100s for 512 bytes (sgl-project/sglang#2904, its table of
-# vLLM's kernel); wider groups are charged the 8-card figure. Infinity Fabric is taken as NVLink
-# (no measurement at hand). PCIe: NCCL's 8-byte all-reduce over eight PCIe RTX 4090s took
-# 42.56 µs (NVIDIA/nccl#1530; eight RTX 3090s 54.18 µs, nccl#1439), charged at any width.
-NVLINK_ALLREDUCE_S: dict[int, float] = {2: 3.7e-6, 4: 4.8e-6, 8: 5.9e-6}
-PCIE_ALLREDUCE_S = 42.56e-6
-
-
-def collective_latency(family: str, tp: int) -> float:
-    """The fixed latency of one all-reduce over `tp` cards joined by a link of `family`."""
-    if tp <= 1 or family == "none":
-        return 0.0
-    if family in ("nvlink", "infinity-fabric"):
-        return NVLINK_ALLREDUCE_S[min((w for w in NVLINK_ALLREDUCE_S if w >= tp), default=8)]
-    return PCIE_ALLREDUCE_S
-
-
-# FITTED by benchmarks/accuracy_speed.py --fit to fixtures/calibration/speed.jsonl (a copy of
-# ../shared/calibration/speed.jsonl): least squares on log errors with a robust loss (soft L1),
-# rows weighted by their confidence (high 1, medium 0.7, low 0.4), prefill, TTFT and decode at
-# concurrency at half weight, the fixed hold-out left out; rounded to two or three figures.
-# docs/accuracy.md ("Speed") has every row, and the medians these constants give.
-#
-# llama.cpp: llama-bench and ./main rows of 2023-2026 builds (RTX 30x0/40x0, A6000, RTX 6000 Ada,
-# A100, P40, RX 7900 XTX, Apple M1 Ultra/M3/M3 Max). Single-sequence decode: median absolute
-# error 5.0 % on the 44 fitted rows, 6.8 % on the 14 held out. The weights stream at 94 % of the
-# card's bandwidth with 113 µs a layer a token besides (kernel launches and the small-matrix
-# slack of a batch of one: what makes a 1B model far slower than its bytes say); without flash
-# attention the cache reads at 37 %. Apple GPUs reach 87 % of that bandwidth efficiency and 92 %
-# of the prefill one. Prefill: 88 % of the 16-bit tensor rate for f16 weights, 74 % for
-# block-quantized ones (median error 9.8 % fitted, 11.1 % held out).
-LLAMA_CPP = Constants(
-    weight_efficiency=0.94,
-    kv_efficiency=0.37,
-    layer_s=113e-6,
-    step_s=0.0,
-    sequence_s=0.0,  # no llama.cpp row runs several sequences
-    hop_s=31e-6,
-    prefill_efficiency=0.88,
-    quant_prefill_efficiency=0.74,
-    ttft_s=0.0,  # llama-bench times the prompt alone; no server row to fit a fixed cost
-    prefill_chunk=512,  # --ubatch-size
-    decode_pipelined=False,
-    backend_bandwidth=(("metal", 0.87),),
-    backend_compute=(("metal", 0.92),),
-)
-# vLLM and SGLang, fitted together (CUDA graphs, custom all-reduce, FlashInfer/FlashAttention
-# kernels in both): 13 runs at concurrency 1 (SGLang at TP 8 on 8 A100s and 8 B200s, vLLM at
-# TP 1 on an A100 and a B200) and 20 at concurrency 4-100 (SGLang), of which 9 and 15 are fitted
-# and 4 and 5 held out. Single-sequence decode: median absolute error 11.6 % on the 9 fitted
-# rows; the hold-out (DeepSeek-R1 on 8 B200s, Qwen3-14B on one A100) 27.5 %: DeepSeek's MLA and
-# fp8 block-scaled MoE layers cost more than the fitted 80 µs a layer. Weights stream at 65 % of
-# the bandwidth, 80 µs a layer, 0.6 ms a step and 63 µs a sequence a step (scheduling,
-# sampling); compute at 73 % of the tensor rate; 39 ms before the first token besides the
-# prefill. No row runs pipeline parallelism: a hand-off is charged llama.cpp's fitted 31 µs.
-SERVING = Constants(
-    weight_efficiency=0.65,
-    kv_efficiency=0.65,  # both engines always use flash attention kernels: the weights' figure
-    layer_s=80e-6,
-    step_s=0.6e-3,
-    sequence_s=63e-6,
-    hop_s=31e-6,
-    prefill_efficiency=0.73,
-    quant_prefill_efficiency=0.73,
-    ttft_s=0.039,
-    prefill_chunk=8192,  # --max-num-batched-tokens on large cards (plan/engines/vllm.py)
-    decode_pipelined=True,
-)
-FITTED: dict[str, Constants] = {"llama.cpp": LLAMA_CPP, "vllm": SERVING, "sglang": SERVING}
+    @property
+    def cards(self) -> int:
+        """Cards of one replica."""
+        return self.tp * max(len(self.stages), 1) * self.ranks
 
 
 @dataclass(frozen=True)
@@ -232,22 +228,36 @@ def collective_s(family: str, tp: int, nbytes: float, bandwidth: float) -> float
 
 @dataclass(frozen=True)
 class Time:
-    """Seconds, by what spent them. A part takes max(memory, compute) + the rest: bytes and
-    FLOPs overlap; fixed costs and collectives do not."""
+    """Seconds, by what spent them. A part takes max(weights, their FLOPs) + max(KV, attention's
+    FLOPs) + the rest: a kernel's bytes and FLOPs overlap, the GEMMs' and the attention's do not
+    (they run one after another), nor fixed costs and collectives."""
 
-    memory: float = 0.0  # bytes read at the bandwidth the engine reaches
-    compute: float = 0.0  # FLOPs at the tensor rate the engine reaches
+    memory: float = 0.0  # weights read at the bandwidth the engine reaches
+    compute: float = 0.0  # the weights' FLOPs (the GEMMs) at the tensor rate the engine reaches
     overhead: float = 0.0  # fixed costs of the kernels: per layer, per hand-off
     scheduling: float = 0.0  # fixed costs of the engine's own loop: per step, per sequence
     link: float = 0.0  # collectives and hand-offs: their bytes and latencies
+    kv: float = 0.0  # the KV cache (and linear states) read at the bandwidth the engine reaches
+    attention: float = 0.0  # attention's FLOPs over the context, at the same rate
 
     def __add__(self, o: Time) -> Time:
         return Time(self.memory + o.memory, self.compute + o.compute, self.overhead + o.overhead,
-                    self.scheduling + o.scheduling, self.link + o.link)  # fmt: skip
+                    self.scheduling + o.scheduling, self.link + o.link, self.kv + o.kv,
+                    self.attention + o.attention)  # fmt: skip
+
+    def scaled(self, f: float) -> Time:
+        return Time(self.memory * f, self.compute * f, self.overhead * f, self.scheduling * f,
+                    self.link * f, self.kv * f, self.attention * f)  # fmt: skip
 
     @property
     def total(self) -> float:
-        return max(self.memory, self.compute) + self.overhead + self.scheduling + self.link
+        return (
+            max(self.memory, self.compute)
+            + max(self.kv, self.attention)
+            + self.overhead
+            + self.scheduling
+            + self.link
+        )
 
     @property
     def bound(self) -> str:
@@ -255,60 +265,204 @@ class Time:
         latency of streaming the weights layer by layer), "compute" (with the engine's own
         per-step and per-sequence work) or "link"."""
         parts = {
-            "memory": self.memory + self.overhead,
-            "compute": self.compute + self.scheduling,
+            "memory": self.memory + self.kv + self.overhead,
+            "compute": self.compute + self.attention + self.scheduling,
             "link": self.link,
         }
         return max(parts, key=lambda k: parts[k])
 
 
-def _consts(inp: SpeedInputs) -> Constants:
-    try:
-        return FITTED[inp.engine]
-    except KeyError:
-        raise ValueError(f"no speed constants for engine {inp.engine!r}") from None
-
-
-def _rates(inp: SpeedInputs, k: Constants) -> tuple[float, float, float | None]:
+def _rates(inp: SpeedInputs) -> tuple[float, float, float | None]:
     """(weight bandwidth, KV bandwidth, tensor rate) the engine reaches on this card."""
-    bb = dict(k.backend_bandwidth).get(inp.backend, 1.0)
-    bw = inp.memory_bandwidth * k.weight_efficiency * bb
-    kv = bw if inp.flash_attention else inp.memory_bandwidth * k.kv_efficiency * bb
+    k = inp.constants
+    bw = inp.memory_bandwidth * k.weight_efficiency
+    kv = (
+        bw * k.attention_efficiency
+        if inp.flash_attention
+        else inp.memory_bandwidth * (k.kv_efficiency)
+    )
     eff = k.quant_prefill_efficiency if inp.quantized else k.prefill_efficiency
-    rate = inp.flops * eff * dict(k.backend_compute).get(inp.backend, 1.0) if inp.flops else None
+    rate = inp.flops * eff if inp.flops else None
     return bw, kv, rate
 
 
-def _stage_decode(inp: SpeedInputs, k: Constants, s: Stage, b: float, ctx: int) -> Time:
-    """One stage's share of a decode step for a batch of b sequences at ctx tokens each."""
-    bw, kv_bw, rate = _rates(inp, k)
-    share = expert_share(inp.experts, inp.experts_active, b)
-    memory = (s.dense_bytes + s.expert_bytes * share) / bw + s.kv_bytes_per_token * ctx * b / kv_bw
-    compute = (2 * s.params * b + 4 * s.attention_width * ctx * b) / rate if rate else 0.0
-    nbytes = b * inp.hidden_size * inp.activation_bytes
-    link = s.layers * 2 * collective_s(inp.link, inp.tp, nbytes, inp.link_bandwidth)
-    return Time(memory=memory, compute=compute, overhead=s.layers * k.layer_s, link=link)
+@dataclass(frozen=True)
+class _Coef:
+    """One stage's arithmetic as seconds a unit: what a step's batch, chunk and context cost it.
+    Worked out once from a SpeedInputs; `stage_parts` is the one place the units are added up."""
+
+    dense: float  # its always-read weights
+    experts: float  # all its routed experts (a step reads the share its tokens route to)
+    kv: float  # a sequence's token of context (each rank its share of the batch)
+    state: float  # a sequence's recurrent state, read and written
+    token: float  # a token's FLOPs (each rank its share), its routed experts' at their rate
+    attention: float  # a token's attention FLOPs, a token of context
+    link_fixed: float  # its all-reduces' and all-to-alls' latencies
+    link_token: float  # their bytes, a token
+    graph: float  # its kernels' fixed costs with CUDA graphs
+    eager: float  # … without
 
 
-def _hops(inp: SpeedInputs, k: Constants, tokens: float) -> Time:
-    """The pipeline's hand-offs of `tokens` tokens' activations, stage to stage."""
-    boundaries = max(len(inp.stages) - 1, 0)
-    cross = min(max(inp.nodes - 1, 0), boundaries)
-    nbytes = tokens * inp.hidden_size * inp.activation_bytes
-    in_node = inp.link_bandwidth or inp.pcie_bandwidth
-    link = (boundaries - cross) * nbytes / in_node + cross * nbytes / inp.fabric_bandwidth
-    return Time(overhead=boundaries * k.hop_s, link=link)
+def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
+    bw, kv_bw, rate = _rates(inp)
+    k = inp.constants
+    a = max(inp.ranks, 1)
+    act = inp.hidden_size * inp.activation_bytes
+    link_fixed = link_token = 0.0
+    if inp.tp > 1:
+        # Two all-reduces a layer: a ring's 2(tp − 1)/tp of the activations over the link.
+        link_fixed += s.layers * 2 * collective_latency(inp.link, inp.tp)
+        if inp.link_bandwidth > 0:
+            link_token += s.layers * 2 * 2 * (inp.tp - 1) / inp.tp * act / a / inp.link_bandwidth
+    n = a * inp.tp
+    if a > 1 and s.moe_layers and n > 1:
+        # Expert parallelism over data-parallel attention ranks: each MoE layer sends each
+        # token's activations to its experts' ranks and back (dispatch and combine), the share
+        # that leaves the card over the link or, across nodes, the slower fabric.
+        via = inp.link_bandwidth or inp.pcie_bandwidth
+        if inp.nodes > 1:
+            via = min(via, inp.fabric_bandwidth)
+        link_fixed += s.moe_layers * 2 * k.all_to_all_s
+        link_token += s.moe_layers * 2 * inp.experts_active * act * (n - 1) / n / a / via
+    eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
+    return _Coef(
+        dense=s.dense_bytes / bw,
+        experts=s.expert_bytes / k.expert_efficiency / bw,
+        kv=s.kv_bytes_per_token / a / kv_bw,
+        state=2 * s.state_bytes / a / kv_bw,
+        token=(
+            2
+            * ((s.params - s.expert_params) + s.expert_params / k.expert_prefill_efficiency)
+            / a
+            / rate
+            if rate
+            else 0.0
+        ),
+        attention=4 * s.attention_width / a / rate if rate else 0.0,
+        link_fixed=link_fixed,
+        link_token=link_token,
+        graph=s.layers * k.layer_s + s.moe_layers * k.moe_layer_s,
+        eager=s.layers * eager + s.moe_layers * k.moe_layer_s,
+    )
 
 
-def _host_decode(inp: SpeedInputs, k: Constants, b: float, ctx: int) -> Time:
+@dataclass(frozen=True)
+class Stepper:
+    """A SpeedInputs' stages as coefficients, worked out once: a step's time is then a few
+    multiplications a stage (a plan times thousands of steps)."""
+
+    coefs: tuple[_Coef, ...]
+    keep: float  # 1 − k/E: the share of a MoE layer's experts one token does not choose
+    ubatch: int
+    graph_batch: int
+    eager: bool
+    hop_fixed: float
+    hop_token: float
+    step_s: float
+    sequence_s: float
+
+    @classmethod
+    def of(cls, inp: SpeedInputs) -> Stepper:
+        k = inp.constants
+        boundaries = max(len(inp.stages) - 1, 0)
+        cross = min(max(inp.nodes - 1, 0), boundaries)
+        act = inp.hidden_size * inp.activation_bytes / max(inp.ranks, 1)
+        in_node = inp.link_bandwidth or inp.pcie_bandwidth
+        e, kk = inp.experts, inp.experts_active
+        return cls(
+            coefs=tuple(_coef(inp, s) for s in inp.stages),
+            keep=1.0 - min(kk, e) / e if e > 0 and kk > 0 else 0.0,
+            ubatch=inp.ubatch,
+            graph_batch=inp.graph_batch,
+            eager=inp.eager,
+            hop_fixed=boundaries * k.hop_s,
+            hop_token=(boundaries - cross) * act / in_node + cross * act / inp.fabric_bandwidth,
+            step_s=k.step_s,
+            sequence_s=k.sequence_s,
+        )
+
+
+def stage_parts(
+    st: Stepper, c: _Coef, batch: float, context: float, chunk: float, chunk_context: float
+) -> tuple[float, float, float, float, float, float]:
+    """(weights, KV, GEMMs, attention, overhead, link) seconds of one stage's share of a step:
+    `batch` sequences each decoding one token at `context` tokens of cache, and `chunk` prompt
+    tokens at `chunk_context` tokens on average before them. Each decoding sequence reads its
+    whole cache (a chunk's attention reads its prompt's own, which its FLOPs, not its bytes,
+    bound); a step of more tokens than the kernels take at once (llama.cpp's ubatch) reads its
+    weights once a pass; without CUDA graphs (--enforce-eager) the kernels' launches count where
+    they outlast the GPU's work."""
+    n = batch + chunk
+    ub = st.ubatch
+    passes = max(math.ceil(n / ub), 1) if ub and n > ub else 1
+    share = 1.0 - st.keep ** (n / passes) if st.keep else 1.0
+    weights = passes * (c.dense + c.experts * share)
+    kv = c.kv * batch * context + c.state * batch
+    gemm = c.token * n
+    attention = c.attention * (batch * context + chunk * chunk_context)
+    # Past the largest captured batch a step runs without a graph but compiled (vLLM's
+    # torch.compile: few, fused kernels) and long enough for the host to launch ahead of the GPU:
+    # its layers cost as a graph's. Only --enforce-eager (no compile, no graphs) pays launches.
+    overhead = passes * c.graph
+    if st.eager and c.eager > c.graph:
+        # Without a graph each kernel is launched from the host: the launches overlap the GPU's
+        # work, so they cost only where they outlast it (a small step, not a prompt chunk's).
+        busy = max(weights, gemm) + max(kv, attention)
+        overhead += max(passes * (c.eager - c.graph) - busy, 0.0)
+    link = c.link_fixed + c.link_token * n
+    return weights, kv, gemm, attention, overhead, link
+
+
+def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: float) -> float:
+    w, kv, gemm, att, ov, link = stage_parts(st, c, b, ctx, t, tctx)
+    return max(w, gemm) + max(kv, att) + ov + link
+
+
+def stepper(inp: SpeedInputs) -> Stepper:
+    """The inputs' Stepper, worked out on first use and kept beside them."""
+    found = _STEPPERS.get(id(inp))
+    if found is None or found[0] is not inp:
+        if len(_STEPPERS) > 4096:
+            _STEPPERS.clear()
+        found = (inp, Stepper.of(inp))
+        _STEPPERS[id(inp)] = found
+    return found[1]
+
+
+# Steppers by the id of their inputs (the inputs kept beside, so that an id is not reused while
+# its entry lives): a frozen dataclass has nowhere of its own to keep one.
+_STEPPERS: dict[int, tuple[SpeedInputs, Stepper]] = {}
+
+
+def stage_time(
+    inp: SpeedInputs, s: Stage, batch: float, context: float, chunk: float = 0.0,
+    chunk_context: float = 0.0,
+) -> Time:  # fmt: skip
+    """One stage's share of a step (see `stage_parts`), over the replica's attention ranks."""
+    st = stepper(inp)
+    c = st.coefs[inp.stages.index(s)]
+    w, kv, gemm, att, ov, link = stage_parts(st, c, batch, context, chunk, chunk_context)
+    return Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att)
+
+
+def _host(inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0) -> Time:
     h = inp.host
     if h is None:
         return Time()
-    share = expert_share(inp.experts, inp.experts_active, b)
+    k = inp.constants
+    n = batch + chunk
+    share = expert_share(inp.experts, inp.experts_active, n)
     bw = h.ram_bandwidth * k.weight_efficiency
-    memory = (h.dense_bytes + h.expert_bytes * share + h.kv_bytes_per_token * ctx * b) / bw
+    if chunk and inp.stages and n >= 32:
+        # llama.cpp multiplies a big batch's host-kept weights on the card, copying them up over
+        # PCIe for every ubatch (ggml's op offload, from 32 tokens a batch).
+        passes = max(math.ceil(n / inp.ubatch), 1) if inp.ubatch else 1
+        up = passes * (h.dense_bytes + h.expert_bytes) / inp.pcie_bandwidth
+        _, _, rate = _rates(inp)
+        return Time(compute=2 * h.params * n / rate if rate else 0.0, link=up)
+    memory = (h.dense_bytes + h.expert_bytes * share + h.kv_bytes_per_token * context * batch) / bw
     crossings = h.crossings if inp.stages else 0
-    link = crossings * b * inp.hidden_size * inp.activation_bytes / inp.pcie_bandwidth
+    link = crossings * n * inp.hidden_size * inp.activation_bytes / inp.pcie_bandwidth
     return Time(memory=memory, overhead=h.layers * k.layer_s + crossings * k.hop_s, link=link)
 
 
@@ -327,38 +481,133 @@ class Cost:
     def bound(self) -> str:
         return sum(self.parts, Time()).bound
 
+    @property
+    def summed(self) -> Time:
+        return sum(self.parts, Time())
 
-def decode_step(inp: SpeedInputs, batch: float, context: int | None = None) -> Cost:
-    """Seconds one replica takes to give each of `batch` sequences one more token, one stage
-    after another, with what each part cost."""
-    k = _consts(inp)
+
+def step(
+    inp: SpeedInputs, batch: float, context: float | None = None, chunk: float = 0.0,
+    chunk_context: float = 0.0,
+) -> Cost:  # fmt: skip
+    """Seconds one replica takes to run one micro-batch of `batch` decoding sequences and
+    `chunk` prompt tokens through every stage, one after another, with what each part cost."""
+    st = stepper(inp)
     ctx = inp.context if context is None else context
-    parts = [_stage_decode(inp, k, s, batch, ctx) for s in inp.stages]
+    parts = []
+    for c in st.coefs:
+        w, kv, gemm, att, ov, link = stage_parts(st, c, batch, ctx, chunk, chunk_context)
+        parts.append(Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att))
+    n = batch + chunk
     parts += [
-        _hops(inp, k, batch),
-        _host_decode(inp, k, batch, ctx),
-        Time(scheduling=k.step_s + k.sequence_s * batch),
+        Time(overhead=st.hop_fixed, link=st.hop_token * n),
+        _host(inp, batch, ctx, chunk),
+        Time(scheduling=st.step_s + st.sequence_s * batch),
     ]
     return Cost(tuple(parts))
 
 
-def _total_rate(inp: SpeedInputs) -> tuple[float, str]:
-    """Tokens a second over every replica with `concurrency` sequences decoding."""
-    k = _consts(inp)
-    c = max(inp.concurrency, 1)
-    busy = min(inp.replicas, c)
-    b = c / busy
+def step_total(
+    inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0, chunk_context: float = 0.0
+) -> float:
+    """`step(...).total`, without its parts: what a solver asks thousands of times. The sums of
+    `stage_parts`, written out once for every stage (tests/plan/test_load.py holds the two
+    equal)."""
+    st = stepper(inp)
+    n = batch + chunk
+    total = st.hop_fixed + st.hop_token * n + st.step_s + st.sequence_s * batch
+    if st.ubatch or st.eager:
+        total += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
+    else:
+        share = 1.0 - st.keep**n if st.keep else 1.0
+        held = batch * context
+        attended = held + chunk * chunk_context
+        for c in st.coefs:
+            w = c.dense + c.experts * share
+            gemm = c.token * n
+            kv = c.kv * held + c.state * batch
+            att = c.attention * attended
+            total += (w if w > gemm else gemm) + (kv if kv > att else att)
+            total += c.graph + c.link_fixed + c.link_token * n
+    if inp.host is not None:
+        total += _host(inp, batch, context, chunk).total
+    return total
+
+
+def decode_step(inp: SpeedInputs, batch: float, context: float | None = None) -> Cost:
+    """Seconds one replica takes to give each of `batch` sequences one more token, one stage
+    after another, with what each part cost."""
+    return step(inp, batch, context)
+
+
+def _pipelined(inp: SpeedInputs, batch: float) -> int:
+    """Micro-batches in flight: one a stage where the engine pipelines, else one."""
     pp = len(inp.stages)
-    step = decode_step(inp, b)
-    if k.decode_pipelined and pp > 1 and b > 1:
-        # vLLM and SGLang keep up to pp micro-batches in flight: while one is in a stage the
-        # others are in the rest, so a round takes the slowest stage's time for each of them.
-        n = min(pp, b)
-        micro = b / n
-        slowest = max(_stage_decode(inp, k, s, micro, inp.context).total for s in inp.stages)
-        round_s = max(decode_step(inp, micro).total, n * slowest)
-        return busy * b / round_s, step.bound
-    return busy * b / step.total, step.bound
+    if inp.constants.decode_pipelined and pp > 1 and batch > 1:
+        return int(min(pp, batch))
+    return 1
+
+
+def round_total(
+    inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0, chunk_context: float = 0.0
+) -> float:
+    """`round_time(...)[0]`, without the parts."""
+    n = _pipelined(inp, batch)
+    if n == 1:
+        return step_total(inp, batch, context, chunk, chunk_context)
+    st = stepper(inp)
+    micro, part = batch / n, chunk / n
+    one = step_total(inp, micro, context, part, chunk_context)
+    slowest = max(_stage_total(st, c, micro, context, part, chunk_context) for c in st.coefs)
+    return max(one, n * slowest)
+
+
+def round_pair(
+    inp: SpeedInputs, batch: float, context: float, chunk: float, chunk_context: float
+) -> tuple[float, float]:
+    """(`round_total` of the batch alone, and with `chunk` prompt tokens beside it), worked out in
+    one pass where the step is one micro-batch on the cards alone: the serving model asks for both
+    at every step of its fixed point."""
+    st = stepper(inp)
+    if st.ubatch or st.eager or inp.host is not None or _pipelined(inp, batch) > 1:
+        return (
+            round_total(inp, batch, context),
+            round_total(inp, batch, context, chunk, chunk_context),
+        )
+    n = batch + chunk
+    fixed = st.hop_fixed + st.step_s + st.sequence_s * batch
+    plain = fixed + st.hop_token * batch
+    full = fixed + st.hop_token * n
+    alone = 1.0 - st.keep**batch if st.keep else 1.0
+    share = 1.0 - st.keep**n if st.keep else 1.0
+    held = batch * context
+    attended = held + chunk * chunk_context
+    for c in st.coefs:
+        kv = c.kv * held + c.state * batch
+        rest = c.graph + c.link_fixed
+        w, gemm, att = c.dense + c.experts * alone, c.token * batch, c.attention * held
+        plain += (w if w > gemm else gemm) + (kv if kv > att else att) + rest
+        plain += c.link_token * batch
+        w, gemm, att = c.dense + c.experts * share, c.token * n, c.attention * attended
+        full += (w if w > gemm else gemm) + (kv if kv > att else att) + rest + c.link_token * n
+    return plain, full
+
+
+def round_time(
+    inp: SpeedInputs, batch: float, context: float | None = None, chunk: float = 0.0,
+    chunk_context: float = 0.0,
+) -> tuple[float, Cost]:  # fmt: skip
+    """Seconds until every one of `batch` sequences has one more token (a TPOT), with `chunk`
+    prompt tokens carried beside them, and one micro-batch's parts.
+
+    An engine that pipelines keeps up to one micro-batch a stage in flight: while one is in a
+    stage the others are in the rest, so a round takes the longer of one micro-batch's way
+    through every stage and the slowest stage's time for all of them.
+    """
+    ctx = inp.context if context is None else context
+    n = _pipelined(inp, batch)
+    one = step(inp, batch / n, ctx, chunk / n, chunk_context)
+    return round_total(inp, batch, ctx, chunk, chunk_context), one
 
 
 def prefill_time(inp: SpeedInputs, prompt: int | None = None) -> Cost | None:
@@ -371,45 +620,30 @@ def prefill_time(inp: SpeedInputs, prompt: int | None = None) -> Cost | None:
     (llama.cpp's PR #6017 pipeline measured 14,723 tok/s on 8 A100s where overlapped stages
     would give several times more; see docs/accuracy.md).
     """
-    k = _consts(inp)
-    bw, _, rate = _rates(inp, k)
-    if rate is None:
-        return None
+    _, _, rate = _rates(inp)
+    if rate is None or (inp.host is not None and not inp.stages):
+        return None  # a CPU-only plan: its prefill needs the CPU's FLOPs, not modelled
     p = max(prompt or inp.prompt_tokens or inp.context, 1)
-    chunk = min(p, inp.prefill_chunk or k.prefill_chunk)
+    chunk = min(p, inp.prefill_chunk or inp.constants.prefill_chunk)
     n = math.ceil(p / chunk)
-    share = expert_share(inp.experts, inp.experts_active, chunk)
-    parts: list[Time] = []
-    for s in inp.stages:
-        compute = (2 * s.params * p + 2 * s.attention_width * p * p) / rate
-        memory = n * (s.dense_bytes + s.expert_bytes * share) / bw
-        nbytes = chunk * inp.hidden_size * inp.activation_bytes
-        link = n * s.layers * 2 * collective_s(inp.link, inp.tp, nbytes, inp.link_bandwidth)
-        parts.append(
-            Time(memory=memory, compute=compute, overhead=n * s.layers * k.layer_s, link=link)
-        )
-    hops = _hops(inp, k, chunk)
-    parts.append(Time(overhead=n * hops.overhead, link=n * hops.link))
-    h = inp.host
-    if h is not None:
-        if not inp.stages:
-            return None  # a CPU-only plan: its prefill needs the CPU's FLOPs, not modelled
-        # llama.cpp multiplies a big batch's host-kept weights on the card, copying them up over
-        # PCIe for every ubatch (ggml's op offload, from 32 tokens a batch).
-        up = n * (h.dense_bytes + h.expert_bytes) / inp.pcie_bandwidth
-        parts.append(Time(compute=2 * h.params * p / rate, link=up))
-    return Cost(tuple(parts))
+    # n even chunks; over the prompt a token attends to p / 2 tokens before it on average.
+    one = step(inp, 0.0, 0.0, p / n, p / 2)
+    parts = tuple(t.scaled(n) for t in one.parts[:-1]) + (Time(),)
+    return Cost(parts)
 
 
 def estimate(inp: SpeedInputs) -> Speed:
     """Decode for one sequence and at `concurrency`, prefill and TTFT, with their bounds."""
-    if inp.tp < 1 or inp.replicas < 1 or inp.nodes < 1:
-        raise ValueError("tp, replicas and nodes must be at least 1")
+    if inp.tp < 1 or inp.replicas < 1 or inp.nodes < 1 or inp.ranks < 1:
+        raise ValueError("tp, replicas, ranks and nodes must be at least 1")
     if not inp.stages and inp.host is None:
         raise ValueError("a speed needs at least one stage or a host part")
-    k = _consts(inp)
+    k = inp.constants
     one = decode_step(inp, 1)
-    total, bound_total = _total_rate(inp)
+    c = max(inp.concurrency, 1)
+    busy = min(inp.replicas, c)
+    b = c / busy
+    round_s, at = round_time(inp, b)
     pre = prefill_time(inp)
     p = max(inp.prompt_tokens or inp.context, 1)
     chunk = min(p, inp.prefill_chunk or k.prefill_chunk)
@@ -425,11 +659,11 @@ def estimate(inp: SpeedInputs) -> Speed:
     )  # fmt: skip
     return Speed(
         decode_tokens_per_s=1.0 / one.total,
-        decode_tokens_per_s_total=total,
+        decode_tokens_per_s_total=busy * b / round_s,
         prefill_tokens_per_s=p / pre.total if pre else None,
         ttft_s=pre.total + k.ttft_s if pre else None,
         bound=one.bound,
-        bound_total=bound_total,
+        bound_total=at.bound,
         bound_prefill=pre.bound if pre else None,
         assumptions=assumptions,
     )
@@ -444,17 +678,25 @@ def _split(n: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def _state_per_layer(model: Model) -> float:
+    """A linear layer's state, one sequence, averaged over the model's layers."""
+    linear = [g for g in model.layer_groups if g.kind is AttentionKind.LINEAR]
+    total = sum(g.state_bytes * g.layers for g in linear)
+    return total / model.layers if model.layers else 0.0
+
+
 def inputs_for(
     model: Model,
     weights: WeightLayout,
     card: CardSpec,
     *,
-    engine: str,
+    constants: Constants,
     context: int,
     kv_bytes_per_token: float,
     tp: int = 1,
     pp: int = 1,
     replicas: int = 1,
+    ranks: int = 1,
     ep: bool = False,
     nodes: int = 1,
     concurrency: int = 1,
@@ -468,10 +710,15 @@ def inputs_for(
     flash_attention: bool = True,
     prefill_chunk: int = 0,
     quantized: bool = False,
+    ubatch: int = 0,
+    eager: bool = False,
+    graph_batch: int = 0,
 ) -> SpeedInputs:
     """SpeedInputs for a replica of `tp` × `pp` cards (vLLM, SGLang) or of llama.cpp's layer split
     over `pp` cards (tp 1) with `gpu_layers` of the layers on them (None: all, and the output
-    layer) and the routed experts of the first `cpu_moe` layers on the host.
+    layer) and the routed experts of the first `cpu_moe` layers on the host; `ranks` data-parallel
+    attention ranks of `tp` × `pp` cards each share one set of routed experts, sharded over all
+    of them (a card holds 1/(tp·ranks) of the experts).
 
     `kv_bytes_per_token` is what one token of context costs one card of the fullest stage (the
     engine's own figure; for a CPU-only plan, the host); each stage and the host are charged it
@@ -499,8 +746,17 @@ def inputs_for(
     width_layers = sum(g.layers for g in model.layer_groups
                        if g.kind in (AttentionKind.FULL, AttentionKind.MLA))  # fmt: skip
     width_per_layer = (width_layers / layers if layers else 0) * model.attention_heads * head_dim
+    state = _state_per_layer(model)
+    # A MoE's routed experts a token multiplies: all its experts' parameters are the total less
+    # the active (k of E of them are active), spread over the layers as their bytes are.
+    e, k_act = (model.experts or 0), (model.experts_active or 0)
+    routed = 0.0
+    if model.is_moe and model.active_params and model.params and e > k_act > 0:
+        routed = (model.params - model.active_params) * e / (e - k_act) * k_act / e
+    all_expert_bytes = sum(weights.expert_bytes) or 1
     # The layers `kv_bytes_per_token` is the cost of: the fullest card's, or the host's alone.
     fullest = max(stage_layers, default=0) or max(first, 1)
+    experts_over = tp * max(ranks, 1)
 
     stages: list[Stage] = []
     at = first
@@ -510,16 +766,20 @@ def inputs_for(
         dense = sum(weights.layer_bytes[j] - weights.expert_bytes[j] for j in idx)
         # Routed experts of the first `cpu_moe` layers stay on the host.
         experts = sum(weights.expert_bytes[j] for j in idx if j >= cpu_moe)
+        moe = sum(1 for j in idx if weights.expert_bytes[j] and j >= cpu_moe)
         last = i == len(stage_layers) - 1
         holds_head = last and (gpu_layers is None or gpu_layers > layers)
         stages.append(
             Stage(
                 layers=n,
                 dense_bytes=(dense + (head if holds_head else 0)) / tp,
-                expert_bytes=experts / tp,
+                expert_bytes=experts / experts_over,
                 kv_bytes_per_token=kv_bytes_per_token * n / fullest,
                 params=(per_layer_params * n + (vocab_params if holds_head else 0)) / tp,
                 attention_width=width_per_layer * n / tp,
+                moe_layers=moe,
+                state_bytes=state * n / tp,
+                expert_params=routed * experts / all_expert_bytes / tp,
             )
         )
     host: HostPart | None = None
@@ -542,17 +802,18 @@ def inputs_for(
     flops = {"fp8": card.fp8_flops, "int8": card.int8_ops}.get(compute_dtype)
     if flops is None:
         flops, compute_dtype = card.bf16_flops, "bf16"
+    spans = tp > 1 or len(stages) > 1 or ranks > 1
     return SpeedInputs(
-        engine=engine,
+        constants=constants,
         stages=tuple(stages),
         memory_bandwidth=card.memory_bandwidth,
         flops=flops,
         compute_dtype=compute_dtype,
-        backend=card.backend,
         tp=tp,
         replicas=replicas,
+        ranks=max(ranks, 1),
         nodes=nodes,
-        link=card.link_family if (tp > 1 or len(stages) > 1) else "none",
+        link=card.link_family if spans else "none",
         link_bandwidth=card.link_bandwidth or card.pcie_bandwidth,
         fabric_bandwidth=fabric_bandwidth,
         pcie_bandwidth=card.pcie_bandwidth,
@@ -566,4 +827,13 @@ def inputs_for(
         flash_attention=flash_attention,
         prefill_chunk=prefill_chunk,
         quantized=quantized,
+        ubatch=ubatch,
+        eager=eager,
+        graph_batch=graph_batch,
     )
+
+
+def pick(table: dict[str, Constants], family: str) -> Constants:
+    """An engine's constants for a card family: the family's own row, else its vendor's
+    ("nvidia-hopper" → "nvidia"), else the table's "default"."""
+    return table.get(family) or table.get(family.split("-")[0]) or table["default"]

@@ -21,6 +21,7 @@ from llmfit.render.sentences import (
     sequences,
     speed_line,
 )
+from llmfit.render.serving import explain_lines as serving_explained
 
 BAR = 30
 
@@ -74,6 +75,7 @@ def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> lis
     if fast and o.speed:
         lines.append(f"  speed: {fast}")
         lines.append(f"  speed assumes: {'; '.join(o.speed.assumptions)}")
+    lines += serving_explained(o)
     lines.append(f"  assumes: {told.assumes}")
     if o.what_if and o.engine_flags:
         lines.append(

@@ -10,6 +10,8 @@ from llmfit.plan.options import Option
 from llmfit.render.commands import commands
 from llmfit.render.safe import safe_dumps
 from llmfit.render.sentences import describe, label, rejection_reason, unplaced_reason
+from llmfit.render.serving import document as serving_document
+from llmfit.render.serving import workload_document
 
 SCHEMA = 1
 
@@ -74,6 +76,8 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "what_if": o.what_if,
         # Added to version 1: how fast it runs (null where the card's speed is not known).
         "speed": _speed(o),
+        # Added to version 1: how it serves the plan's workload (null where not known).
+        "serving": serving_document(o.serving, o),
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
@@ -128,6 +132,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
             ],
         },
         "context": plan.context,
+        # Added to version 1: the workload the options were judged at, and their order.
+        "workload": workload_document(plan.workload),
+        "rank_by": plan.rank,
         "fleet": {"source": fleet.source, "nodes": fleet.node_count, "gpus": fleet.gpus},
         "artifacts": [
             {

@@ -14,6 +14,7 @@ from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
 from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
+from llmfit.render.serving import unserved
 from llmfit.render.table import _count
 
 # The mark of a model planned past the context it was trained for, and what it means.
@@ -75,6 +76,10 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
     def wide() -> int:
         return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
 
+    # Too wide, the longest what-if in short first, as the plan's table does ("fp8 weights+KV").
+    if wide() > width:
+        for row in rows:
+            row["what-if"] = row["what-if"].replace(" and KV cache", "+KV")
     dropped: list[str] = []
     for name in ("bits", "now", "engine", "params", "seqs"):
         if wide() <= width:
@@ -104,6 +109,10 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
 def _miss(r: ModelResult) -> str:
     assert r.advice is not None
     plan = r.advice.plan
+    if r.unserved:
+        return (
+            f"fits, but does not serve the workload within its targets: {unserved(plan.options[0])}"
+        )
     for u in plan.unplaced:
         instead = fits_instead(u)
         if instead:

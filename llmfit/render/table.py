@@ -23,6 +23,7 @@ from llmfit.render.sentences import (
     tokens_per_s,
     unplaced_reason,
 )
+from llmfit.render.serving import meets, per_gpu, serving_lines, workload_line
 
 TOP = 10
 
@@ -77,17 +78,23 @@ FULL = 120
 
 
 def dropped(options: list[Option], width: int) -> list[str]:
-    """The columns left out at `width`: hosts below 120; below 100 the bits, and the engine and
-    `now` where every row says the same (a column that tells busy from free is kept)."""
+    """The columns left out at `width`: hosts below 120; below 100 the bits, one sequence's
+    decode speed (the workload's tok/s/GPU stays), and the engine, `meets` and `now` where every
+    row says the same (a column that tells busy from free, or one that meets from one that does
+    not, is kept); below 90 the longest context too, so that where it runs keeps its words."""
     drop: list[str] = []
     if width < FULL:
         drop.append("hosts")
     if width < 100:
-        drop.append("bits")
+        drop += ["bits", "tok/s"]
         if len({o.engine for o in options}) == 1:
             drop.append("engine")
+        if len({meets(o) for o in options}) == 1:
+            drop.append("meets")
         if all(o.free_now for o in options):
             drop.append("now")
+    if width < 90:
+        drop.append("max ctx")
     return drop
 
 
@@ -99,6 +106,7 @@ def left_out(options: list[Option], width: int) -> str | None:
         return None
     said = {
         "engine": f"engine ({options[0].engine} for all)" if options else "engine",
+        "meets": f"meets ({meets(options[0])} for all)" if options else "meets",
         "now": "now (all free)",
     }
     shown = ", ".join(said.get(name, name) for name in drop)
@@ -119,6 +127,9 @@ def options_table(options: list[Option], width: int = 120) -> Table:
         (need, "right", True),
         ("max ctx", "right", True),
         ("tok/s", "right", True),
+        # At the workload: output tokens a second a card, and whether it meets the targets.
+        ("tok/s/GPU", "right", True),
+        ("meets", "left", True),
         ("hosts", "right", True),
         ("now", "left", True),
     )
@@ -140,6 +151,8 @@ def options_table(options: list[Option], width: int = 120) -> Table:
             need: f"{gib(o.per_card.need)}/{gib(o.have)}",
             "max ctx": f"{o.max_context:,}",
             "tok/s": tokens_per_s(o),
+            "tok/s/GPU": per_gpu(o),
+            "meets": meets(o),
             "hosts": str(o.hosts),
             "now": "free" if o.free_now else "busy",
         }
@@ -181,6 +194,7 @@ def render_text(
         f"{_plural(fleet.gpus, 'GPU')}",
         "dim",
     )
+    print_wrapped(console, workload_line(plan.workload, plan.rank), "dim")
     for note in plan.notes + repo.warnings:
         print_wrapped(console, f"note: {note}", "yellow")
     options = list(plan.options)
@@ -205,6 +219,8 @@ def render_text(
         print_wrapped(console, f"  max context {best.max_context:,} · {sequences(best)}")
         line = speed_line(best)
         if line:
+            print_wrapped(console, f"  {line}")
+        for line in serving_lines(best):
             print_wrapped(console, f"  {line}")
         render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:

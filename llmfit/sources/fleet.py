@@ -37,7 +37,8 @@ from llmfit.plan import cards
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, is_mig, memory_from_class, node_id
 
 DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
-NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels")
+NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels",
+             "price_per_gpu_hour")  # fmt: skip
 POOL_KEYS = ("count", *NODE_KEYS)
 TOP_KEYS = ("pool", "node")
 _DEVICE_SET, _NODE_SET, _POOL_SET = (
@@ -394,7 +395,19 @@ class _Reader:
                 self._shapes[key] = shape
         kinds, fabric, ram, free_ram = shape
         labels = self.labels(table, where) if "labels" in table else ()
-        return PoolNode(name, kinds, fabric, ram, free_ram, count, first, labels)
+        price = self.price(table, where) if "price_per_gpu_hour" in table else None
+        return PoolNode(name, kinds, fabric, ram, free_ram, count, first, labels, price)
+
+    def price(self, table: dict[str, Any], where: str) -> float:
+        """What one of the node's cards costs an hour, in any currency (the plan ranks by it
+        where every class is priced)."""
+        v = table["price_per_gpu_hour"]
+        if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0 or v > 1e6:
+            raise self.fail(
+                where, "price_per_gpu_hour",
+                f"is {shown(v)}; it must be what one card costs an hour, a number like 2.49.",
+            )  # fmt: skip
+        return float(v)
 
     def labels(self, table: dict[str, Any], where: str) -> tuple[tuple[str, str], ...]:
         """A node's Kubernetes labels (`llmfit fleet import kubectl` keeps the GPU product's):

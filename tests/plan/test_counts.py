@@ -95,10 +95,11 @@ def test_rpc_over_a_counted_pool_is_the_rpc_over_its_nodes(tmp_path, card):
 
 def test_10_to_the_12_nodes_plan_at_once(deepseek):
     pool = PoolNode("h100", (H100,), "ib0", 2048 * GIB, 2048 * GIB, count=10**12, first=1)
-    p = plan(deepseek.model, deepseek.artifacts, Fleet((pool,)), PlanSettings(context=8192))
-    # The fewest cards: eleven, one pipeline stage a node (TP 2 over five stages, ten cards, no
-    # longer holds: each stage keeps its MoE workspace, 8,192 tokens × 8 experts × (7,168 +
-    # 7,168) × 2 B = 1.75 GiB, and a stage after the first its 0.22 GiB of received
+    p = plan(deepseek.model, deepseek.artifacts, Fleet((pool,)),
+             PlanSettings(context=8192, rank="cards"))  # fmt: skip
+    # The fewest cards (--rank cards): eleven, one pipeline stage a node (TP 2 over five stages,
+    # ten cards, no longer holds: each stage keeps its MoE workspace, 8,192 tokens × 8 experts
+    # × (7,168 + 7,168) × 2 B = 1.75 GiB, and a stage after the first its 0.22 GiB of received
     # activations, which the fullest stage lacks at 0.90 of the card); the whole-node layouts
     # follow. Every option counts the whole pool as hosts and takes its nodes from the start
     # of it.

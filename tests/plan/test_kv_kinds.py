@@ -204,7 +204,10 @@ def test_an_fp8_checkpoint_is_planned_at_the_bytes_its_headers_hold(tmp_path):
     assert m.params == 30_533_947_392
     # Active: all but 120 of every 128 experts' elements (48 × 604,016,640 = 28,992,798,720).
     assert m.active_params == 30_533_947_392 - 28_992_798_720 * 120 // 128 == 3_353_198_592
-    o = plan(m, repo.artifacts, Fleet((node("h100", "h100-80g", H100, 8),)), PlanSettings())
+    # Ranked by cards, to read one card's bytes (the serving ranking may spread it wider).
+    o = plan(
+        m, repo.artifacts, Fleet((node("h100", "h100-80g", H100, 8),)), PlanSettings(rank="cards")
+    )
     best = o.options[0]
     assert best.tp == 1
     # Its real bytes, not 2 B × parameters (61,067,894,784), and vLLM's rotary cache beside
@@ -346,7 +349,12 @@ def test_kv_cache_dtype_fp8_is_planned_and_passed_to_vllm(run):
 def test_a_checkpoint_calibrated_for_an_fp8_cache_is_planned_with_one_and_says_so_to_vllm():
     m = read("nvidia/Llama-3.1-70B-Instruct-FP8")
     art = Artifact("safetensors", "safetensors", 75 * GIB, quant="modelopt")
-    o = plan(m, [art], Fleet((node("h200", "h200-141g", H200, 8),)), PlanSettings(context=8192))
+    o = plan(
+        m,
+        [art],
+        Fleet((node("h200", "h200-141g", H200, 8),)),
+        PlanSettings(context=8192, rank="cards"),
+    )
     best = o.options[0]
     assert best.launch.kv_cache_dtype == "fp8"
     # 2 × 80 × 8 × 128 × 1 B × 8,192 tokens.

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
-from llmfit.plan.options import rank, rank_key
+from llmfit.plan.options import Market, rank, rank_key, serve_key
 from llmfit.plan.planner import SHORTER, PlanSettings, plan
 from llmfit.plan.settings import Pins
 
@@ -134,13 +134,20 @@ def test_every_way_offered_fits_what_it_has(m, art, fleet, ctx):
 @settings(max_examples=100, deadline=None)
 @given(models(), artifacts, fleets(), contexts, st.randoms(use_true_random=False))
 def test_ranking_is_a_total_order_whatever_the_arrival(m, art, fleet, ctx, rnd):
-    opts = list(plan(m, [art], fleet, PlanSettings(context=ctx)).options)
-    keys = [rank_key(o) for o in opts]
-    assert keys == sorted(keys)
-    shuffled = opts[:]
-    rnd.shuffle(shuffled)
-    assert [rank_key(o) for o in rank(shuffled)] == keys
-    assert rank(opts) == opts
+    # The default order (serving the workload) and the card order alike.
+    for by in ("serve", "cards"):
+        opts = list(plan(m, [art], fleet, PlanSettings(context=ctx, rank=by)).options)
+        market = Market.of(opts)
+
+        def key(o, by=by, market=market):
+            return rank_key(o, by) if by == "cards" else serve_key(o, market)
+
+        keys = [key(o) for o in opts]
+        assert keys == sorted(keys)
+        shuffled = opts[:]
+        rnd.shuffle(shuffled)
+        assert [key(o) for o in rank(shuffled, by)] == keys
+        assert rank(opts, by) == opts
 
 
 @settings(max_examples=150, deadline=None)

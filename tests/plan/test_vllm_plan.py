@@ -24,7 +24,7 @@ def test_llama_8b_on_one_l40s_card_part_by_part():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     fleet = Fleet((node("l40s", "l40s-48g", L40S, 4),))
-    p = plan(m, [art], fleet, PlanSettings(precision="stored"))
+    p = plan(m, [art], fleet, PlanSettings(precision="stored", rank="cards"))
     o = p.options[0]
     assert (o.gpu_class, o.tp, o.pp) == ("l40s-48g", 1, 1)
     # The checkpoint, and the rotary cache vLLM builds beside it: 131,072 positions × 128 dims
@@ -51,7 +51,7 @@ def test_qwen3_235b_on_h200_takes_four_cards_with_expert_parallelism():
     m = model("Qwen/Qwen3-235B-A22B")
     art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
     fleet = Fleet(tuple(node(f"h200-{i}", "h200-141g", H200, 8, fabric="ib0") for i in (1, 2)))
-    o = plan(m, [art], fleet, PlanSettings(precision="stored")).options[0]
+    o = plan(m, [art], fleet, PlanSettings(precision="stored", rank="cards")).options[0]
     assert (o.tp, o.pp, o.gpus) == (4, 1, 4)
     # A quarter of the checkpoint, but for what every rank keeps whole: each layer's router
     # (4,096 × 128 × 2 B) and norms (2 × 4,096 × 2 B), 94 × 1,064,960 B; and the rotary cache,
@@ -177,7 +177,8 @@ def test_any_number_of_nodes_not_only_powers_of_two():
     art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
     # 4 cards of 80 GB a node: two nodes cannot hold it, three can.
     fleet = Fleet(tuple(node(f"n{i}", "h100-80g", H100, 4, fabric="ib0") for i in range(4)))
-    opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
+    settings = PlanSettings(precision="stored", context=8192, rank="cards")
+    opts = plan(m, [art], fleet, settings).options
     assert (4, 3, 3) in [(o.tp, o.pp, o.nodes) for o in opts]
     assert not [o for o in opts if o.nodes == 2 and o.pp == 2]
 
@@ -203,7 +204,8 @@ def test_busy_is_not_unfit_and_free_now_breaks_ties_only():
     m = model("meta-llama/Llama-3.1-8B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_060_522_496, quant="bf16")
     fleet = Fleet((node("busy", "h100-80g", H100, 8, free=0), node("l40s", "l40s-48g", L40S, 1)))
-    opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
+    settings = PlanSettings(precision="stored", context=8192, rank="cards")
+    opts = plan(m, [art], fleet, settings).options
     one_card = [(o.gpu_class, o.free_now) for o in opts if o.gpus == 1]
     assert one_card == [("l40s-48g", True), ("h100-80g", False)]
 
@@ -212,7 +214,8 @@ def test_fewest_cards_rank_first_then_room():
     m = model("meta-llama/Meta-Llama-3.1-70B")
     art = Artifact("safetensors", "safetensors", 141_107_412_992, quant="bf16")
     fleet = Fleet((node("h100", "h100-80g", H100, 8), node("h200", "h200-141g", H200, 8)))
-    opts = plan(m, [art], fleet, PlanSettings(precision="stored", context=8192)).options
+    settings = PlanSettings(precision="stored", context=8192, rank="cards")
+    opts = plan(m, [art], fleet, settings).options
     # Fewest cards first; among as many cards, the most sequences held. Per class: the narrowest
     # fit, each wider width that holds more, and the narrowest replicated to fill the node.
     assert [(o.gpu_class, o.tp, o.dp) for o in opts] == [
@@ -276,7 +279,7 @@ def test_fp8_what_if_of_a_bf16_checkpoint_saves_cards_and_ranks_first():
     m = model("Qwen/Qwen3-235B-A22B")
     art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
     fleet = Fleet((node("h200-1", "h200-141g", H200, 8),))
-    opts = plan(m, [art], fleet, PlanSettings()).options
+    opts = plan(m, [art], fleet, PlanSettings(rank="cards")).options
     best = opts[0]
     # vLLM 0.33 spells online fp8 fp8_per_tensor (an alias since 0.31).
     assert (best.what_if, best.tp, best.engine_flags) == (

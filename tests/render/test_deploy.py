@@ -33,6 +33,8 @@ CACHE_MOUNT = '"${HF_HOME:-$HOME/.cache/huggingface}":/root/.cache/huggingface'
 
 
 def plan(repo: str, fleet: str, **settings) -> Advice:
+    # The fewest cards first (--rank cards): the launches here are of the narrowest layout.
+    settings.setdefault("rank", "cards")
     return advise(repo, resolve_fleet(fleet), PlanSettings(**settings), offline=True)
 
 

@@ -14,10 +14,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from llmfit.plan import cards
+from llmfit.plan import cards, load
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
-from llmfit.plan.engines import NO_ENV, Explanation, Found, Image, Job, Part, Request, knobs
+from llmfit.plan.engines import (
+    NO_ENV,
+    Explanation,
+    Found,
+    Image,
+    Job,
+    Part,
+    Request,
+    knobs,
+    llamacpp_speed,
+)
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.engines.serving import pinned_cards, pinned_text, pinned_where
@@ -181,10 +191,12 @@ class LlamaCpp:
             slots = settings.options(LlamaCppOptions).parallel or 1
             if slots > 1 and "max_context" in kw:
                 kw["max_context"] //= slots
-            kw["speed"] = _speed(
+            inputs = _inputs(
                 model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
-                card.kv_cache // sizes.pad(context), art.quant,
+                card.kv_cache // sizes.pad(context), art.quant, est.n_ubatch,
             )  # fmt: skip
+            kw["speed"] = speeds.estimate(inputs) if inputs else None
+            kw["serving"] = _serving(inputs, lay, est, context, settings)
             return Option(
                 artifact=art,
                 engine=self.key,
@@ -254,6 +266,7 @@ class LlamaCpp:
                         context,
                         e.host.kv_cache // sizes.pad(context),
                         art.quant,
+                        est.n_ubatch,
                     ),
                 )
             )
@@ -867,6 +880,37 @@ def _exact(settings: PlanSettings) -> bool:
 FLOAT_QUANTS = ("F32", "F16", "BF16")
 
 
+def _inputs(
+    model: Model,
+    layout: GgufLayout,
+    spec: cards.CardSpec | None,
+    p: sizes.Placement,
+    lay: Layout,
+    context: int,
+    kv_per_token: int,
+    quant: str | None,
+    ubatch: int,
+) -> speeds.SpeedInputs | None:
+    """The step model's inputs for one llama-server (plan/speed.py): the layer split is a
+    pipeline of one card a stage, the host runs what -ngl and --n-cpu-moe keep there; on a CPU
+    alone, the host's RAM bandwidth is what a step streams at (the fleet states none, so
+    speed.py's cautious default)."""
+    if spec is None and p.cards:
+        return None
+    if spec is None:
+        spec = cards.override(None, {"memory_bandwidth_gbs": speeds.DEFAULT_RAM_BANDWIDTH / 1e9},
+                              key="cpu")  # fmt: skip
+    n = layout.layers
+    return speeds.inputs_for(
+        model, layout, spec, constants=llamacpp_speed.constants(cards.family(spec.key)),
+        context=context, kv_bytes_per_token=kv_per_token,
+        tp=1, pp=max(p.cards, 1),
+        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
+        gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
+        quantized=(quant or "").upper() not in FLOAT_QUANTS, ubatch=ubatch,
+    )  # fmt: skip
+
+
 def _speed(
     model: Model,
     layout: GgufLayout,
@@ -876,25 +920,36 @@ def _speed(
     context: int,
     kv_per_token: int,
     quant: str | None,
+    ubatch: int,
 ) -> speeds.Speed | None:
-    """How fast llama-server runs the placement (plan/speed.py): the layer split is a pipeline
-    of one card a stage, the host runs what -ngl and --n-cpu-moe keep there; on a CPU alone, the
-    host's RAM bandwidth is what a step streams at (the fleet states none, so speed.py's
-    cautious default)."""
-    if spec is None and p.cards:
+    """How fast llama-server runs the placement, one sequence and its servers together."""
+    inputs = _inputs(model, layout, spec, p, lay, context, kv_per_token, quant, ubatch)
+    return speeds.estimate(inputs) if inputs else None
+
+
+def _serving(
+    inputs: speeds.SpeedInputs | None,
+    lay: Layout,
+    est: _Estimator,
+    context: int,
+    settings: PlanSettings,
+) -> load.Serving | None:
+    """How the servers serve the plan's workload (plan/load.py): each of the `lay.replicas`
+    servers runs its -np slots in one unified pool of --ctx-size cells, prompt tokens riding in
+    the same batches as the slots' decode tokens (--batch-size 2,048 a step, computed in
+    --ubatch-size passes). None where the card's FLOPs are not known (a CPU's prefill is not
+    modelled)."""
+    if inputs is None or not inputs.flops:
         return None
-    if spec is None:
-        spec = cards.override(None, {"memory_bandwidth_gbs": speeds.DEFAULT_RAM_BANDWIDTH / 1e9},
-                              key="cpu")  # fmt: skip
-    n = layout.layers
-    inputs = speeds.inputs_for(
-        model, layout, spec, engine="llama.cpp", context=context, kv_bytes_per_token=kv_per_token,
-        tp=1, pp=max(p.cards, 1),
-        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
-        gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
-        quantized=(quant or "").upper() not in FLOAT_QUANTS,
-    )  # fmt: skip
-    return speeds.estimate(inputs)
+    r = load.Replica(
+        inputs=inputs,
+        copies=lay.replicas,
+        max_batch=est.n_seq,
+        kv_tokens=sizes.pad(context),
+        budget=llamacpp_speed.N_BATCH,
+        mixed=True,
+    )
+    return load.serve(r, settings.workload.within(context))
 
 
 ENGINE = LlamaCpp()

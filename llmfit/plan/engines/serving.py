@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from llmfit.plan import cards
+from llmfit.plan import cards, load
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Found, Job
+from llmfit.plan.engines import Found, Job, serving_speed
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
@@ -222,24 +222,95 @@ def speed(
     partition: Callable[[int, int], tuple[int, ...]],
 ) -> speeds.Speed | None:
     """How fast the layout decodes and prefills (plan/speed.py), its stages as the engine splits
-    them (`partition`: layers and stages → layers a stage).
+    them (`partition`: layers and stages → layers a stage)."""
+    inputs = speed_inputs(
+        engine, model, weights, spec, layout, context, kv_per_token, concurrency, fp8, partition
+    )
+    return speeds.estimate(inputs) if inputs else None
+
+
+def speed_inputs(
+    engine: str,
+    model: Model,
+    weights: WeightLayout,
+    spec: cards.CardSpec | None,
+    layout: Layout,
+    context: int,
+    kv_per_token: int,
+    concurrency: float,
+    fp8: bool,
+    partition: Callable[[int, int], tuple[int, ...]],
+    *,
+    eager: bool = False,
+    graph_batch: int = 0,
+) -> speeds.SpeedInputs | None:
+    """The step model's inputs for one replica of the layout, with the engine's fitted
+    constants for the card's family.
 
     A MoE's data-parallel ranks each run their own batch through their own attention and share
-    the routed experts, sharded over every rank: a rank's card holds and reads 1/(tp·dp) of
-    them, not the 1/tp a tensor-parallel replica would.
+    the routed experts, sharded over every rank: one replica of `dp` attention ranks, whose card
+    holds and reads 1/(tp·dp) of the experts. A dense model's data-parallel ranks are `dp`
+    independent replicas.
     """
     if spec is None or concurrency <= 0:
         return None
-    inputs = speeds.inputs_for(
-        model, weights, spec, engine=engine, context=context, kv_bytes_per_token=kv_per_token,
-        tp=layout.tp, pp=layout.pp, replicas=layout.dp, ep=layout.ep, nodes=layout.nodes,
-        concurrency=max(1, int(concurrency)), stage_layers=partition(weights.layers, layout.pp),
-        compute_dtype="fp8" if fp8 else "bf16",
+    moe_dp = model.is_moe and layout.dp > 1
+    return speeds.inputs_for(
+        model, weights, spec, constants=serving_speed.constants(engine, cards.family(spec.key)),
+        context=context, kv_bytes_per_token=kv_per_token, tp=layout.tp, pp=layout.pp,
+        replicas=1 if moe_dp else layout.dp, ranks=layout.dp if moe_dp else 1, ep=layout.ep,
+        nodes=layout.nodes, concurrency=max(1, int(concurrency)),
+        stage_layers=partition(weights.layers, layout.pp),
+        compute_dtype="fp8" if fp8 else "bf16", eager=eager, graph_batch=graph_batch,
     )  # fmt: skip
-    if model.is_moe and layout.dp > 1:
-        stages = tuple(replace(s, expert_bytes=s.expert_bytes / layout.dp) for s in inputs.stages)
-        inputs = replace(inputs, stages=stages)
-    return speeds.estimate(inputs)
+
+
+def replica(
+    inputs: speeds.SpeedInputs | None,
+    layout: Layout,
+    model: Model,
+    *,
+    pool_tokens: int,
+    max_batch: int,
+    budget: int,
+    mixed: bool,
+) -> load.Replica | None:
+    """One replica of the layout for the serving model (plan/load.py), from the engine's own
+    figures for one rank: the tokens its KV pool holds, the sequences it runs at once and the
+    tokens a step carries. A MoE's data-parallel ranks are one replica whose pools and batches
+    add up; a dense model's are `dp` copies of a replica."""
+    if inputs is None:
+        return None
+    ranks = inputs.ranks
+    return load.Replica(
+        inputs=inputs,
+        copies=1 if ranks > 1 or model.is_moe else layout.dp,
+        max_batch=max(1, max_batch * ranks),
+        kv_tokens=pool_tokens * ranks,
+        budget=budget,
+        mixed=mixed,
+    )
+
+
+def served(t: Tried, job: Job) -> Tried:
+    """The layout with how it serves the job's workload (plan/load.py)."""
+    r = t.sized.replica
+    if r is None:
+        return t
+    w = job.settings.workload.within(job.context)
+    return replace(t, sized=replace(t.sized, serving=load.serve(r, w)))
+
+
+def hold_target(job: Job) -> float | None:
+    """Sequences of the context a layout must hold: `settings.concurrency`, else the workload's
+    requests in flight, each of its prompt and output."""
+    s = job.settings
+    if s.concurrency is not None:
+        return s.concurrency
+    w = s.workload.within(job.context)
+    if w.concurrency is None or not job.context:
+        return None
+    return w.concurrency * w.tokens / job.context
 
 
 def weights_share(layout: Layout, width: str, *, experts_over: int, copy: str) -> str:
@@ -320,6 +391,7 @@ def option_of(
         kv_per_token=sized.kv_per_token,
         kv_tokens=sized.kv_tokens,
         speed=sized.speed,
+        serving=sized.serving,
     )
 
 
@@ -478,7 +550,9 @@ class Serving(ABC, Generic[L]):
             ranks_across_nodes=True,
         )
         size = self._sizer(job, art, shape, pool, v)
-        fits, misses = search(pool, space, size, pins=pins, target=settings.concurrency)
+        target = hold_target(job)
+        fits, misses = search(pool, space, size, pins=pins, target=target)
+        fits = [served(t, job) for t in fits]
         if pool.mig and not fits:
             rejected.append(
                 Rejection(
@@ -502,8 +576,8 @@ class Serving(ABC, Generic[L]):
         for t in misses:
             lay = t.spot.layout
             plain = lay.pp == 1 and lay.dp == 1 or lay.nodes > 1
-            if plain or pins.any or settings.concurrency is not None:
-                rejected.append(self._miss(art, pool, t, settings.concurrency))
+            if plain or pins.any or target is not None:
+                rejected.append(self._miss(art, pool, t, target, job))
         if pins.any and not fits and len(rejected) == before:
             # The pins left no layout of the space to size here: which rule, said once.
             rejected.append(
@@ -538,18 +612,30 @@ class Serving(ABC, Generic[L]):
                 )
         return out
 
-    def _miss(self, art: Artifact, pool: ClassPool, t: Tried, target: float | None) -> Rejection:
+    def _miss(
+        self, art: Artifact, pool: ClassPool, t: Tried, target: float | None, job: Job
+    ) -> Rejection:
         s = t.sized
         here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
         if s.refusal is not None:
             return Rejection(art.name, self.key, here, s.refusal, nodes=t.spot.layout.nodes)
+        w = job.settings.workload.within(job.context)
         if s.fits_memory and target is not None:
+            said = (
+                f"holds {s.concurrency:g} sequences of the context at once, "
+                f"fewer than the {target:g} asked for"
+            )
+            if job.settings.concurrency is None and w.concurrency is not None:
+                held = s.concurrency * job.context / w.tokens
+                said = (
+                    f"holds {held:.3g} requests of {w.tokens:,} tokens at once, "
+                    f"fewer than the {w.concurrency:g} asked for"
+                )
             return Rejection(
                 art.name,
                 self.key,
                 here,
-                f"holds {s.concurrency:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for",
+                said,
                 have=s.have,
                 max_context=s.max_context,
                 nodes=t.spot.layout.nodes,

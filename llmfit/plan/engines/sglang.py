@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmfit.plan import cards
+from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, knobs, serving
 from llmfit.plan.engines import sglang_sizes as sizes
@@ -350,9 +351,17 @@ class Sglang(serving.Serving[SglangLaunch]):
             per_rank = min(tokens / context, reqs) if tokens and context else 0.0
             concurrency = round(per_rank * ss.ranks, 2)
             longest = min(tokens, trained) if trained else tokens
-            speed = serving.speed(
+            # The step model with SGLang's knobs: prefill batches of --chunked-prefill-size
+            # that pause decoding (no --enable-mixed-chunk), CUDA graphs up to
+            # --cuda-graph-max-bs.
+            inputs = serving.speed_inputs(
                 self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8,
-                pp_partition,
+                pp_partition, graph_batch=reserve.decode_max_bs,
+            )  # fmt: skip
+            speed = speeds.estimate(inputs) if inputs else None
+            replica = serving.replica(
+                inputs, layout, model, pool_tokens=tokens, max_batch=reqs,
+                budget=reserve.chunked_prefill_size, mixed=False,
             )  # fmt: skip
             return Sized(
                 per_card=worst,
@@ -363,6 +372,7 @@ class Sglang(serving.Serving[SglangLaunch]):
                 kv_tokens=tokens,
                 extra=_Sizing(share, opts.mem_fraction_static is None, reserve, ss, fullest, aiter),
                 speed=speed,
+                replica=replica,
             )
 
         return size

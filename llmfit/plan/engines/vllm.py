@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan import cards
+from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import (
     NO_ENV,
@@ -314,9 +315,19 @@ class Vllm(serving.Serving[VllmLaunch]):
             n = vm.pp_indices(model.layers, stages.index(fullest), layout.pp)
             token = shape.stage(n[1] - n[0]).kv_bytes_per_token(layout.tp)
             concurrency = round(per_rank * layout.dp, 2)
-            speed = serving.speed(
+            # The step model on this layout, with vLLM's knobs: CUDA graphs up to its largest
+            # capture size (vllm/config/vllm.py _set_cudagraph_sizes: 2 × max_num_seqs, at most
+            # 512 tokens, at most the step's budget), none under --enforce-eager.
+            graphs = min(2 * fullest.max_num_seqs, 512, fullest.max_num_batched_tokens)
+            eager = job.settings.options(VllmOptions).enforce_eager
+            inputs = serving.speed_inputs(
                 self.key, model, weights, spec, layout, context, token, concurrency, fp8,
-                pp_partition,
+                pp_partition, eager=eager, graph_batch=graphs,
+            )  # fmt: skip
+            speed = speeds.estimate(inputs) if inputs else None
+            replica = serving.replica(
+                inputs, layout, model, pool_tokens=tokens, max_batch=fullest.max_num_seqs,
+                budget=fullest.max_num_batched_tokens, mixed=True,
             )  # fmt: skip
             return Sized(
                 per_card=per_card,
@@ -329,6 +340,7 @@ class Vllm(serving.Serving[VllmLaunch]):
                 fits=all(m.fits for m in stages),
                 speed=speed,
                 refusal=_batch_refusal(fullest),
+                replica=replica,
             )
 
         return size

@@ -1,0 +1,704 @@
+"""How close llmfit's serving model comes to measured serving runs, and the fit of its constants.
+
+Every row of fixtures/calibration/load.jsonl (a copy of ../shared/calibration/load.jsonl: vLLM
+and SGLang `bench serve`-style runs with their sources) is planned as `llmfit` plans it: the
+row's model from its config (fixtures/calibration/configs, copies of the shared fixtures), its
+checkpoint's bytes at its precision, the row's cards as an inline fleet, the row's engine and
+exact layout pinned (--tp, --dp, --ep), its workload (mean input and output lengths, its
+concurrency or rate). The option's serving estimate is then compared with what the row
+measured: output tokens a second a GPU, TPOT and TTFT (the mean where the row gives one, else
+its median, else the figure it gives without saying which).
+
+A row the model cannot represent is listed with why, never dropped silently: speculative
+decoding (its TPOT counts accepted drafts), prefill/decode disaggregation (the next step),
+a model whose config is not at hand, a layout llmfit does not plan (with the engine's reason).
+
+Load kinds (the shared README): `max_concurrency` with more prompts than the concurrency is a
+closed loop in steady state (load.at_concurrency); with as many prompts as the concurrency, or
+`burst`, one wave: every prompt arrives at once, is prefilled, then all decode together (`wave`
+below); `request_rate` is Poisson arrivals (load.at_rate).
+
+Without arguments: the tables with the constants in llmfit/plan/engines/serving_speed.py. With
+--fit: re-derive the constants (scipy least squares on log errors, soft L1), print them, and the
+leave-one-source-out and leave-one-model-out errors (each source's, or model's, rows predicted by
+a fit that never saw them). --rows prints every row. numpy and scipy are needed for --fit only.
+
+Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from llmfit.plan import cards, load, speed
+from llmfit.plan.artifact import Artifact
+from llmfit.plan.engines import serving_speed
+from llmfit.plan.engines import vllm_memory as vm
+from llmfit.plan.model import AttentionKind, LayerGroup, Model, ModelShapes
+from llmfit.plan.planner import plan
+from llmfit.plan.settings import Pins, PlanSettings, Workload
+from llmfit.sources.config import load_config, model_from_config
+from llmfit.sources.fleet import resolve_fleet
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = ROOT / "fixtures" / "calibration" / "load.jsonl"
+SPEED = ROOT / "fixtures" / "calibration" / "speed.jsonl"
+CONFIGS = ROOT / "fixtures" / "calibration" / "configs"
+# The project's own fixture configs, for speed.jsonl's serving rows' models.
+SOURCES = ROOT / "fixtures" / "src"
+
+# Repositories whose config is a sibling's: the same architecture at another precision or
+# release (GLM-4.6 and 4.7 are GLM-4.5's 355B architecture; MiniMax-M2 is M2.5's).
+SIBLINGS: dict[str, tuple[str, str | None]] = {
+    "zai-org/GLM-4.6-FP8": ("zai-org/GLM-4.7-FP8", "fp8"),
+    "zai-org/GLM-4.6": ("zai-org/GLM-4.7-FP8", "bf16"),
+    "zai-org/GLM-4.7": ("zai-org/GLM-4.7-FP8", "bf16"),
+    "MiniMaxAI/MiniMax-M2": ("MiniMaxAI/MiniMax-M2.5", None),
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": ("Qwen/Qwen3-235B-A22B-Instruct-2507", "fp8"),
+    "Qwen/Qwen3-14B-AWQ": ("Qwen/Qwen3-14B", "int4"),
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8": ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+                                                  "fp8"),
+    # speed.jsonl's serving rows: the same architectures as the fixture configs'.
+    "meta-llama/Llama-3.1-70B": ("meta-llama/Meta-Llama-3.1-70B", "bf16"),
+    "deepseek-ai/DeepSeek-R1-0528": ("deepseek-ai/DeepSeek-R1", "fp8"),
+}  # fmt: skip
+
+# Models the config reader does not read as they are (kept out, with why).
+UNREAD = {
+    "moonshotai/Kimi-Linear-48B-A3B-Instruct": "its KDA linear-attention layers are read as MLA",
+}
+
+# Bytes a linear weight takes at a checkpoint's precision (block and group scales included:
+# fp8 blocks of 128 × 128 carry a 4-byte scale; int4 groups of 32 a bf16 scale).
+WIDTH = {"bf16": 2.0, "fp8": 1.0 + 4 / 128**2, "int4": 0.5 + 2 / 32, "mxfp4": 4.25 / 8}
+
+
+def card_of(gpu: str) -> str | None:
+    """The card class a row's GPU is, by the words it uses."""
+    for words, key in (("H200", "h200-141g"), ("H100", "h100-80g"), ("H800", "h800-80g"),
+                       ("B200", "b200-180g"), ("A100", "a100-80g"), ("MI300X", "mi300x-192g"),
+                       ("MI350X", "mi350x-288g"), ("MI355X", "mi355x-288g")):  # fmt: skip
+        if words in gpu:
+            return key
+    return None
+
+
+def _mla(model: Model, cfg: dict) -> Model:
+    """A config with MLA's low-rank KV (kv_lora_rank) that the reader took for full attention
+    (GLM-4.7-Flash's Glm4MoeLite, GLM-5's GlmMoeDsa): its layers as MLA, its latent cached."""
+    text = cfg.get("text_config", cfg)
+    rank, rope = text.get("kv_lora_rank"), text.get("qk_rope_head_dim")
+    if not rank or any(g.kind is AttentionKind.MLA for g in model.layer_groups):
+        return model
+    latent = rank + rope
+    shapes = replace(
+        model.shapes or ModelShapes(),
+        layer_kinds=("mla",) * model.layers,
+        q_lora_rank=text.get("q_lora_rank") or 0,
+        kv_lora_rank=rank,
+        qk_nope_head_dim=text.get("qk_nope_head_dim") or 0,
+        qk_rope_head_dim=rope,
+        v_head_dim=text.get("v_head_dim") or 0,
+    )
+    group = LayerGroup(AttentionKind.MLA, model.layers, latent_dim=latent)
+    return replace(model, layer_groups=(group,), kv_heads=1, head_dim=latent, shapes=shapes)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    model: Model
+    precision: str  # "bf16", "fp8", "int4", "mxfp4"
+    bytes: int
+
+
+def checkpoint(repo: str, stated: str) -> Checkpoint | str:
+    """The row's model and its checkpoint's bytes, or why there is none."""
+    if repo in UNREAD:
+        return UNREAD[repo]
+    name, precision = SIBLINGS.get(repo, (repo, None))
+    path = CONFIGS / f"{name.replace('/', '--')}.json"
+    if not path.exists():
+        path = SOURCES / f"{name.replace('/', '--')}.json"
+    if not path.exists():
+        return "its config is not at hand (not in the shared fixtures)"
+    cfg = load_config(path)
+    model = _mla(model_from_config(cfg, path), cfg)
+    text = cfg.get("text_config", cfg)
+    if model.is_moe and not model.experts_active and text.get("top_k_experts"):
+        # Gemma 4 names its experts a token "top_k_experts", which the reader does not read.
+        model = replace(model, experts_active=text["top_k_experts"])
+    if precision is None:
+        q = (model.quantization or "").lower()
+        words = stated.upper()
+        precision = (
+            "mxfp4" if q == "mxfp4" or "MXFP4" in words
+            else "int4" if "INT4" in words or "AWQ" in words or q in ("compressed-tensors", "awq")
+            else "fp8" if q.startswith("fp8") or "FP8" in words
+            else "bf16"
+        )  # fmt: skip
+    # Parameters from the config, layer by layer (vLLM's own count), and the bytes: 16-bit
+    # embedding, head, norms and router gates; the linear weights at the checkpoint's width
+    # (gpt-oss: its mxfp4 experts, vm.parts_of's own rule).
+    h, vocab = model.hidden_size or 0, model.vocab_size or 0
+    tied = bool(model.shapes and model.shapes.tied_embeddings)
+    rows = [vm.layer_params(model, i) for i in range(model.layers)]
+    total = sum(r[0] for r in rows) + vocab * h * (1 if tied else 2)
+    experts = sum(r[1] for r in rows)
+    sixteen = sum(r[3] for r in rows) + vocab * h * (1 if tied else 2)
+    if precision == "mxfp4":
+        nbytes = int(2 * (total - experts) + WIDTH["mxfp4"] * experts)
+    else:
+        nbytes = int(2 * sixteen + WIDTH[precision] * (total - sixteen))
+    active = None
+    if model.is_moe and model.experts and model.experts_active:
+        active = total - experts * (model.experts - model.experts_active) // model.experts
+    if model.model_type == "nemotron_h" and model.is_moe:
+        return (
+            f"vLLM's parameter count of its layers finds {total / 1e9:.1f}B of its 31.6B "
+            "(the hybrid's MoE layers are not counted), so its bytes are not known"
+        )
+    model = replace(model, params=total, active_params=active)
+    if precision == "fp8" and not model.quantization:
+        model = replace(model, quantization="fp8")
+    return Checkpoint(model, precision, nbytes)
+
+
+def _mean_len(spec: dict) -> float | None:
+    return spec.get("mean") or spec.get("nominal")
+
+
+def _first(m: dict, keys: tuple[str, ...]) -> tuple[str, float] | None:
+    for k in keys:
+        if m.get(k) is not None:
+            return k, float(m[k])
+    return None
+
+
+@dataclass
+class Row:
+    raw: dict
+    source: str  # the repository (or site) the row comes from: what leave-one-source-out leaves
+    model: str
+    engine: str
+    card: str
+    count: int
+    tp: int
+    dp: int
+    ep: bool | None
+    input_len: int
+    output_len: int
+    kind: str  # "closed", "wave", "rate"
+    load: float  # concurrency, prompts in the wave, or requests a second
+    measured: dict[str, float]  # "per_gpu", "tpot", "ttft" (seconds for the latencies)
+    stats: dict[str, str] = field(default_factory=dict)  # which statistic each latency is
+    # Every request of the run has the same lengths (--ignore-eos, a range ratio of 1): a closed
+    # loop then runs in lockstep waves, all its requests ending and starting together.
+    lockstep: bool = False
+    replica: load.Replica | None = None
+    gpus: int = 0  # cards of the option planned (the row's count)
+
+    @property
+    def family(self) -> str:
+        return cards.family(self.card)
+
+
+# Rows priced, but with a measure left out, and why.
+PARTLY: list[tuple[dict, str]] = []
+
+
+def source_of(url: str) -> str:
+    parts = url.split("/")
+    return "/".join(parts[3:5]) if "github.com" in url else parts[2]
+
+
+def parse(r: dict) -> Row | str:
+    """A row as the benchmark prices it, or why it cannot be."""
+    if (r.get("spec_decoding") or "none") != "none":
+        return "speculative decoding: its TPOT counts accepted drafts, which llmfit does not model"
+    if r.get("pd_disaggregation"):
+        return "prefill/decode disaggregation: separate pools, the next step (not yet modelled)"
+    card = card_of(r["gpu"])
+    if card is None:
+        return f"card {r['gpu']!r} is not in the card table"
+    i, o = _mean_len(r["input_len"]), _mean_len(r["output_len"])
+    if not i or not o:
+        return "its input or output length is not stated"
+    m = r["metrics"]
+    measured: dict[str, float] = {"per_gpu": float(m["output_tok_s_per_gpu"])}
+    stats = {}
+    for what, keys in (("tpot", ("tpot_ms_mean", "tpot_ms_median", "tpot_ms")),
+                       ("ttft", ("ttft_ms_mean", "ttft_ms_median", "ttft_ms"))):  # fmt: skip
+        got = _first(m, keys)
+        if got:
+            measured[what] = got[1] / 1000
+            stats[what] = got[0].rsplit("_", 1)[-1] if got[0].count("_") > 1 else "unstated"
+    if "token_position_decode_slo" in r["source"]:
+        # InferenceX's experimental token-position sweep (PR #709, a folder its authors mark
+        # work in progress): its median TTFT of a 1k prompt is 0.45-5 s at 4 in flight and flat
+        # in the concurrency, ten times its prefill on these cards and what no other source
+        # shows (GPUStack's vLLM runs: 62-88 ms at 4 in flight); its TPOT reaches 1.4 s at 64
+        # in flight (Qwen3.5-397B, 16k prompts). In a closed loop the throughput follows from
+        # those: the sweep holds its requests in some way the rows do not state.
+        return (
+            "InferenceX's work-in-progress token-position sweep (PR #709): TTFT ten times its "
+            "prefill and flat in the concurrency, TPOT up to 1.4 s; its closed-loop throughput "
+            "follows from them (see accuracy_load.py)"
+        )
+    kind = r["load_kind"]
+    n = r.get("num_prompts")
+    fixed = all("fixed" in (r[k].get("distribution") or "") or "ratio 1" in
+                (r[k].get("distribution") or "") for k in ("input_len", "output_len"))  # fmt: skip
+    if not fixed and (
+        kind == "burst" or kind == "request_rate" and float(r["request_rate"]) >= 100
+    ):
+        return (
+            "a one-off burst of requests whose lengths vary: its duration, and so its throughput, "
+            "is set by the longest answers' tail, which the row does not state"
+        )
+    if '"low-latency"' in (r.get("notes") or "") and "qwen3.6-benchmarks" in r["source"]:
+        return (
+            "the page's low-latency recipe (flags not stated): its dense rows decode faster than "
+            "their card reads the weights once (Qwen3.6-27B bf16 at 4.3-7.4 ms a token, 54 GB), "
+            "so it speculates"
+        )
+    if kind == "max_concurrency":
+        c = r["concurrency"]
+        kind, amount = ("wave", float(c)) if n is not None and n <= c else ("closed", float(c))
+    elif kind == "burst":
+        kind, amount = "wave", float(n or r.get("observed_max_concurrency") or 0)
+    elif kind == "request_rate":
+        kind, amount = "rate", float(r["request_rate"])
+    else:
+        return f"load kind {kind!r} is not one the benchmark knows"
+    if not amount:
+        return "its load is not stated"
+    tp = r.get("tp") or 1
+    dp = r.get("dp") or 1
+    ep = bool(r.get("ep")) if r.get("ep") is not None else None
+    if r.get("dp_attention"):
+        # SGLang's --tp T --dp D --enable-dp-attention: D attention ranks of T / D cards each,
+        # the MoE over all T.
+        tp, dp, ep = max(tp // dp, 1), dp, True
+    return Row(
+        raw=r, source=source_of(r["source"]), model=r["model"], engine=r["engine"], card=card,
+        count=r["gpu_count"], tp=tp, dp=dp, ep=ep, input_len=round(i), output_len=round(o),
+        kind=kind, load=amount, measured=measured, stats=stats, lockstep=fixed,
+    )  # fmt: skip
+
+
+def plan_row(row: Row) -> str | None:
+    """Plan the row's layout as llmfit does; keep its replica. None, or why it has none."""
+    got = checkpoint(row.model, row.raw["precision"]["weights"])
+    if isinstance(got, str):
+        return got
+    model = got.model
+    per_node = min(row.count, 8)
+    nodes = max(row.count // per_node, 1)
+    fleet = resolve_fleet(f"{nodes}x{per_node}x{row.card}@ib0" if nodes > 1 else
+                          f"{per_node}x{row.card}")  # fmt: skip
+    need = row.input_len + row.output_len
+    trained = model.max_context or 32768
+    context = max(min(trained, 32768), need)
+    kv = row.raw["precision"].get("kv_cache") or ""
+    quant = {"bf16": None, "fp8": "fp8", "int4": "int4", "mxfp4": "mxfp4"}[got.precision]
+    art = Artifact("safetensors", "safetensors", got.bytes, quant=quant, params=model.params)
+    pins = Pins(tp=row.tp, dp=row.dp, ep=row.ep if model.is_moe else None,
+                pp=1 if nodes == 1 else None)  # fmt: skip
+    settings = PlanSettings(
+        context=context, precision="stored", engines=(row.engine,), pins=pins,
+        every_layout=True, kv_cache_dtype="fp8" if "fp8" in kv.lower() else "auto",
+        workload=Workload("row", row.input_len, row.output_len, named=True, ttft_s=None,
+                          tpot_s=None),
+    )  # fmt: skip
+    try:
+        p = plan(model, [art], fleet, settings)
+    except ValueError as e:
+        return f"llmfit does not plan it: {e}"
+    options = [o for o in p.options if o.gpus == row.count and o.serving is not None]
+    if not options:
+        why = next((r.reason for r in p.rejected if r.reason), "")
+        miss = next((r for r in p.rejected if r.need), None)
+        if miss and not why:
+            why = f"it needs {miss.need / 2**30:.1f} GiB of {miss.have / 2**30:.1f} a card"
+        return f"llmfit does not plan this layout ({why or 'no option'})"
+    o = options[0]
+    assert o.serving is not None and o.serving.replica is not None
+    row.replica = o.serving.replica
+    row.gpus = o.gpus
+    return None
+
+
+def _waves(
+    r: load.Replica, w: Workload, n: float, lockstep: bool, closed: bool = False
+) -> tuple[float, float, float]:
+    """`n` prompts arriving at once on one replica: (output tok/s, TPOT, TTFT), means over the
+    requests. The engine admits what its batch and pool hold; those prompts are prefilled (in
+    steps or batches of its budget), then all decode together, a request's TPOT counting the
+    prefills after its own first token. Of the prompts past what it admits, with fixed lengths
+    (`lockstep`) every request of a wave ends together and the next wave starts as one; with
+    lengths that vary they refill places as they free, a closed loop at what it admits."""
+    k = r.inputs.constants
+    held = max(min(n, load.admits(r, w)), 1.0)
+    _, per_s = load.prefill_service(r, w, 0.0)
+    prefill = held * w.input_len / per_s
+    decoding = max(w.output_len - 1, 1)
+    tau = speed.round_total(r.inputs, held, w.input_len + w.output_len / 2)
+    tpot = tau + prefill / 2 / decoding
+    ttft = k.ttft_s + prefill * (held + 1) / (2 * held)
+    wave = k.ttft_s + prefill + decoding * tau
+    waves = n / held
+    if waves <= 1 or lockstep:
+        # A one-off burst: later waves wait for the ones before them, half of them on average.
+        # A closed loop past what the engine admits: n − held always wait, a wave each.
+        queued = (waves - 1) * wave * (1 if closed else 0.5)
+        return n * w.output_len / (waves * wave), tpot, ttft + queued
+    p, client = load.at_concurrency(r, w, held)
+    rate = max(p.rate, 1e-9)
+    return rate * w.output_len, p.tpot_s, p.ttft_s + (n - held) / rate * (1 if closed else 0.5)
+
+
+def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[str, float]:
+    """What llmfit estimates for the row: output tok/s a GPU, TPOT and TTFT (seconds)."""
+    r = row.replica
+    assert r is not None
+    if table is not None:
+        key = f"{row.engine}|{row.family}"
+        r = replace(r, inputs=replace(r.inputs, constants=table[SHARES.get(key, key)]))
+    w = Workload("row", row.input_len, row.output_len, ttft_s=None, tpot_s=None)
+    copies = r.copies
+    share = row.load / copies
+    if row.kind == "rate":
+        p = load.at_rate(r, w, share)
+        if p.stable:
+            return {"per_gpu": row.load * row.output_len / row.gpus, "tpot": p.tpot_s,
+                    "ttft": p.ttft_s}  # fmt: skip
+        # Past what the replica keeps up with, the prompts pile up: a burst of all of them.
+        share = (row.raw.get("num_prompts") or 1000) / copies
+        tps, tpot, ttft = _waves(r, w, share, row.lockstep)
+    elif row.kind == "closed" and not row.lockstep:
+        p, ttft = load.at_concurrency(r, w, share)
+        tps, tpot = p.rate * row.output_len, p.tpot_s
+        n = row.raw.get("num_prompts")
+        if n and n > row.load:
+            # The client starts with `concurrency` requests at once: the first wave's prompts
+            # queue for their prefill together, the rest arrive as others end.
+            _, _, first = _waves(r, w, share, lockstep=True)
+            ttft = (ttft * (n - row.load) + first * row.load) / n
+    else:
+        tps, tpot, ttft = _waves(r, w, share, row.lockstep, closed=row.kind == "closed")
+    return {"per_gpu": tps * copies / row.gpus, "tpot": tpot, "ttft": ttft}
+
+
+def err(est: float, meas: float) -> float:
+    return est / meas - 1 if meas else math.nan
+
+
+def speed_rows() -> list[dict]:
+    """speed.jsonl's vLLM and SGLang serving runs at a stated concurrency, as load.jsonl rows
+    (the issue: fit on load.jsonl, and on speed.jsonl too)."""
+    out = []
+    for line in SPEED.read_text().splitlines():
+        r = json.loads(line)
+        t, m = r.get("test", {}), r.get("metrics", {})
+        c = t.get("max_concurrency")
+        if r["engine"] == "llama.cpp" or not c or "total_generated_tokens" not in m:
+            continue
+        n = t.get("num_prompts") or 1
+        model = r["model"].split(" ")[0]
+        if model.startswith("Qwen/Qwen3-235B"):
+            model = "Qwen/Qwen3-235B-A22B-Instruct-2507"
+        out.append({
+            **r,
+            "model": model,
+            "vendor": "NVIDIA",
+            "moe": None,
+            "precision": {"weights": r.get("quant") or "", "kv_cache": "auto"},
+            "dp": None, "ep": None, "dp_attention": False, "spec_decoding": "none",
+            "pd_disaggregation": None,
+            "input_len": {"mean": m["total_input_tokens"] / n, "distribution": "random"},
+            "output_len": {"mean": m["total_generated_tokens"] / n, "distribution": "random"},
+            "load_kind": "max_concurrency", "concurrency": c, "request_rate": "inf",
+            "num_prompts": n,
+            "metrics": {"output_tok_s_per_gpu": m["output_tok_s"] / r["gpu_count"],
+                        **{k: v for k, v in (("tpot_ms_median", m.get("median_tpot_ms")),
+                                             ("ttft_ms_median", m.get("median_ttft_ms")))
+                           if v is not None}},
+        })  # fmt: skip
+    return out
+
+
+def load_rows() -> tuple[list[Row], list[tuple[dict, str]]]:
+    raw = [json.loads(line) for line in ROWS.read_text().splitlines() if line.strip()]
+    raw += speed_rows()
+    rows: list[Row] = []
+    out: list[tuple[dict, str]] = []
+    for r in raw:
+        got = parse(r)
+        if isinstance(got, str):
+            out.append((r, got))
+            continue
+        why = plan_row(got)
+        if why:
+            out.append((r, why))
+        else:
+            rows.append(got)
+    return rows, out
+
+
+METRICS = ("per_gpu", "tpot", "ttft")
+
+
+def errors(rows: list[Row], predicted: Callable[[Row], dict[str, float]]) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {m: [] for m in METRICS}
+    for row in rows:
+        est = predicted(row)
+        for m in METRICS:
+            if m in row.measured and math.isfinite(est[m]) and est[m] > 0:
+                out[m].append(abs(err(est[m], row.measured[m])))
+            elif m in row.measured:
+                out[m].append(1.0)  # an estimate of nothing (unstable) counts as 100 % off
+    return out
+
+
+def med(xs: list[float]) -> str:
+    return f"{statistics.median(xs) * 100:.1f} % ({len(xs)})" if xs else "—"
+
+
+# --- The fit ----------------------------------------------------------------------------------
+
+ENGINES = ("vllm", "sglang")
+# What --fit varies for each engine: (Constants field, start, low, high), shared by its card
+# families; and, per family, the share of the bandwidth its weights stream at.
+# The start of each is its prior too: what the engines' kernels are known to reach (weights
+# stream at 80 % of HBM bandwidth in a memory-bound decode, prefill GEMMs at 60 % of the dense
+# tensor rate, a graphed layer's launches some tens of µs, a scheduler step half a millisecond,
+# 50 ms from a request to its first scheduled step). The fit may leave a prior by as much as the
+# rows ask, at a cost (`PRIOR`): a few hundred rows from six sources, many of one kind, would
+# otherwise buy a constant that fits one source's way of measuring with another's physics.
+SHARED: tuple[tuple[str, float, float, float], ...] = (
+    ("layer_s", 60e-6, 1e-6, 1e-3),
+    ("moe_layer_s", 50e-6, 1e-6, 1e-3),
+    ("step_s", 0.5e-3, 1e-5, 2e-2),
+    ("sequence_s", 30e-6, 1e-6, 1e-3),
+    ("ttft_s", 0.05, 0.005, 0.5),
+    ("prefill_efficiency", 0.6, 0.1, 1.0),
+    ("attention_efficiency", 1.0, 0.2, 1.5),
+    ("expert_efficiency", 0.8, 0.2, 1.5),
+    ("expert_prefill_efficiency", 0.6, 0.05, 2.0),
+)
+PER_FAMILY: tuple[tuple[str, float, float, float], ...] = (("weight_efficiency", 0.8, 0.3, 1.0),)
+# A parameter away from its prior by a factor e (2.7×) costs as much as 1/PRIOR rows missed by
+# a factor e: priors hold where the rows say little, and give way where they agree.
+PRIOR = 0.5
+# How much each measure counts in the fit: latencies a little less than throughput, TTFT least
+# (it is the most sensitive to how a benchmark client sends its prompts).
+WEIGHT = {"per_gpu": 1.0, "tpot": 1.0, "ttft": 0.5}
+LOSS = "cauchy"  # saturating: a source that measured something else moves the fit little
+CLIP = math.log(20.0)  # a residual past 20× counts as 20×: an estimate of nothing is not -inf
+
+
+# A card family whose runs come from one source alone takes its engine's Hopper efficiency, in
+# the fit and in the table shipped: one site's runs (two of vLLM on A100s) are no ground for a
+# family's own constant. Filled by `families`.
+SHARES: dict[str, str] = {}
+
+
+def families(rows: list[Row]) -> list[str]:
+    """The card families the fit gives a weight efficiency of their own (see SHARES)."""
+    sources: dict[str, set[str]] = {}
+    for r in rows:
+        sources.setdefault(f"{r.engine}|{r.family}", set()).add(r.source)
+    SHARES.clear()
+    for key, found in sources.items():
+        engine = key.split("|")[0]
+        if len(found) < 2 and key != f"{engine}|nvidia-hopper":
+            SHARES[key] = f"{engine}|nvidia-hopper"
+    return sorted(k for k in sources if k not in SHARES)
+
+
+def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
+    """The constants an x of the fit stands for: each engine's shared values, then each of its
+    families' own."""
+    out: dict[str, speed.Constants] = {}
+    at = 0
+    shared: dict[str, dict[str, float]] = {}
+    for e in ENGINES:
+        shared[e] = {name: x[at + i] for i, (name, *_) in enumerate(SHARED)}
+        at += len(SHARED)
+    for key in keys:
+        e, _ = key.split("|")
+        own = {name: x[at + i] for i, (name, *_) in enumerate(PER_FAMILY)}
+        at += len(PER_FAMILY)
+        base = serving_speed.BASE
+        out[key] = replace(base, **shared[e], **own, kv_efficiency=own["weight_efficiency"],
+                           quant_prefill_efficiency=shared[e]["prefill_efficiency"])  # fmt: skip
+    return out
+
+
+def start(keys: list[str]) -> tuple[list[float], list[float], list[float]]:
+    x0, lo, hi = [], [], []
+    for _ in ENGINES:
+        for _, a, b, c in SHARED:
+            x0.append(a), lo.append(b), hi.append(c)
+    for _ in keys:
+        for _, a, b, c in PER_FAMILY:
+            x0.append(a), lo.append(b), hi.append(c)
+    return x0, lo, hi
+
+
+def residuals(rows: list[Row], table: dict[str, speed.Constants]) -> list[float]:
+    out = []
+    # Each source counts as much as another in all, whatever its number of rows: one site's
+    # way of measuring should not set every engine's constants.
+    count: dict[str, int] = {}
+    for row in rows:
+        count[row.source] = count.get(row.source, 0) + 1
+    for row in rows:
+        est = predict(row, table)
+        w = math.sqrt({"high": 1.0, "medium": 0.7, "low": 0.4}.get(row.raw["confidence"], 0.5))
+        w *= math.sqrt(40 / count[row.source])
+        for m, meas in row.measured.items():
+            e = est[m]
+            r = math.log(e / meas) if e > 0 and math.isfinite(e) else CLIP
+            out.append(w * WEIGHT[m] * max(-CLIP, min(CLIP, r)))
+    return out
+
+
+def fit(
+    rows: list[Row], keys: list[str], x0: list[float] | None = None, steps: int = 40
+) -> tuple[dict[str, speed.Constants], list[float]]:
+    """The constants that fit `rows` best (from `x0`, else the start), and their x."""
+    from scipy.optimize import least_squares  # the fit only: not a project dependency
+
+    first, lo, hi = start(keys)
+    x0 = x0 or first
+
+    def f(x: list[float]) -> list[float]:
+        prior = [PRIOR * math.log(a / b) for a, b in zip(x, first, strict=True)]
+        return residuals(rows, table_of(list(x), keys)) + prior
+
+    sol = least_squares(f, x0, bounds=(lo, hi), loss=LOSS, f_scale=0.25, x_scale="jac",
+                        max_nfev=steps, method="trf")  # fmt: skip
+    return table_of(list(sol.x), keys), list(sol.x)
+
+
+def shape(row: Row) -> str:
+    """The workload's shape: prompt-heavy, output-heavy or balanced, at what load."""
+    ratio = row.input_len / max(row.output_len, 1)
+    kind = "prompt-heavy" if ratio >= 4 else "output-heavy" if ratio <= 0.5 else "balanced"
+    load_ = "one at a time" if row.kind == "closed" and row.load <= 1 else "under load"
+    return f"{kind}, {load_}"
+
+
+def breakdown(rows: list[Row], est: dict[str, dict[str, float]], label: str) -> list[str]:
+    """Median absolute errors by engine, vendor and workload shape."""
+    out = [f"| {label} | rows | output tok/s a GPU | TPOT | TTFT |", "|---|---|---|---|---|"]
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        for g in (row.engine, row.raw.get("vendor", "?"), shape(row), "moe" if
+                  row.raw.get("moe") else "dense"):  # fmt: skip
+            groups.setdefault(g, []).append(row)
+    groups["all"] = rows
+    for g, members in groups.items():
+        cells = []
+        for m in METRICS:
+            errs = [abs(err(est[r.raw["id"]][m], r.measured[m])) if est[r.raw["id"]][m] > 0
+                    and math.isfinite(est[r.raw["id"]][m]) else 1.0
+                    for r in members if m in r.measured]  # fmt: skip
+            cells.append(med(errs))
+        out.append(f"| {g} | {len(members)} | " + " | ".join(cells) + " |")
+    return out
+
+
+def held_estimates(
+    rows: list[Row], keys: list[str], by: Callable[[Row], str], x0: list[float]
+) -> dict[str, dict[str, float]]:
+    """Each row's estimate by a fit that never saw its group (its source, or its model)."""
+    out: dict[str, dict[str, float]] = {}
+    for group in sorted({by(r) for r in rows}):
+        train = [r for r in rows if by(r) != group]
+        table, _ = fit(train, keys, x0, steps=12)
+        for r in rows:
+            if by(r) == group:
+                out[r.raw["id"]] = predict(r, table)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    rows, unrepresented = load_rows()
+    keys = families(rows)
+    print(f"{len(rows)} rows priced, {len(unrepresented)} not (listed at the end)")
+    print()
+    if "--fit" in argv:
+        table, x = fit(rows, keys)
+        for key, k in table.items():
+            print(f"{key}: " + ", ".join(
+                f"{n} = {getattr(k, n):.4g}" for n in [*(a[0] for a in SHARED),
+                                                      *(a[0] for a in PER_FAMILY)]))  # fmt: skip
+        print()
+        fitted = {r.raw["id"]: predict(r, table) for r in rows}
+        loso = held_estimates(rows, keys, lambda r: r.source, x)
+        lomo = held_estimates(rows, keys, lambda r: r.model, x)
+        for label, est in (("fitted to every row", fitted), ("leave-one-source-out", loso),
+                           ("leave-one-model-out", lomo)):  # fmt: skip
+            print(f"#### {label}")
+            print()
+            print("\n".join(breakdown(rows, est, "runs")))
+            print()
+        by_source: dict[str, list[Row]] = {}
+        for r in rows:
+            by_source.setdefault(r.source, []).append(r)
+        print("| source held out | rows | output tok/s a GPU | TPOT | TTFT |")
+        print("|---|---|---|---|---|")
+        for src, members in sorted(by_source.items()):
+            cells = []
+            for m in METRICS:
+                errs = [abs(err(loso[r.raw["id"]][m], r.measured[m])) if loso[r.raw["id"]][m] > 0
+                        and math.isfinite(loso[r.raw["id"]][m]) else 1.0
+                        for r in members if m in r.measured]  # fmt: skip
+                cells.append(med(errs))
+            print(f"| {src} | {len(members)} | " + " | ".join(cells) + " |")
+        print()
+    now = {r.raw["id"]: predict(r) for r in rows}
+    print("#### with the constants as shipped (llmfit/plan/engines/serving_speed.py)")
+    print()
+    print("\n".join(breakdown(rows, now, "runs")))
+    if "--rows" in argv:
+        print()
+        print("| row | engine | card × n | layout | load | per GPU: measured / llmfit | "
+              "TPOT ms | TTFT ms |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
+        for row in rows:
+            est = now[row.raw["id"]]
+            cells = []
+            for m, scale in (("per_gpu", 1), ("tpot", 1000), ("ttft", 1000)):
+                if m in row.measured:
+                    cells.append(f"{row.measured[m] * scale:,.1f} / {est[m] * scale:,.1f} "
+                                 f"({err(est[m], row.measured[m]) * 100:+.0f} %)")  # fmt: skip
+                else:
+                    cells.append("")
+            print(
+                f"| {row.raw['id']} | {row.engine} | {row.card} × {row.count} | "
+                f"tp{row.tp} dp{row.dp} | {row.kind} {row.load:g} | " + " | ".join(cells) + " |"
+            )
+    print()
+    print("| row | measure not compared, and why |")
+    print("|---|---|")
+    for r, why in PARTLY:
+        print(f"| {r['id']} | {why} |")
+    print()
+    print("| row | why it is not priced |")
+    print("|---|---|")
+    for r, why in unrepresented:
+        print(f"| {r['id']} | {why} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
