@@ -39,7 +39,7 @@ from pathlib import Path
 from llmfit.plan import cards, load, speed
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import serving_speed
-from llmfit.plan.engines import vllm_memory as vm
+from llmfit.plan.engines import vllm_weights as vm
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, ModelShapes
 from llmfit.plan.planner import plan
 from llmfit.plan.settings import Pins, PlanSettings, Workload
