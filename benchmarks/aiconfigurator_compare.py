@@ -127,9 +127,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--limit", type=int, default=0, help="at most this many rows (0: all)")
     p.add_argument(
-        "--all-rows",
+        "--leave-out",
         action="store_true",
-        help="also the runs accuracy_load.py leaves out by their source's own account",
+        help="without the runs accuracy_load.py --leave-out leaves out by their sources' account",
     )
     a = p.parse_args(argv)
     cache: dict[str, object] = {}
