@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.layout import Card, Layout
 from llmfit.plan.load import Serving
@@ -227,7 +226,7 @@ class Market:
         sizes: dict[str | None, tuple[int, float]] = {}
         for o in gpu:
             if o.card is not None:
-                spec = cards.spec(o.card.gpu_class)
+                spec = o.card.spec
                 # Memory to the nearest 8 GiB: an H100's 81,559 MiB and an A100's 81,920 are one
                 # size, and the slower card is the smaller class.
                 size = round(o.card.total_bytes / (8 * 2**30))

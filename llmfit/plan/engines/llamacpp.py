@@ -192,7 +192,7 @@ class LlamaCpp:
             if slots > 1 and "max_context" in kw:
                 kw["max_context"] //= slots
             inputs = _inputs(
-                model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
+                model, layout, kw["card"].spec, p, lay, context,
                 card.kv_cache // sizes.pad(context), art.quant, est.n_ubatch,
             )  # fmt: skip
             kw["speed"] = speeds.estimate(inputs) if inputs else None
@@ -307,7 +307,7 @@ class LlamaCpp:
         # default) is the margin, as --fit's own target of 1 GiB free a card is.
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         cls = pool.gpu_class
-        card = Card(cls, pool.card_bytes)
+        card = Card(cls, pool.card_bytes, pool.override)
         out: list[Option[LlamaCppLaunch]] = []
         # Every layer and the output layer on k cards of one node, by layer count.
         full = None
@@ -441,7 +441,7 @@ class LlamaCpp:
         extra = art.projector_bytes
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         cls, width = pool.gpu_class, pool.max_gpus
-        card = Card(cls, pool.card_bytes)
+        card = Card(cls, pool.card_bytes, pool.override)
         before = len(rejected)
         out: list[Option[LlamaCppLaunch]] = []
         # (cards a server, servers) on one node, as the pins allow.
@@ -538,7 +538,7 @@ class LlamaCpp:
         return [
             option(
                 placement, e, layout=Layout(1, k, 1, False, 1, 1),
-                card=Card(pool.gpu_class, pool.card_bytes), have=have,
+                card=Card(pool.gpu_class, pool.card_bytes, pool.override), have=have,
                 hosts=sum(h.count for h in with_ram),
                 free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
                 host_bytes=e.host.total,
@@ -598,7 +598,8 @@ class LlamaCpp:
             return []
         return [
             option(
-                placement, e, layout=lay, card=Card(pool.gpu_class, pool.card_bytes), have=have,
+                placement, e, layout=lay, have=have,
+                card=Card(pool.gpu_class, pool.card_bytes, pool.override),
                 fabric=fabric or None, hosts=where_.hosts, free_now=where_.free_now(nodes),
                 node_ids=where_.node_ids if nodes > 1 else (), host_bytes=host_part,
                 max_context=est.max_context(layout, placement, have,
