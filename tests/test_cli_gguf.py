@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from tests.conftest import EXAMPLE_FLEET, HUB, ROOT
 
@@ -118,3 +119,27 @@ def test_json_says_the_llama_cpp_placement(run):
     assert code == 0
     best = json.loads(out)["options"][0]
     assert (best["gpu_layers"], best["cpu_moe_layers"], best["host_bytes"]) == (5, 0, 0)
+
+
+def test_a_json_plan_does_not_import_rich():
+    """`--json` writes no table: rich (a fifth of a plan's imports) is left unloaded, where the
+    streams' setup (render/streams.py) once pulled it in before any answer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, io, contextlib; from llmfit.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: main(['Qwen/Qwen3-8B', '--fleet', sys.argv[1], '--json'])\n"
+        "    except SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, FLEET],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_CACHE": str(HUB), "HF_HUB_OFFLINE": "1"},
+    )
+    assert r.stdout.strip() == "[]"
