@@ -143,3 +143,20 @@ def test_a_json_plan_does_not_import_rich():
         env={**os.environ, "HF_HUB_CACHE": str(HUB), "HF_HUB_OFFLINE": "1"},
     )
     assert r.stdout.strip() == "[]"
+
+
+def test_a_context_past_the_trained_one_is_what_the_command_holds(run):
+    """Tiny-Llama's GGUF was trained for 8,192 tokens (its llama.context_length). Asked for 64k,
+    llama-server runs --ctx-size 65536, so the option holds 65,536 (it said "max context 8,192"
+    beside "1 sequence of 65,536"), and the note names no vLLM switch: no vLLM command is
+    printed for a GGUF-only repository."""
+    code, out, err = run(REPO, "--fleet", FLEET, "--context", "64k", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    best = doc["options"][0]
+    assert best["commands"][0]["argv"][3:5] == ["--ctx-size", "65536"]
+    assert best["max_context"] == 65_536
+    assert doc["notes"] == [
+        "a context of 65,536 is past the 8,192 the model was trained for; answers past it may "
+        "degrade"
+    ]

@@ -72,6 +72,9 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     # The engine whose words say how each kind of layer's cache is charged: the first that runs
     # an artifact of the plan.
     charges: tuple[AttentionCharge, ...] | None = None
+    # The engines that ran an artifact: what the notes say the commands set is theirs alone (a
+    # GGUF-only repository's llama-server commands set no vLLM switch).
+    ran: list[str] = []
     for art in artifacts:
         found: list[Option[Any]] = []
         runs = False
@@ -86,6 +89,8 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             if not e.runs(art):
                 continue
             runs = True
+            if key not in ran:
+                ran.append(key)
             if not e.layouts.cpu:
                 gpu_only.append(e.name)
             if charges is None:
@@ -147,7 +152,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         notes=(
             model.notes
             + fleet.notes
-            + _context_notes(model, context, settings.engines, settings.given is None)
+            + _context_notes(model, context, tuple(ran), settings.given is None)
             + tuple(engine_notes)
             + serving_notes
         ),
@@ -247,10 +252,10 @@ def _shorter(
 
 
 def _context_notes(
-    model: Model, context: int, named: tuple[str, ...], ours: bool = True
+    model: Model, context: int, ran: tuple[str, ...], ours: bool = True
 ) -> tuple[str, ...]:
-    """`ours`: the commands are llmfit's own (not a checked command's, which say for themselves
-    what they set)."""
+    """`ran`: the engines whose commands the plan prints; `ours`: the commands are llmfit's own
+    (not a checked command's, which say for themselves what they set)."""
     if not (model.max_context and context > model.max_context):
         return ()
     stretch = yarn_overrides(model, context)
@@ -268,12 +273,7 @@ def _context_notes(
         )
     # Some engines refuse a context past the model's own unless an environment variable says
     # otherwise; the commands set it, and the note says which and that quality is not promised.
-    switches = [
-        f"{name}={value}"
-        for key in keys()
-        if planned(key, named)
-        for name, value in engine(key).long_context_env
-    ]
+    switches = [f"{name}={value}" for key in ran for name, value in engine(key).long_context_env]
     said = (
         f"; the commands set {' and '.join(switches)}, without which the engine refuses it"
         if switches and ours
