@@ -65,16 +65,26 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
     assert all(not d["options"] for d in docs[len(fitting) :])
 
 
+def _per_gpu(run, repo: str) -> str:
+    """The output a card of the repository's best option, as `llmfit REPO` gives it."""
+    code, out, err = run(repo, "--fleet", str(EXAMPLE_FLEET), "--json")
+    assert code == 0, err
+    return f"{json.loads(out)['options'][0]['serving']['output_tokens_per_s_per_gpu']:,.0f}"
+
+
 def test_the_text_listing_is_one_line_a_model(run):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     row = next(line for line in out.splitlines() if " Qwen/Qwen3-235B-A22B " in line)
+    # What the listing ranks by, the output a card at the workload, and whether it meets the
+    # workload's targets: the plan's own figures.
+    assert row.split()[-3:] == [_per_gpu(run, "Qwen/Qwen3-235B-A22B"), "yes", "free"]
     # Its best option's numbers, as the plan prints them: fp8 weights and KV cache on 2 × h200
     # (a what-if on fewer cards than the checkpoint as stored takes), 115.8 of 126.0 GiB (weights
     # 110.1, KV 1.8, overhead 3.8 with vLLM's fused-MoE workspace, issue 26), 6.53 sequences of
     # 40,960 at once.
     assert re.search(
-        r"fp8 weights and KV cache\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+(8\.0\s+)?"
+        r"fp8 weights(\+KV| and KV cache)\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+(8\.0\s+)?"
         r"115\.8/126\.0\s+40,960\s+6\.53",
         row,
     ), row
@@ -88,7 +98,8 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     lines = out.splitlines()
-    at = lines.index("11 Qwen/Qwen3-235B-A22B")
+    # The name with what the listing ranks by (it meets the targets: nothing more is said).
+    at = lines.index(f"11 Qwen/Qwen3-235B-A22B · {_per_gpu(run, 'Qwen/Qwen3-235B-A22B')} tok/s/GPU")
     assert lines[at + 1 : at + 3] == [
         "    fp8 weights and KV cache, vllm, 2 × h200-141g (tp2+ep), 115.8/126.0 GiB, ctx",
         "        40,960, 6.53 seqs",
