@@ -235,9 +235,11 @@ def test_option_picks_another_way_and_a_missing_one_is_a_usage_error(run):
     )  # fmt: skip
     assert code == 0
     # The second best on the example fleet for the chat workload: on the same eight H200s as the
-    # first, two-wide attention four times over, the experts sharded over all eight.
+    # first, four-wide attention twice over, the experts sharded over all eight. (Two-wide four
+    # times over serves within a per cent of it a card: a tie the speed model cannot tell apart,
+    # which the faster single sequence breaks.)
     assert out.startswith(
-        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --data-parallel-size 4 "
+        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 4 --data-parallel-size 2 "
         "--enable-expert-parallel "
     )
     code, _, err = run("Qwen/Qwen3-235B-A22B", "--fleet", FLEET, "--precision", "stored",

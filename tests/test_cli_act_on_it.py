@@ -625,8 +625,7 @@ def test_the_models_table_says_which_columns_it_left_out(run, monkeypatch):
     # columns are named with their value. The output a card, which the listing ranks by, stays.
     assert header[-1] == "tok/s/GPU"
     assert (
-        "not shown at 120 columns: bits, now (all free), meets (yes for all), params, seqs, "
-        "max ctx"
+        "not shown at 120 columns: bits, now (all free), meets (yes for all), params, seqs, max ctx"
     ) in out.splitlines()
 
 
