@@ -46,9 +46,10 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         assert first["concurrency"] == best.concurrency
         assert first["gpus"] == best.gpus
     # Those that fit come first, in the order the plan's own ranking puts their best options:
-    # the checkpoints as stored before what-ifs; of those, the ones a card serves on the smallest
-    # class of card first (the MIG slice, the A100, the H200), then the wider ones by what a unit
-    # of load costs on them.
+    # a what-if as any option where it saves its model cards (the 70B's fp8 on one H200, where
+    # its bf16 takes two); the ones a card serves on the smallest class of card first (the MIG
+    # slice, the A100, the H200: on it the 70B before Mixtral, by what a unit of load costs), then
+    # the wider ones by what a unit of load costs on them.
     assert [d["repo"]["id"] for d in docs[: len(fitting)]] == [
         "llmfit-fixtures/Tiny-Llama-GGUF",
         "openai/gpt-oss-20b",
@@ -56,11 +57,11 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         "Qwen/Qwen3-8B",
         "google/gemma-3-27b-it",
         "Qwen/Qwen3-30B-A3B",
-        "mistralai/Mixtral-8x7B-v0.1",
-        "deepseek-ai/DeepSeek-V3",
         "meta-llama/Meta-Llama-3.1-70B",
+        "mistralai/Mixtral-8x7B-v0.1",
         "meta-llama/Meta-Llama-3.1-405B",
         "Qwen/Qwen3-235B-A22B",
+        "deepseek-ai/DeepSeek-V3",
     ]
     assert all(not d["options"] for d in docs[len(fitting) :])
 
@@ -99,7 +100,7 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     assert code == 0
     lines = out.splitlines()
     # The name with what the listing ranks by (it meets the targets: nothing more is said).
-    at = lines.index(f"11 Qwen/Qwen3-235B-A22B · {_per_gpu(run, 'Qwen/Qwen3-235B-A22B')} tok/s/GPU")
+    at = lines.index(f"10 Qwen/Qwen3-235B-A22B · {_per_gpu(run, 'Qwen/Qwen3-235B-A22B')} tok/s/GPU")
     assert lines[at + 1 : at + 3] == [
         "    fp8 weights and KV cache, vllm, 2 × h200-141g (tp2+ep), 115.8/126.0 GiB, ctx",
         "        40,960, 6.53 seqs",
@@ -131,3 +132,19 @@ def test_search_offline_is_refused_with_the_cache_listing_as_the_hint(run):
     assert code == 2
     assert "--search asks the Hub, but this run is offline" in err
     assert "hint: llmfit models" in err
+
+
+def test_a_what_if_that_saves_a_model_cards_is_ranked_by_its_cards(run):
+    """Whether a what-if saves cards is the model's own question: Llama-3.1-70B's bf16 checkpoint
+    (141 GB of weights) needs two H200s, its fp8 what-if one. Against the fewest cards any
+    model's checkpoint took (one), the what-if was listed after DeepSeek-V3 on eight H200s; now
+    it goes with the one-card models, on the largest class, before the wider ones."""
+    code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET), "--json")
+    assert code == 0
+    best = [(d["repo"]["id"], d["options"][0]) for d in json.loads(out) if d["options"]]
+    order = [repo for repo, _ in best]
+    llama = dict(best)["meta-llama/Meta-Llama-3.1-70B"]
+    assert (llama["what_if"], llama["gpus"]) == ("fp8 weights and KV cache", 1)
+    one_card = [repo for repo, o in best if o["gpus"] == 1]
+    assert order[: len(one_card)] == one_card
+    assert order.index("meta-llama/Meta-Llama-3.1-70B") < order.index("deepseek-ai/DeepSeek-V3")
