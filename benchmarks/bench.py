@@ -57,8 +57,11 @@ PY = sys.executable
 LLMFIT = [PY, "-m", "llmfit"]
 SOURCE: list[str] = []  # PYTHONPATH for the llmfit under test (--source); empty: this tree's
 START = [PY, "-S", "-c", "pass"]
+# Issue 17's targets in multiples of the start (8 for st, 6 for st-json) are retired (issue 23):
+# they measured Python, not llmfit. A cached plan is held to the compiled peer's time instead
+# (benchmarks/peer.py); the × start columns stay, as figures that hold from machine to machine.
+AGAINST_PEER = ("st",)
 # (case, what it is compared with, the most the ratio may be: issue 17's targets)
-AGAINST_START = {"st": 8.0, "st-json": 6.0}
 PAIRS = [
     ("gguf", "st", 1.3),
     ("gguf-24", "gguf-1", 3.0),
@@ -275,9 +278,12 @@ def report(cases: list[Case], starts: dict, rounds: int) -> None:
     print("|---|---:|---:|---:|---|")
     for c in cases:
         s_cpu, s_wall = starts[c.name]
-        target = AGAINST_START.get(c.name)
         limit = SECONDS.get(c.name)
-        goal = f"≤ {target:g}× start" if target else (f"≤ {limit:g} s" if limit else "")
+        goal = (
+            "≤ the peer (peer.py)"
+            if c.name in AGAINST_PEER
+            else (f"≤ {limit:g} s" if limit else "")
+        )
         print(f"| {c.name} | {median_ratio(c.cpu, s_cpu):.1f} | {median_ratio(c.wall, s_wall):.1f} "
               f"| {statistics.median(c.wall) * 1000:,.0f} ms | {goal} |")  # fmt: skip
     pairs = [(a, b, limit) for a, b, limit in PAIRS if a in by and b in by]

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llmfit.advise import advise
 from llmfit.errors import LlmfitError
@@ -116,9 +116,18 @@ def _list_models(
     if settings.rank in ("cards", "concurrency", "speed"):
         fits = sorted(fitting, key=lambda r: (order_key(_best(r), settings.rank), r.repo_id))
     else:
+        # Whether every class is priced, and their order, are the fleet's, across the models;
+        # whether a what-if saves cards is each model's own, against its checkpoint as stored
+        # (across models, the fewest cards any stored checkpoint took put Llama-3.1-70B's fp8
+        # on one card after DeepSeek-V3 on eight).
         market = Market.of([_best(r) for r in fitting])
-        fits = sorted(fitting, key=lambda r: (serve_key(_best(r), market, settings.rank),
-                                              r.repo_id))  # fmt: skip
+
+        def key(r: ModelResult) -> tuple[Any, ...]:
+            assert r.advice is not None
+            own = Market.of(list(r.advice.plan.options)).stored_cards
+            return serve_key(_best(r), replace(market, stored_cards=own), settings.rank)
+
+        fits = sorted(fitting, key=lambda r: (key(r), r.repo_id))
     misses = [r for r in kept if r.advice is not None and r not in fits]
     failed = [r for r in kept if r.advice is None]
     return Models(fleet, source, (*fits, *misses, *failed), over, tuple(notes))

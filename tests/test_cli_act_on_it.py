@@ -284,7 +284,8 @@ def test_the_listing_is_in_the_order_asked(run):
             if cells[:1] and cells[0].isdigit() and len(cells) > 6:
                 cards = int(re.search(r" (\d+) × ", line).group(1))
                 what_if = "fp8 weights" in line or "KV cache" in line
-                found.append((cells[1], cards, what_if, float(cells[-2])))
+                # ... seqs tok/s/GPU meets now: the sequences held are the fourth from the end.
+                found.append((cells[1], cards, what_if, float(cells[-4])))
         return found
 
     code, out, _ = run("models", "--fleet", "1xh100-80g", "--rank", "cards")
@@ -620,8 +621,12 @@ def test_the_models_table_says_which_columns_it_left_out(run, monkeypatch):
     assert code == 0
     header = out.splitlines()[2].split()
     assert "params" not in header and "now" not in header
-    # Every best option on the example fleet is free now: the column is named with its value.
-    assert "not shown at 120 columns: bits, now (all free), params, seqs" in out.splitlines()
+    # Every best option on the example fleet is free now and meets the chat workload: those
+    # columns are named with their value. The output a card, which the listing ranks by, stays.
+    assert header[-1] == "tok/s/GPU"
+    assert (
+        "not shown at 120 columns: bits, now (all free), meets (yes for all), params, seqs, max ctx"
+    ) in out.splitlines()
 
 
 def test_a_card_count_that_is_no_power_of_two_is_planned_as_ranks(run):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from tests.conftest import EXAMPLE_FLEET, HUB, ROOT
 
@@ -118,3 +119,44 @@ def test_json_says_the_llama_cpp_placement(run):
     assert code == 0
     best = json.loads(out)["options"][0]
     assert (best["gpu_layers"], best["cpu_moe_layers"], best["host_bytes"]) == (5, 0, 0)
+
+
+def test_a_json_plan_does_not_import_rich():
+    """`--json` writes no table: rich (a fifth of a plan's imports) is left unloaded, where the
+    streams' setup (render/streams.py) once pulled it in before any answer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, io, contextlib; from llmfit.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: main(['Qwen/Qwen3-8B', '--fleet', sys.argv[1], '--json'])\n"
+        "    except SystemExit: pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, FLEET],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_CACHE": str(HUB), "HF_HUB_OFFLINE": "1"},
+    )
+    assert r.stdout.strip() == "[]"
+
+
+def test_a_context_past_the_trained_one_is_what_the_command_holds(run):
+    """Tiny-Llama's GGUF was trained for 8,192 tokens (its llama.context_length). Asked for 64k,
+    llama-server runs --ctx-size 65536, so the option holds 65,536 (it said "max context 8,192"
+    beside "1 sequence of 65,536"), and the note names no vLLM switch: no vLLM command is
+    printed for a GGUF-only repository."""
+    code, out, err = run(REPO, "--fleet", FLEET, "--context", "64k", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    best = doc["options"][0]
+    assert best["commands"][0]["argv"][3:5] == ["--ctx-size", "65536"]
+    assert best["max_context"] == 65_536
+    assert doc["notes"] == [
+        "a context of 65,536 is past the 8,192 the model was trained for; answers past it may "
+        "degrade"
+    ]

@@ -46,9 +46,10 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         assert first["concurrency"] == best.concurrency
         assert first["gpus"] == best.gpus
     # Those that fit come first, in the order the plan's own ranking puts their best options:
-    # the checkpoints as stored before what-ifs; of those, the ones a card serves on the smallest
-    # class of card first (the MIG slice, the A100, the H200), then the wider ones by what a unit
-    # of load costs on them.
+    # a what-if as any option where it saves its model cards (the 70B's fp8 on one H200, where
+    # its bf16 takes two); the ones a card serves on the smallest class of card first (the MIG
+    # slice, the A100, the H200: on it the 70B before Mixtral, by what a unit of load costs), then
+    # the wider ones by what a unit of load costs on them.
     assert [d["repo"]["id"] for d in docs[: len(fitting)]] == [
         "llmfit-fixtures/Tiny-Llama-GGUF",
         "openai/gpt-oss-20b",
@@ -56,25 +57,35 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         "Qwen/Qwen3-8B",
         "google/gemma-3-27b-it",
         "Qwen/Qwen3-30B-A3B",
-        "mistralai/Mixtral-8x7B-v0.1",
-        "deepseek-ai/DeepSeek-V3",
         "meta-llama/Meta-Llama-3.1-70B",
+        "mistralai/Mixtral-8x7B-v0.1",
         "Qwen/Qwen3-235B-A22B",  # 2 H200s, 2.04 cards a request a second (fp8 what-if)
         "meta-llama/Meta-Llama-3.1-405B",  # 4 H200s, 2.27 (fp8 what-if)
+        "deepseek-ai/DeepSeek-V3",
     ]
     assert all(not d["options"] for d in docs[len(fitting) :])
+
+
+def _per_gpu(run, repo: str) -> str:
+    """The output a card of the repository's best option, as `llmfit REPO` gives it."""
+    code, out, err = run(repo, "--fleet", str(EXAMPLE_FLEET), "--json")
+    assert code == 0, err
+    return f"{json.loads(out)['options'][0]['serving']['output_tokens_per_s_per_gpu']:,.0f}"
 
 
 def test_the_text_listing_is_one_line_a_model(run):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     row = next(line for line in out.splitlines() if " Qwen/Qwen3-235B-A22B " in line)
+    # What the listing ranks by, the output a card at the workload, and whether it meets the
+    # workload's targets: the plan's own figures.
+    assert row.split()[-3:] == [_per_gpu(run, "Qwen/Qwen3-235B-A22B"), "yes", "free"]
     # Its best option's numbers, as the plan prints them: fp8 weights and KV cache on 2 × h200
     # (a what-if on fewer cards than the checkpoint as stored takes), 115.8 of 126.0 GiB (weights
     # 110.1, KV 1.8, overhead 3.8 with vLLM's fused-MoE workspace, issue 26), 6.53 sequences of
     # 40,960 at once.
     assert re.search(
-        r"fp8 weights and KV cache\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+(8\.0\s+)?"
+        r"fp8 weights(\+KV| and KV cache)\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+(8\.0\s+)?"
         r"115\.8/126\.0\s+40,960\s+6\.53",
         row,
     ), row
@@ -88,7 +99,8 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET))
     assert code == 0
     lines = out.splitlines()
-    at = lines.index("10 Qwen/Qwen3-235B-A22B")  # tenth: see the ranking above
+    # The name with what the listing ranks by (it meets the targets: nothing more is said).
+    at = lines.index(f" 9 Qwen/Qwen3-235B-A22B · {_per_gpu(run, 'Qwen/Qwen3-235B-A22B')} tok/s/GPU")
     assert lines[at + 1 : at + 3] == [
         "    fp8 weights and KV cache, vllm, 2 × h200-141g (tp2+ep), 115.8/126.0 GiB, ctx",
         "        40,960, 6.53 seqs",
@@ -120,3 +132,19 @@ def test_search_offline_is_refused_with_the_cache_listing_as_the_hint(run):
     assert code == 2
     assert "--search asks the Hub, but this run is offline" in err
     assert "hint: llmfit models" in err
+
+
+def test_a_what_if_that_saves_a_model_cards_is_ranked_by_its_cards(run):
+    """Whether a what-if saves cards is the model's own question: Llama-3.1-70B's bf16 checkpoint
+    (141 GB of weights) needs two H200s, its fp8 what-if one. Against the fewest cards any
+    model's checkpoint took (one), the what-if was listed after DeepSeek-V3 on eight H200s; now
+    it goes with the one-card models, on the largest class, before the wider ones."""
+    code, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET), "--json")
+    assert code == 0
+    best = [(d["repo"]["id"], d["options"][0]) for d in json.loads(out) if d["options"]]
+    order = [repo for repo, _ in best]
+    llama = dict(best)["meta-llama/Meta-Llama-3.1-70B"]
+    assert (llama["what_if"], llama["gpus"]) == ("fp8 weights and KV cache", 1)
+    one_card = [repo for repo, o in best if o["gpus"] == 1]
+    assert order[: len(one_card)] == one_card
+    assert order.index("meta-llama/Meta-Llama-3.1-70B") < order.index("deepseek-ai/DeepSeek-V3")

@@ -58,7 +58,7 @@ class _DefaultGroup(click.Group):
         except BrokenPipeError:
             # `llmfit … | head`: the reader has what it wanted. Caught here, before click's own
             # handler turns it into exit 1 (llmfit's "nothing fits").
-            from llmfit.render.console import quiet_exit
+            from llmfit.render.streams import quiet_exit
 
             quiet_exit()
             raise  # not reached: quiet_exit raises SystemExit(0)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         # Closed stderr (`2>&-`): the answer can still be given; a sentence about a failure has
         # nowhere to go, and its exit code says it.
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (for the rest of the process)
-    from llmfit.render.console import encoding_safe_streams
+    from llmfit.render.streams import encoding_safe_streams
 
     encoding_safe_streams()
     code: str | int | None = 0

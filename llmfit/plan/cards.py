@@ -659,6 +659,8 @@ OVERRIDE_KEYS: dict[str, tuple[str, float]] = {
     "link_gbs": ("link_bandwidth", G),
     "pcie_gbs": ("pcie_bandwidth", G),
 }
+# The most a fleet file may say of a card's bandwidth (GB/s) or tensor rate (TFLOPS, TOPS).
+MAX_FIGURE = 1_000_000
 LINKS = ("nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie3", "pcie4", "pcie5", "none")
 
 
@@ -675,8 +677,15 @@ def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "")
         if name not in fields:
             continue
         value = fields[name]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"{name} is {value!r}; it must be a number above 0")
+        # Bounded: a NaN or an infinity would time every step at zero or forever, and past a
+        # million GB/s or TFLOPS no card exists, so such a figure is a typo.
+        if (
+            isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 0 < value <= MAX_FIGURE
+        ):  # fmt: skip
+            raise ValueError(
+                f"{name} is {value!r}; it must be a number above 0, at most {MAX_FIGURE:,}"
+            )
         changes[attr] = float(value) * unit
     if "link" in fields:
         link = str(fields["link"]).strip().lower()

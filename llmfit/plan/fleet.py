@@ -116,6 +116,15 @@ class PoolKind:
     gpus: int
     free_gpus: int
     unhealthy_gpus: int = 0
+    # The card's figures where the fleet file gives its own (memory_bandwidth_gbs, bf16_tflops,
+    # link, …: cards.OVERRIDE_KEYS): None, the card table's.
+    override: cards.CardSpec | None = None
+
+    @property
+    def spec(self) -> cards.CardSpec | None:
+        """What the speed model knows of the card: the fleet file's figures, else the table's;
+        None for a class neither describes (it is sized, but not timed)."""
+        return self.override or cards.spec(self.gpu_class)
 
     @property
     def healthy(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmfit.plan import cards
 from llmfit.plan.fleet import is_mig
 
 
@@ -14,10 +15,17 @@ class Card:
 
     gpu_class: str
     total_bytes: int
+    # The fleet file's figures for it, where it gives them (PoolKind.override).
+    override: cards.CardSpec | None = None
 
     @property
     def mig(self) -> bool:
         return is_mig(self.gpu_class)
+
+    @property
+    def spec(self) -> cards.CardSpec | None:
+        """The card's speed figures: the fleet file's, else the card table's (PoolKind.spec)."""
+        return self.override or cards.spec(self.gpu_class)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from llmfit.plan import cards
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.layout import Card, Layout
 from llmfit.plan.load import Serving
@@ -208,6 +207,14 @@ def _sig(x: float) -> float:
     return float(f"{x:.3g}") if math.isfinite(x) else math.inf
 
 
+def _near(x: float) -> float:
+    """A speed or a cost of speed to two significant figures. The serving model is good to a
+    tenth or two against measured runs (docs/accuracy.md), so options a few per cent apart are a
+    tie, which the better precision then breaks: to three figures, Tiny-Llama's Q4_K_M ranked
+    above its Q8_0 on the same card for 0.2 % more output a second."""
+    return float(f"{x:.2g}") if math.isfinite(x) else math.inf
+
+
 @dataclass(frozen=True)
 class Market:
     """What ranking by cost needs to know of all the options at once: whether every class is
@@ -227,7 +234,7 @@ class Market:
         sizes: dict[str | None, tuple[int, float]] = {}
         for o in gpu:
             if o.card is not None:
-                spec = cards.spec(o.card.gpu_class)
+                spec = o.card.spec
                 # Memory to the nearest 8 GiB: an H100's 81,559 MiB and an A100's 81,920 are one
                 # size, and the slower card is the smaller class.
                 size = round(o.card.total_bytes / (8 * 2**30))
@@ -268,7 +275,7 @@ def cost(o: Option[Any], market: Market) -> tuple[float, float]:
         return math.inf, math.inf
     price = (o.price or 0.0) if market.priced else 1.0
     whole = cards_for_load(o) * price if sv.workload.load else 0.0
-    return _sig(whole), _sig(sv.cards_per_load * price)
+    return _sig(whole), _near(sv.cards_per_load * price)
 
 
 def serve_key(o: Option[Any], market: Market, by: str = "serve") -> tuple[Any, ...]:
@@ -306,7 +313,7 @@ def serve_key(o: Option[Any], market: Market, by: str = "serve") -> tuple[Any, .
     # Of those that do not serve it, the nearest first: the least over its targets.
     short = _sig(sv.shortfall) if sv and not served else 0.0
     key = (
-        o.cpu, not served, short, whatif, whole, cls, changes, unit, -_sig(headroom), -_sig(fast),
+        o.cpu, not served, short, whatif, whole, cls, changes, unit, -_near(headroom), -_near(fast),
         o.gpus, -quality(o), not o.free_now, -o.room,
     )  # fmt: skip
     if by == "throughput":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -11,7 +11,7 @@ from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
 from llmfit.plan.options import NO_RAM, Option, Rejection, rank
-from llmfit.plan.pools import ClassPool, Host, class_pools
+from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings, Workload
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
@@ -72,6 +72,9 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     # The engine whose words say how each kind of layer's cache is charged: the first that runs
     # an artifact of the plan.
     charges: tuple[AttentionCharge, ...] | None = None
+    # The engines that ran an artifact: what the notes say the commands set is theirs alone (a
+    # GGUF-only repository's llama-server commands set no vLLM switch).
+    ran: list[str] = []
     for art in artifacts:
         found: list[Option[Any]] = []
         runs = False
@@ -86,6 +89,8 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             if not e.runs(art):
                 continue
             runs = True
+            if key not in ran:
+                ran.append(key)
             if not e.layouts.cpu:
                 gpu_only.append(e.name)
             if charges is None:
@@ -128,7 +133,8 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             unplaced.append(u)
         else:
             unplaced.append(_nearest(art, rejected, pools, gpu_only))
-    options = [_with_fleet(o, pools) for o in options]
+    shapes = _host_shapes(pools)
+    options = [_with_fleet(o, shapes) for o in options]
     workload = settings.workload.within(context)
     serving_notes: tuple[str, ...] = ()
     gpu = [o for o in options if o.serving is not None]
@@ -146,7 +152,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         notes=(
             model.notes
             + fleet.notes
-            + _context_notes(model, context, settings.engines, settings.given is None)
+            + _context_notes(model, context, tuple(ran), settings.given is None)
             + tuple(engine_notes)
             + serving_notes
         ),
@@ -157,34 +163,51 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     )
 
 
-def _with_fleet(o: Option[Any], pools: list[ClassPool]) -> Option[Any]:
+# Identical hosts of a class, counted: (cards a node, free cards a node, price) -> nodes.
+Shapes = dict[tuple[int, int, float | None], int]
+
+
+def _host_shapes(pools: list[ClassPool]) -> dict[tuple[str, str | None], Shapes]:
+    """The fleet's hosts of each class, by fabric (None: on any), counted by shape. A fleet of
+    100,000 nodes has a few shapes: every option's replica counts add those up, where summing
+    every host for each option took 3 s of a 4 s plan."""
+    out: dict[tuple[str, str | None], Shapes] = {}
+    for p in pools:
+        for h in p.hosts:
+            rows = out.setdefault((p.gpu_class, h.fabric), {})
+            shape = (h.gpus, h.free, h.node.price)
+            rows[shape] = rows.get(shape, 0) + h.count
+    for (gpu_class, _), rows in list(out.items()):
+        anywhere = out.setdefault((gpu_class, None), {})
+        for shape, n in rows.items():
+            anywhere[shape] = anywhere.get(shape, 0) + n
+    return out
+
+
+def _with_fleet(o: Option[Any], shapes: dict[tuple[str, str | None], Shapes]) -> Option[Any]:
     """The option with how many replicas of it the fleet's cards could run (all of them, and
     the free ones now): the load they could serve is that times its capacity."""
-    if o.card is None:
+    if o.card is None or o.gpu_class is None:
         return o
     lay = o.layout
     per_node = lay.cards_per_node
-    hosts = [
-        h
-        for p in pools
-        if p.gpu_class == o.gpu_class
-        for h in p.hosts
-        if not o.fabric or h.fabric == o.fabric
-    ]
+    rows = shapes.get((o.gpu_class, o.fabric or None), {})
 
-    def units(cards: Callable[[Host], int]) -> int:
+    def units(free: bool) -> int:
         if not per_node:
             return 0
         if lay.nodes <= 1:
-            return sum(h.count * (cards(h) // per_node) for h in hosts)
-        return sum(h.count for h in hosts if cards(h) >= per_node) // lay.nodes
+            return sum(n * ((f if free else g) // per_node) for (g, f, _), n in rows.items())
+        return (
+            sum(n for (g, f, _), n in rows.items() if (f if free else g) >= per_node) // lay.nodes
+        )
 
     # A card's price an hour: the cheapest node's of those that could run it, where all of them
     # are priced.
-    prices = [h.node.price for h in hosts if h.gpus >= per_node]
-    price = min(prices) if prices and None not in prices else None  # type: ignore[type-var]
-    return replace(o, free_replicas=units(lambda h: h.free),
-                   fleet_replicas=units(lambda h: h.gpus), price=price)  # fmt: skip
+    prices = [price for (g, _, price) in rows if g >= per_node]
+    cheapest = min(prices) if prices and None not in prices else None  # type: ignore[type-var]
+    return replace(o, free_replicas=units(True), fleet_replicas=units(False),
+                   price=cheapest)  # fmt: skip
 
 
 def _charges(shape: Shape, context: int, named: tuple[str, ...]) -> tuple[AttentionCharge, ...]:
@@ -229,10 +252,10 @@ def _shorter(
 
 
 def _context_notes(
-    model: Model, context: int, named: tuple[str, ...], ours: bool = True
+    model: Model, context: int, ran: tuple[str, ...], ours: bool = True
 ) -> tuple[str, ...]:
-    """`ours`: the commands are llmfit's own (not a checked command's, which say for themselves
-    what they set)."""
+    """`ran`: the engines whose commands the plan prints; `ours`: the commands are llmfit's own
+    (not a checked command's, which say for themselves what they set)."""
     if not (model.max_context and context > model.max_context):
         return ()
     stretch = yarn_overrides(model, context)
@@ -250,12 +273,7 @@ def _context_notes(
         )
     # Some engines refuse a context past the model's own unless an environment variable says
     # otherwise; the commands set it, and the note says which and that quality is not promised.
-    switches = [
-        f"{name}={value}"
-        for key in keys()
-        if planned(key, named)
-        for name, value in engine(key).long_context_env
-    ]
+    switches = [f"{name}={value}" for key in ran for name, value in engine(key).long_context_env]
     said = (
         f"; the commands set {' and '.join(switches)}, without which the engine refuses it"
         if switches and ours

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from llmfit.plan import cards
+from llmfit.plan.cards import CardSpec
 from llmfit.plan.fleet import Fleet, PoolNode, is_mig
 
 
@@ -39,6 +41,14 @@ class ClassPool:
     gpu_class: str
     card_bytes: int
     hosts: tuple[Host, ...]
+    # The fleet file's figures for the class (PoolKind.override): nodes that give other figures
+    # for the same class are cards of another pool, since they are timed apart.
+    override: CardSpec | None = None
+
+    @property
+    def spec(self) -> CardSpec | None:
+        """The card's speed figures: the fleet file's, else the card table's."""
+        return self.override or cards.spec(self.gpu_class)
 
     # A pool may hold 100,000 hosts, and a plan asks the same of it for every layout it tries:
     # what a question costs a walk over the hosts is worked out once a pool (the pool is frozen;
@@ -94,7 +104,7 @@ class ClassPool:
 def class_pools(fleet: Fleet) -> list[ClassPool]:
     """GPU nodes grouped by card class: a node with devices of several classes is in each pool,
     as the node it is for that class (its devices of that class and no others)."""
-    by: dict[tuple[str, int], list[Host]] = {}
+    by: dict[tuple[str, int, CardSpec | None], list[Host]] = {}
     for node in fleet.nodes:
         for k in node.kinds:
             if k.healthy <= 0 or k.card_bytes <= 0:
@@ -103,8 +113,10 @@ def class_pools(fleet: Fleet) -> list[ClassPool]:
             if is_mig(k.gpu_class):
                 # One instance a replica, however many the node has.
                 gpus, free = 1, min(free, 1)
-            by.setdefault((k.gpu_class, k.card_bytes), []).append(Host(node, gpus, free))
-    return [ClassPool(cls, card, tuple(hosts)) for (cls, card), hosts in sorted(by.items())]
+            key = (k.gpu_class, k.card_bytes, k.override)
+            by.setdefault(key, []).append(Host(node, gpus, free))
+    order = sorted(by, key=lambda k: (k[0], k[1], k[2] is not None, repr(k[2])))
+    return [ClassPool(cls, card, tuple(by[cls, card, o]), o) for cls, card, o in order]
 
 
 @dataclass(frozen=True)

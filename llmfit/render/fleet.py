@@ -77,7 +77,7 @@ def render_summary(s: FleetSummary, width: int | None = None) -> str:
     """The summary drawn to `width` columns (the output's, render/console.py): lines wrapped,
     the bars as wide as what is left of the table allows, up to 20 cells."""
     if width is None:
-        from llmfit.render.console import output_width
+        from llmfit.render.streams import output_width
 
         width = output_width()
     gpu_part = (

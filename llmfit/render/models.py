@@ -14,7 +14,7 @@ from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
 from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
-from llmfit.render.serving import unserved
+from llmfit.render.serving import meets, per_gpu, unserved
 from llmfit.render.table import _count
 
 # The mark of a model planned past the context it was trained for, and what it means.
@@ -63,6 +63,10 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
                 "need/have GiB": f"{gib(o.per_card.need)}/{gib(o.have)}",
                 "max ctx": f"{o.max_context:,}{PAST if r.past_trained else ''}",
                 "seqs": f"{o.concurrency:.2f}",
+                # What the listing ranks by (the workload's output a card), and whether the
+                # option meets its targets: as the plan's table shows them.
+                "tok/s/GPU": per_gpu(o),
+                "meets": meets(o),
                 "now": "free" if o.free_now else "busy",
             }
         )
@@ -81,20 +85,26 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
         for row in rows:
             row["what-if"] = row["what-if"].replace(" and KV cache", "+KV")
     dropped: list[str] = []
-    for name in ("bits", "now", "engine", "params", "seqs"):
+    for name in ("bits", "now", "meets", "engine", "params", "seqs", "max ctx", "tok/s/GPU"):
         if wide() <= width:
             break
         same = len({row[name] for row in rows}) == 1
-        # The engine, and whether it can run now, only where every row says the same: a column
-        # that tells one row from another is kept.
-        if name in names and (name not in ("engine", "now") or same):
+        # The engine, whether it meets the targets and can run now, only where every row says
+        # the same: a column that tells one row from another is kept.
+        # A context past a model's trained one is marked in its column: that column stays.
+        marked = name == "max ctx" and any(row[name].endswith(PAST) for row in rows)
+        if name in names and not marked and (name not in ("engine", "now", "meets") or same):
             names.remove(name)
-            said = {"engine": f"engine ({rows[0]['engine']} for all)", "now": "now (all free)"}
+            said = {
+                "engine": f"engine ({rows[0]['engine']} for all)",
+                "now": f"now (all {rows[0]['now']})",
+                "meets": f"meets ({rows[0]['meets']} for all)",
+            }
             dropped.append(said.get(name, name) if same else name)
     if rows and wide() > width:
         return None, dropped
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
-    right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs"}
+    right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs", "tok/s/GPU"}
     for name in names:
         t.add_column(
             name,
@@ -150,7 +160,12 @@ def render_models(models: Models, console: Console) -> None:
             assert r.advice is not None
             o = r.advice.plan.options[0]
             what = o.what_if or quant(o)
-            console.print(Text(clean(f"{i:>2} {_name(r)}"), style="bold"), soft_wrap=True)
+            # The name, and what the listing ranks by: the output a card at the workload (and
+            # whether it meets the targets, where it does not on one replica).
+            said = meets(o)
+            head = Text(clean(f"{i:>2} {_name(r)}"), style="bold")
+            head.append(f" · {per_gpu(o)} tok/s/GPU" + ("" if said == "yes" else f", meets {said}"))
+            console.print(head, soft_wrap=True)
             print_wrapped(
                 console,
                 f"    {what}, {o.engine}, {label(o)}, {gib(o.per_card.need)}/{gib(o.have)} GiB, "

@@ -36,7 +36,10 @@ from llmfit.errors import FleetFileError, UsageError
 from llmfit.plan import cards
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, is_mig, memory_from_class, node_id
 
-DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus")
+# A card's own figures, where the fleet knows better than the card table (or the table does not
+# know the card): its speed is timed from them (cards.override).
+CARD_KEYS = (*cards.OVERRIDE_KEYS, "link")
+DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus", *CARD_KEYS)
 NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels",
              "price_per_gpu_hour")  # fmt: skip
 POOL_KEYS = ("count", *NODE_KEYS)
@@ -108,15 +111,18 @@ class ClassError(ValueError):
         return f" (known classes near it: {', '.join(self.near)})" if self.near else ""
 
 
-def read_class(label: str, *, memory_given: bool = False) -> tuple[str, str | None]:
+def read_class(
+    label: str, *, memory_given: bool = False, figures_given: bool = False
+) -> tuple[str, str | None]:
     """The class a fleet's label means, and a note to show with the plan (None: nothing to say).
 
     Names people type resolve through the card table (`h100`, `h100-80gb`, `H100 80GB HBM3` are
     `h100-80g`). A name one letter off a known class of the same size (`h10-80g`) is a typo and
     an error, since planning it as an unknown card would quietly drop the speed and link figures
     the table has; a stated `gpu_memory_gb` says the user means a card the table lacks, and
-    keeps the name. Any other unknown name is planned from its label's memory, with a warning.
-    Raises ClassError for a typo or a name with no memory in it."""
+    keeps the name. Any other unknown name is planned from its label's memory, with a warning
+    (unless the fleet gives its figures too: then its speed is timed from them, and there is
+    nothing to warn of). Raises ClassError for a typo or a name with no memory in it."""
     label = label.strip().lower()
     if is_mig(label):
         m = _MIG_PROFILE.search(label)
@@ -147,6 +153,8 @@ def read_class(label: str, *, memory_given: bool = False) -> tuple[str, str | No
     near = cards.suggest(label)
     if not memory_given and not memory_from_class(label):
         raise ClassError(label, None, near)
+    if figures_given:
+        return label, None
     near_text = f" (known classes near it: {', '.join(near)})" if near else ""
     return label, (
         f"{label} is not a GPU class llmfit knows: it is planned by its memory alone, without "
@@ -308,7 +316,7 @@ class _Reader:
 
     def _kind(self, table: dict[str, Any], where: str) -> PoolKind | None:
         if "gpu" not in table:
-            for key in ("gpus", "free_gpus", "gpu_memory_gb", "unhealthy_gpus"):
+            for key in ("gpus", "free_gpus", "gpu_memory_gb", "unhealthy_gpus", *CARD_KEYS):
                 if key in table:
                     raise self.fail(
                         where, key, "is given without a gpu class to say what they are."
@@ -327,7 +335,11 @@ class _Reader:
                 "like h100-80g).",
             )
         try:
-            gpu_class, note = read_class(gpu_class, memory_given="gpu_memory_gb" in table)
+            gpu_class, note = read_class(
+                gpu_class,
+                memory_given="gpu_memory_gb" in table,
+                figures_given="memory_bandwidth_gbs" in table,
+            )
         except ClassError as e:
             if e.why:
                 raise self.fail(where, "gpu", f"is {e.label!r}: it {e.why}.") from None
@@ -377,7 +389,26 @@ class _Reader:
             raise self.fail(
                 where, "free_gpus", f"is {free}, but {bad} of the {gpus} gpus are unhealthy."
             )
-        return PoolKind(gpu_class, card, gpus, free, bad)
+        return PoolKind(gpu_class, card, gpus, free, bad, self.card(table, where, gpu_class))
+
+    def card(self, table: dict[str, Any], where: str, gpu_class: str) -> cards.CardSpec | None:
+        """The card's figures as the fleet gives them (None: the card table's as they are)."""
+        given = [k for k in CARD_KEYS if k in table]
+        if not given:
+            return None
+        if cards.spec(gpu_class) is None and "memory_bandwidth_gbs" not in table:
+            raise self.fail(
+                where, given[0],
+                f"is given for {gpu_class!r}, a card llmfit has no figures for, so its "
+                "memory_bandwidth_gbs is needed too: its speed is timed from it.",
+            )  # fmt: skip
+        try:
+            return cards.override(cards.spec(gpu_class), table, key=gpu_class)
+        except ValueError as e:
+            # The message starts with the key it is about ("bf16_tflops is 'fast'; …").
+            key = next((k for k in given if str(e).startswith(k + " ")), None)
+            said = str(e).removeprefix(f"{key} ") if key else str(e)
+            raise self.fail(where, key, said if said.endswith("?") else said + ".") from None
 
     def node(
         self, table: dict[str, Any], where: str, name: str, count: int = 1, first: int = 0

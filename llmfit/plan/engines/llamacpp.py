@@ -84,6 +84,14 @@ _VISIBLE = "CUDA_VISIBLE_DEVICES"
 _Make = Callable[..., "Option[LlamaCppLaunch]"]
 
 
+def _longest(model: Model, context: int) -> int | None:
+    """The longest --ctx-size an option may say it holds: the trained context, or the one asked
+    past it, which the command runs (llama.cpp takes a --ctx-size past n_ctx_train with a
+    warning). Capped at the trained one, an option said "max context 8,192" over a command of
+    --ctx-size 65536 that it held."""
+    return max(model.max_context, context) if model.max_context else None
+
+
 def _cards(first: int, count: int) -> str:
     """ "0,1": the indices of `count` cards from `first`."""
     return ",".join(str(c) for c in range(first, first + count))
@@ -168,6 +176,7 @@ class LlamaCpp:
         self, job: Job, rejected: list[Rejection], kv_type: str
     ) -> list[Option[LlamaCppLaunch]]:
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        longest_ctx = _longest(model, context)
         layout = art.layout
         assert layout is not None
         out: list[Option[LlamaCppLaunch]] = []
@@ -192,7 +201,7 @@ class LlamaCpp:
             if slots > 1 and "max_context" in kw:
                 kw["max_context"] //= slots
             inputs = _inputs(
-                model, layout, cards.spec(kw["card"].gpu_class), p, lay, context,
+                model, layout, kw["card"].spec, p, lay, context,
                 card.kv_cache // sizes.pad(context), art.quant, est.n_ubatch,
             )  # fmt: skip
             kw["speed"] = speeds.estimate(inputs) if inputs else None
@@ -254,7 +263,7 @@ class LlamaCpp:
                     bits_per_weight=bits,
                     context=context,
                     max_context=est.max_context(
-                        layout, cpu, have, None, model.max_context, cpu=True, extra=extra
+                        layout, cpu, have, None, longest_ctx, cpu=True, extra=extra
                     ),
                     concurrency=1.0,
                     speed=_speed(
@@ -299,6 +308,7 @@ class LlamaCpp:
         est: _Estimator,
     ) -> list[Option[LlamaCppLaunch]]:
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        longest_ctx = _longest(model, context)
         layout = art.layout
         assert layout is not None  # plan() plans no GGUF whose header was not read
         n = layout.layers
@@ -307,7 +317,7 @@ class LlamaCpp:
         # default) is the margin, as --fit's own target of 1 GiB free a card is.
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         cls = pool.gpu_class
-        card = Card(cls, pool.card_bytes)
+        card = Card(cls, pool.card_bytes, pool.override)
         out: list[Option[LlamaCppLaunch]] = []
         # Every layer and the output layer on k cards of one node, by layer count.
         full = None
@@ -325,7 +335,7 @@ class LlamaCpp:
         if full:
             placement, e = full
             k = placement.cards
-            longest = est.max_context(layout, placement, have, None, model.max_context, extra=extra)
+            longest = est.max_context(layout, placement, have, None, longest_ctx, extra=extra)
             where_ = pool.seats(k, 1)
             out.append(
                 option(
@@ -366,7 +376,12 @@ class LlamaCpp:
                         free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
                         host_bytes=e.host.total,
                         max_context=est.max_context(
-                            layout, placement, have, host_have, model.max_context, extra=extra
+                            layout,
+                            placement,
+                            have,
+                            host_have,
+                            longest_ctx,
+                            extra=extra,
                         ),
                     )
                 )
@@ -411,7 +426,7 @@ class LlamaCpp:
                         free_now=where_.free_now(m),
                         node_ids=where_.node_ids,
                         max_context=est.max_context(
-                            layout, placement, have, None, model.max_context, extra=extra
+                            layout, placement, have, None, longest_ctx, extra=extra
                         ),
                     )
                 )
@@ -434,6 +449,7 @@ class LlamaCpp:
         has spans the nodes of a fabric over RPC. Each pinned split is sized whole on its cards,
         and, where that does not fit a single server, with the rest in the node's RAM."""
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        longest_ctx = _longest(model, context)
         pins = settings.pins
         layout = art.layout
         assert layout is not None
@@ -441,7 +457,7 @@ class LlamaCpp:
         extra = art.projector_bytes
         have = int(pool.card_bytes * settings.gpu_memory_utilization)
         cls, width = pool.gpu_class, pool.max_gpus
-        card = Card(cls, pool.card_bytes)
+        card = Card(cls, pool.card_bytes, pool.override)
         before = len(rejected)
         out: list[Option[LlamaCppLaunch]] = []
         # (cards a server, servers) on one node, as the pins allow.
@@ -465,7 +481,7 @@ class LlamaCpp:
                     out += self._partial_on(job, pool, k, have, rejected, kv_type, option,
                                             ram_have, est)  # fmt: skip
                 continue
-            longest = est.max_context(layout, placement, have, None, model.max_context, extra=extra)
+            longest = est.max_context(layout, placement, have, None, longest_ctx, extra=extra)
             for servers in sorted(s for kk, s in shapes if kk == k):
                 seats = pool.seats(k * servers, 1)
                 out.append(
@@ -500,7 +516,7 @@ class LlamaCpp:
                         placement, e, layout=lay, card=card, have=have, fabric=fabric,
                         hosts=seats.hosts, free_now=seats.free_now(m), node_ids=seats.node_ids,
                         max_context=est.max_context(layout, placement, have, None,
-                                                    model.max_context, extra=extra),
+                                                    longest_ctx, extra=extra),
                     )
                 )  # fmt: skip
         if not out and len(rejected) == before:
@@ -516,6 +532,7 @@ class LlamaCpp:
         """A server on k cards of a node with what they cannot hold in the node's RAM (the
         experts of the first layers, else the first layers), where a node has the RAM."""
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        longest_ctx = _longest(model, context)
         layout = art.layout
         assert layout is not None
         n = layout.layers
@@ -538,11 +555,11 @@ class LlamaCpp:
         return [
             option(
                 placement, e, layout=Layout(1, k, 1, False, 1, 1),
-                card=Card(pool.gpu_class, pool.card_bytes), have=have,
+                card=Card(pool.gpu_class, pool.card_bytes, pool.override), have=have,
                 hosts=sum(h.count for h in with_ram),
                 free_now=any(h.free >= k and e.host.total <= h.free_ram for h in with_ram),
                 host_bytes=e.host.total,
-                max_context=est.max_context(layout, placement, have, host_have, model.max_context,
+                max_context=est.max_context(layout, placement, have, host_have, longest_ctx,
                                             extra=art.projector_bytes),
             )
         ]  # fmt: skip
@@ -560,6 +577,7 @@ class LlamaCpp:
         """The one placement a command names, on each node of the class that could take it:
         llama-server uses every card it sees unless --tensor-split says how many."""
         art, model, settings, context = job.artifact, job.model, job.settings, job.context
+        longest_ctx = _longest(model, context)
         opts = settings.options(LlamaCppOptions)
         layout = art.layout
         assert layout is not None  # plan() plans no GGUF whose header was not read
@@ -592,18 +610,19 @@ class LlamaCpp:
             rejected.append(
                 Rejection(art.name, self.key, here, "", need=worst.total, have=have,
                           max_context=est.max_context(layout, placement, have, None,
-                                                      model.max_context, extra=art.projector_bytes),
+                                                      longest_ctx, extra=art.projector_bytes),
                           nodes=nodes)
             )  # fmt: skip
             return []
         return [
             option(
-                placement, e, layout=lay, card=Card(pool.gpu_class, pool.card_bytes), have=have,
+                placement, e, layout=lay, have=have,
+                card=Card(pool.gpu_class, pool.card_bytes, pool.override),
                 fabric=fabric or None, hosts=where_.hosts, free_now=where_.free_now(nodes),
                 node_ids=where_.node_ids if nodes > 1 else (), host_bytes=host_part,
                 max_context=est.max_context(layout, placement, have,
                                             min(ram_have(h) for h in able) if host_part else None,
-                                            model.max_context, extra=art.projector_bytes),
+                                            longest_ctx, extra=art.projector_bytes),
                 visible=per_node if nodes == 1 and not opts.split and per_node < pool.max_gpus
                 else 0,
             )

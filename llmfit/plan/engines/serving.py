@@ -375,7 +375,7 @@ def option_of(
         artifact=art,
         engine=engine,
         layout=layout,
-        card=Card(pool.gpu_class, pool.card_bytes),
+        card=Card(pool.gpu_class, pool.card_bytes, pool.override),
         per_card=sized.per_card,
         have=sized.have,
         launch=launch,

@@ -30,7 +30,6 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, knobs, serving
@@ -281,7 +280,7 @@ class Sglang(serving.Serving[SglangLaunch]):
         mla = any(g.kind is AttentionKind.MLA for g in shape.layer_groups)
         # The multimodal cache SGLang keeps back from the KV budget (mm_runtime_reservation_gb).
         vlm = sizes.VLM_CACHE if sizes.multimodal(model.architecture, model.vision_tower) else 0
-        spec = cards.spec(pool.gpu_class)
+        spec = pool.spec
         backend = spec.backend if spec is not None else "cuda"
         mamba = model.shapes.mamba if model.shapes else None
         # The methods SGLang computes in fp8 (vLLM's list has ptpc_fp8 in place of w8a8_fp8).

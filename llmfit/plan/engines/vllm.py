@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from llmfit.plan import cards
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import (
@@ -286,7 +285,7 @@ class Vllm(serving.Serving[VllmLaunch]):
         stage is estimated, the stages share the fewest blocks any of them has, and the card
         checked is the stage that needs the most."""
         model, context = job.model, job.context
-        card = Card(pool.gpu_class, pool.card_bytes)
+        card = Card(pool.gpu_class, pool.card_bytes, pool.override)
         settings = memory_settings(job, v)
         stored = job.artifact
         exact = (
@@ -299,7 +298,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             parts.layer_bytes, parts.expert_bytes, parts.embed_bytes, parts.output_bytes,
             bool(model.shapes and model.shapes.tied_embeddings),
         )  # fmt: skip
-        spec = cards.spec(pool.gpu_class)
+        spec = pool.spec
         fp8 = (art.quant or "").lower().startswith("fp8") or model.quantization in (
             "fp8", "modelopt", "fbgemm_fp8", "ptpc_fp8",
         )  # fmt: skip

@@ -1,0 +1,110 @@
+"""The compiled methods of dataclasses, kept from one run to the next as Python keeps a module's.
+
+`@dataclass` writes each class's `__init__`, `__repr__`, `__eq__`, `__hash__` and, frozen, its
+`__setattr__` and `__delattr__` as source text and compiles them when the class is defined, on
+every start: Python 3.11 compiles each method apart. A plan defines about 90 classes (llmfit's
+nouns, and rich's), and those compiles were a third of a cached plan's run: more than the plan
+itself. The texts are the same from run to run, so their compiled code is kept beside this
+module's bytecode (`__pycache__`, the same trust as the .pyc files Python runs from it), keyed
+by the exact text: a text compiles to the same code whether compiled here or by `exec`, so no
+class differs by a byte in what it does.
+
+The CLI installs it (cli/__init__.py) before any noun is defined; a program that imports
+llmfit's library is left alone. It shadows the one name the dataclasses module calls, `exec`,
+rather than copying one of its private functions, so it holds on 3.11 to 3.13. Anything wrong
+with the file (missing, another interpreter's, truncated, not ours) is no cache, never an error.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import dataclasses
+import importlib.util
+import marshal
+import os
+import sys
+from types import CodeType
+from typing import Any
+
+# A file past this is not one we wrote (about 0.8 MB holds every class llmfit and rich define).
+MAX_BYTES = 16 << 20
+# Past this many texts (classes edited many times over in a checkout), a save keeps only the
+# run's own.
+MAX_TEXTS = 5000
+_HEADER = b"llmfit-dataclasses\n" + importlib.util.MAGIC_NUMBER
+
+_codes: dict[str, CodeType] = {}
+_used: set[str] = set()
+_state = {"installed": False, "changed": False}
+
+
+def _path() -> str | None:
+    try:
+        return importlib.util.cache_from_source(__file__).removesuffix(".pyc") + ".dataclasses"
+    except (NotImplementedError, ValueError):  # no cache tag: bytecode is not kept at all
+        return None
+
+
+def _load(path: str) -> dict[str, CodeType]:
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > MAX_BYTES:
+                return {}
+            data = f.read(MAX_BYTES)
+        if not data.startswith(_HEADER):
+            return {}
+        codes = marshal.loads(data[len(_HEADER) :])
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if not isinstance(codes, dict) or not all(
+        isinstance(k, str) and isinstance(v, CodeType) for k, v in codes.items()
+    ):
+        return {}
+    return codes
+
+
+def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
+    """`exec` as the dataclasses module calls it, compiling each text once."""
+    if isinstance(source, str):
+        code = _codes.get(source)
+        if code is None:
+            # dont_inherit: compiled as dataclasses.py's own exec compiles it, without this
+            # module's `from __future__ import annotations` (which would turn the generated
+            # methods' annotations into strings).
+            code = compile(source, "<string>", "exec", dont_inherit=True)
+            _codes[source] = code
+            _state["changed"] = True
+        _used.add(source)
+        source = code
+    builtins.exec(source, globals, locals)
+
+
+def _save(path: str) -> None:
+    if not _state["changed"] or sys.dont_write_bytecode:
+        return
+    codes = _codes if len(_codes) <= MAX_TEXTS else {k: _codes[k] for k in _used}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(tmp, "wb") as f:
+            f.write(_HEADER + marshal.dumps(codes))
+        os.replace(tmp, path)  # whole or not at all, whichever run writes last
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def install() -> None:
+    """Keep dataclasses' compiled methods from now on (once a process)."""
+    if _state["installed"]:
+        return
+    _state["installed"] = True
+    path = _path()
+    if path is None:
+        return
+    _codes.update(_load(path))
+    setattr(dataclasses, "exec", _exec)  # noqa: B010  (a module global, shadowing the builtin)
+    atexit.register(_save, path)
