@@ -658,6 +658,7 @@ def medians(priced: list[Priced]) -> dict[tuple[str, str], tuple[float, int]]:
 # fit to a few rows (one source left out of a handful) then stays near what kernels do.
 FREE: tuple[tuple[str, float, float, float], ...] = (
     ("weight_efficiency", 0.85, 0.3, 1.0),
+    ("quant_weight_efficiency", 0.85, 0.3, 1.0),
     ("kv_efficiency", 0.4, 0.05, 1.0),
     ("layer_s", 60e-6, 1e-6, 1e-3),
     ("hop_s", 30e-6, 1e-6, 2e-3),
@@ -680,6 +681,7 @@ def _set(x: list[float]) -> None:
     llamacpp_speed.FITTED["apple"] = replace(
         base,
         weight_efficiency=base.weight_efficiency * bw,
+        quant_weight_efficiency=base.quant_weight_efficiency * bw,
         kv_efficiency=base.kv_efficiency * bw,
         prefill_efficiency=base.prefill_efficiency * comp,
         quant_prefill_efficiency=base.quant_prefill_efficiency * comp,

@@ -126,6 +126,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--cache", default="/tmp/aic-answers.json")
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--limit", type=int, default=0, help="at most this many rows (0: all)")
+    p.add_argument(
+        "--leave-out",
+        action="store_true",
+        help="without the runs accuracy_load.py --leave-out leaves out by their sources' account",
+    )
     a = p.parse_args(argv)
     cache: dict[str, object] = {}
     if Path(a.cache).exists():

@@ -162,19 +162,29 @@ def decode_round(r: Replica, batch: float, context: float, chunk: float = 0.0,
 
 def prefill_service(r: Replica, w: Workload, batch: float) -> tuple[float, float]:
     """(seconds one prompt takes once its turn comes, prompt tokens a second the replica can
-    prefill beside `batch` decoding sequences)."""
+    prefill beside `batch` decoding sequences when prompts are waiting).
+
+    The two differ for a prompt shorter than the step's room: alone it rides in a step of its
+    own tokens, but prompts that queue are packed together up to the room (vLLM's scheduler
+    fills --max-num-batched-tokens from the waiting queue, vllm/v1/core/sched/scheduler.py
+    `schedule`; SGLang's PrefillAdder adds waiting requests up to --chunked-prefill-size,
+    sglang/srt/managers/schedule_policy.py), so the rate at which a queue drains is a full
+    step's tokens over that step's time, not one short prompt's over its own."""
     inp, prompt = r.inputs, w.input_len
     if r.mixed:
         # The oldest waiting prompt takes what the decodes leave of the step's budget.
         room = max(r.budget - batch, 1.0)
         steps = math.ceil(prompt / room)
-        t = round_total(inp, max(batch, 1.0), _mean_context(w), min(prompt, room), prompt / 2)
-        return steps * t, room / max(t, 1e-12)
+        ctx, b = _mean_context(w), max(batch, 1.0)
+        t = round_total(inp, b, ctx, min(prompt, room), prompt / 2)
+        full = t if prompt >= room else round_total(inp, b, ctx, room, prompt / 2)
+        return steps * t, room / max(full, 1e-12)
     # Prefill batches of their own: each carries up to the budget of prompt tokens.
     chunk = min(prompt, r.budget)
     steps = math.ceil(prompt / chunk)
     t = step_total(inp, 0.0, 0.0, chunk, prompt / 2)
-    return steps * t, chunk / max(t, 1e-12)
+    full = t if chunk >= r.budget else step_total(inp, 0.0, 0.0, r.budget, prompt / 2)
+    return steps * t, r.budget / max(full, 1e-12)
 
 
 def prefill_cost(r: Replica, w: Workload, batch: float) -> Cost:
@@ -203,10 +213,9 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     half = prompt / 2
 
     if not r.mixed:
-        # Prefill batches of their own carry the same chunk whatever the decodes: their share
+        # Prefill batches of their own carry the same prompts whatever the decodes: their share
         # of the time is the rate's alone.
-        _, apart_s = prefill_service(r, w, 0.0)
-        busy = rate * prompt / apart_s
+        busy = _apart_share(r, w, rate)
 
     def tau_of(tau: float) -> float:
         b = rate * decoding * tau
@@ -268,7 +277,10 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     elif r.kv_tokens and batch * ctx > r.kv_tokens:
         why = "KV cache"
     service, per_s = prefill_service(r, w, batch)
-    rho = rate * prompt / per_s if per_s > 0 else math.inf
+    if r.mixed:
+        rho = rate * prompt / per_s if per_s > 0 else math.inf
+    else:
+        rho = busy
     if not why and rho >= 1:
         why = "prefill"
     if why:
@@ -279,6 +291,20 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     ttft = k.ttft_s + (tau if r.mixed else tau * (1 - rho)) / 2 + wait + service
     admitted = rate * (ttft + decoding * tau)
     return Point(rate, batch, admitted, tau, ttft, True, "", 0.0)
+
+
+def _apart_share(r: Replica, w: Workload, rate: float) -> float:
+    """The share of a replica's time its prefill batches of their own take at `rate`. A batch
+    takes every prompt waiting, up to the budget (SGLang's PrefillAdder): the prompts that
+    arrived while the one before ran, about 1 + r × (one prompt's prefill) of them (Poisson),
+    each costing that batch's time over their number."""
+    service, _ = prefill_service(r, w, 0.0)
+    prompt = w.input_len
+    if prompt >= r.budget or rate <= 0:
+        return rate * service
+    held = min(1.0 + rate * service, r.budget / prompt)
+    t = step_total(r.inputs, 0.0, 0.0, held * prompt, prompt / 2)
+    return rate * t / held
 
 
 def _prefill_bound(r: Replica, w: Workload, rate: float) -> bool:

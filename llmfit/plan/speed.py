@@ -75,6 +75,10 @@ class Constants:
     # The share of the prefill's tensor rate a MoE's routed experts reach (grouped GEMMs of a
     # few hundred tokens an expert): 1 multiplies them as the dense weights.
     expert_prefill_efficiency: float = 1.0
+    # The share of the bandwidth block-quantized weights (GGUF's k-quants, Q4_0, …) stream at in
+    # decode, where the kernel dequantizes every block it reads (llama.cpp's mul_mat_vec_q);
+    # 0: as `weight_efficiency`. The KV cache keeps the plain share.
+    quant_weight_efficiency: float = 0.0
 
 
 # One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,
@@ -275,12 +279,13 @@ class Time:
 def _rates(inp: SpeedInputs) -> tuple[float, float, float | None]:
     """(weight bandwidth, KV bandwidth, tensor rate) the engine reaches on this card."""
     k = inp.constants
-    bw = inp.memory_bandwidth * k.weight_efficiency
-    kv = (
-        bw * k.attention_efficiency
-        if inp.flash_attention
-        else inp.memory_bandwidth * (k.kv_efficiency)
-    )
+    plain = inp.memory_bandwidth * k.weight_efficiency
+    bw = plain
+    if inp.quantized and k.quant_weight_efficiency:
+        bw = inp.memory_bandwidth * k.quant_weight_efficiency
+    kv = plain * k.attention_efficiency if inp.flash_attention else (
+        inp.memory_bandwidth * k.kv_efficiency
+    )  # fmt: skip
     eff = k.quant_prefill_efficiency if inp.quantized else k.prefill_efficiency
     rate = inp.flops * eff if inp.flops else None
     return bw, kv, rate
