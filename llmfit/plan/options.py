@@ -202,17 +202,17 @@ def rank_key(o: Option[Any], by: str = "cards") -> tuple[Any, ...]:
     return key
 
 
-def _sig(x: float) -> float:
-    """A cost to three significant figures: a difference past what the model can tell is none."""
-    return float(f"{x:.3g}") if math.isfinite(x) else math.inf
+# Speeds and what a unit of load costs, compared in the serve ranking to two significant figures:
+# the serving model is good to a tenth or two against measured runs (docs/accuracy.md), so
+# options a few per cent apart are a tie, which the better precision then breaks (to three,
+# Tiny-Llama's Q4_K_M ranked above its Q8_0 on the same card for 0.2 % more output a second).
+NEAR = 2
 
 
-def _near(x: float) -> float:
-    """A speed or a cost of speed to two significant figures. The serving model is good to a
-    tenth or two against measured runs (docs/accuracy.md), so options a few per cent apart are a
-    tie, which the better precision then breaks: to three figures, Tiny-Llama's Q4_K_M ranked
-    above its Q8_0 on the same card for 0.2 % more output a second."""
-    return float(f"{x:.2g}") if math.isfinite(x) else math.inf
+def _sig(x: float, figures: int = 3) -> float:
+    """A cost to `figures` significant figures: a difference past what the model can tell is
+    none."""
+    return float(f"{x:.{figures}g}") if math.isfinite(x) else math.inf
 
 
 @dataclass(frozen=True)
@@ -275,7 +275,7 @@ def cost(o: Option[Any], market: Market) -> tuple[float, float]:
         return math.inf, math.inf
     price = (o.price or 0.0) if market.priced else 1.0
     whole = cards_for_load(o) * price if sv.workload.load else 0.0
-    return _sig(whole), _near(sv.cards_per_load * price)
+    return _sig(whole), _sig(sv.cards_per_load * price, NEAR)
 
 
 def serve_key(o: Option[Any], market: Market, by: str = "serve") -> tuple[Any, ...]:
@@ -313,8 +313,8 @@ def serve_key(o: Option[Any], market: Market, by: str = "serve") -> tuple[Any, .
     # Of those that do not serve it, the nearest first: the least over its targets.
     short = _sig(sv.shortfall) if sv and not served else 0.0
     key = (
-        o.cpu, not served, short, whatif, whole, cls, changes, unit, -_near(headroom), -_near(fast),
-        o.gpus, -quality(o), not o.free_now, -o.room,
+        o.cpu, not served, short, whatif, whole, cls, changes, unit, -_sig(headroom, NEAR),
+        -_sig(fast, NEAR), o.gpus, -quality(o), not o.free_now, -o.room,
     )  # fmt: skip
     if by == "throughput":
         per_gpu = sv.output_tokens_per_s_per_gpu if sv else 0.0
