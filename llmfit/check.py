@@ -17,6 +17,7 @@ from llmfit.advise import advise
 from llmfit.errors import UsageError
 from llmfit.plan.advice import Advice
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.credentials import Vault, environment, secret_name
 from llmfit.plan.engines import Request, for_argv, keys, registered, split_env
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.launch import Given
@@ -46,10 +47,17 @@ def check(
     progress: Progress | None = None,
     options: tuple[object, ...] = (),
     workload: Workload | None = None,
+    known: Sequence[str] = (),
 ) -> Checked:
     """Plan the command `argv` exactly; `options` are engine settings of llmfit's own that no
-    command carries (`--vllm-version`: the release the command runs on)."""
-    env, words = split_env(argv)
+    command carries (`--vllm-version`: the release the command runs on); `known` the credentials
+    llmfit itself holds (the Hugging Face token), kept out of what is shown and launched wherever
+    they stand in the command."""
+    given_env, words = split_env(argv)
+    vault = Vault(known)
+    # Credentials set in front of the command are launched from the caller's environment (or a
+    # Secret), never written out (llmfit/plan/credentials.py).
+    env = environment(given_env, vault)
     engine = for_argv(words)
     if engine is None:
         first = words[0] if words else ""
@@ -62,7 +70,7 @@ def check(
         )
     defaults = PlanSettings(engine_options=options, workload=workload or Workload())
     try:
-        request = engine.read_command(words, defaults, env)
+        request = engine.read_command(words, defaults, given_env, vault)
     except ValueError as e:
         raise UsageError(f"the command to check: {e}") from None
     context = request.settings.context
@@ -95,3 +103,21 @@ def check(
     # What is shown of the command is what is launched: its credentials as "$VARIABLE".
     shown = (*(f"{k}={v}" for k, v in env.items()), *given.argv)
     return Checked(shown, request, advice)
+
+
+def credentials(argv: Sequence[str]) -> list[str]:
+    """What a command holds that is plainly a credential, before any reader has seen it (to keep
+    out of an error it might cause): the values of the assignments in front of it whose names say
+    so, and of the flags whose names say so."""
+    env, words = split_env(argv)
+    out = [v for k, v in env.items() if secret_name(k) and v]
+    taking = False
+    for w in words:
+        name, eq, value = w.partition("=")
+        if w.startswith("-"):
+            taking = secret_name(name) and not eq
+            if taking is False and eq and secret_name(name) and value:
+                out.append(value)
+        elif taking:
+            out.append(w)
+    return out

@@ -32,7 +32,7 @@ def test_a_misspelt_flag_is_refused_as_vllm_refuses_it(run):
                          "--tensor-paralel-size", "8")  # fmt: skip
     assert (code, out) == (2, "")
     assert err == (
-        "llmfit: the command to check: vLLM 0.33 refuses it: --tensor-paralel-size 8: not one of "
+        "llmfit: the command to check: vLLM 0.33 refuses it: --tensor-paralel-size: not one of "
         "its flags.\n"
     )
 
@@ -61,9 +61,12 @@ def test_a_credential_is_never_shown_and_the_launch_reads_it_from_the_environmen
     assert code == 0, err
     assert "sekrit" not in out
     (c,) = json.loads(out)["options"][0]["commands"]
-    assert c["secrets"] == [{"index": 4, "env": "VLLM_API_KEY"}]
+    # The word stays one word, `--api-key=` then the reference (issue 33: split in two, a key that
+    # starts with "-" would read to argparse as a flag).
+    assert c["secrets"] == [{"index": 3, "env": "VLLM_API_KEY"}]
+    assert c["argv"][3] == "--api-key=$VLLM_API_KEY"
     # A shell expands the reference: the server gets the key from the variable.
-    assert c["shell"] == 'vllm serve Qwen/Qwen3-8B --api-key "$VLLM_API_KEY"'
+    assert c["shell"] == 'vllm serve Qwen/Qwen3-8B --api-key="$VLLM_API_KEY"'
 
 
 def test_a_docker_launch_takes_the_credential_from_the_callers_environment(run, tmp_path):

@@ -99,7 +99,12 @@ _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
 _TOKEN_SHAPE = re.compile(r"\bhf_[A-Za-z0-9]{8,}")
 
 
-def _tokens() -> list[str]:
+# Credentials a command handed to llmfit holds (`llmfit check -- HF_TOKEN=… vllm serve … --api-key
+# K`), kept out of every message as the token is.
+HIDDEN: list[str] = []
+
+
+def tokens() -> list[str]:
     """The tokens this run could send: the environment's, and the stored login's."""
     found = [os.environ.get(v, "") for v in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")]
     hub = sys.modules.get("huggingface_hub")
@@ -113,7 +118,7 @@ def _tokens() -> list[str]:
 
 def _private(text: str) -> str:
     """`text` with every credential taken out: a token, and the userinfo of any URL."""
-    for token in _tokens():
+    for token in [*tokens(), *(h for h in HIDDEN if len(h) >= 4)]:
         text = text.replace(token, "***")
     text = _TOKEN_SHAPE.sub("hf_***", text)
     return _USERINFO.sub(r"\1", text)

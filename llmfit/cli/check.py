@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from llmfit.cli.app import cli
+from llmfit.cli.app import HIDDEN, cli, tokens
 from llmfit.cli.output import show_check
 from llmfit.cli.shared import (
     CheckWithKnobs,
@@ -67,14 +67,16 @@ def check_cmd(
       llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
       llmfit check --fleet 1xh100-80g --rate 4 --tpot 30 -- vllm serve Qwen/Qwen3-8B
     """
-    from llmfit.check import check
+    from llmfit.check import check, credentials
     from llmfit.sources.fleet import resolve_fleet
 
+    HIDDEN.extend(credentials(command))
     fleet = resolve_fleet(fleet_path)
     with hub_progress(offline) as progress:
         checked = check(
             command, fleet, offline=offline, progress=progress,
             options=engine_options(split_knobs(knob_values)), workload=workload,
+            known=tokens(),
         )  # fmt: skip
     show_check(checked, json=json_, fmt=fmt)
     sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)

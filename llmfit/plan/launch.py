@@ -14,6 +14,8 @@ import shlex
 import unicodedata
 from dataclasses import dataclass
 
+from llmfit.plan.credentials import FROM_CALLER
+
 # Unicode's general categories whose characters a terminal acts on or shows as something other
 # than themselves: controls (C0, DEL, C1: escape sequences start here), format characters (bidi
 # embeddings, overrides and isolates, zero-width characters, the byte-order mark), surrogates (the
@@ -64,17 +66,29 @@ class Command:
     role: str
     argv: tuple[str, ...]
     node: str | None = None
-    # Environment the process needs (name, value), set in front of it.
+    # Environment the process needs (name, value), set in front of it; a credential's value is
+    # FROM_CALLER: the process gets the variable of that name from its caller (or a Secret).
     env: tuple[tuple[str, str], ...] = ()
     # Words of argv that are a credential the user keeps in the environment: (index, variable).
-    # The word itself is "$VARIABLE"; a shell expands it, and nothing llmfit prints holds the
-    # credential (a checked command's --api-key, --hf-token).
+    # The word itself is "$VARIABLE", after the literal `--flag=` where the flag was given inline
+    # (`reference`); a shell expands it, and nothing llmfit prints holds the credential
+    # (llmfit/plan/credentials.py). Only these words are references: a word of the user's that
+    # merely reads "$VLLM_API_KEY" is passed on as those characters.
     secrets: tuple[tuple[int, str], ...] = ()
 
     @property
     def words(self) -> tuple[str, ...]:
-        """Every word of the command line, the environment's `NAME=value` first."""
-        return (*(f"{k}={v}" for k, v in self.env), *self.argv)
+        """Every word of the command line, the environment's `NAME=value` first (a credential's
+        `NAME=$NAME`)."""
+        return (*(f"{k}=${k}" if v == FROM_CALLER else f"{k}={v}" for k, v in self.env), *self.argv)
+
+    def reference(self, i: int) -> tuple[str, str] | None:
+        """Of a word that is a credential's: the literal text in front of it (`--api-key=`, or
+        "") and the variable that holds it; None for any other word."""
+        var = dict(self.secrets).get(i)
+        if var is None:
+            return None
+        return self.argv[i][: len(self.argv[i]) - len(var) - 1], var
 
     @property
     def shell(self) -> str:
@@ -82,12 +96,19 @@ class Command:
         exact characters, variables in front (`NAME='value'`, which a shell reads as one
         assignment), a credential as a reference to the variable that holds it ("$VLLM_API_KEY").
         What may be printed to a terminal is render's to decide."""
-        prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env)
-        refs = dict(self.secrets)
-        words = " ".join(
-            f'"${refs[i]}"' if i in refs else shlex.quote(w) for i, w in enumerate(self.argv)
+        prefix = " ".join(
+            f'{k}="${k}"' if v == FROM_CALLER else f"{k}={shlex.quote(v)}" for k, v in self.env
         )
+        words = " ".join(self._shell_word(i) for i in range(len(self.argv)))
         return f"{prefix} {words}" if prefix else words
+
+    def _shell_word(self, i: int) -> str:
+        ref = self.reference(i)
+        if ref is None:
+            return shlex.quote(self.argv[i])
+        lead, var = ref
+        # The literal text quoted, the variable expanded in double quotes: one word to a shell.
+        return (shlex.quote(lead) if lead else "") + f'"${var}"'
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ import yaml
 from llmfit.errors import UsageError
 from llmfit.plan import cards
 from llmfit.plan.advice import Advice
+from llmfit.plan.credentials import FROM_CALLER
 from llmfit.plan.engines import Image, engine
 from llmfit.plan.fleet import Fleet, PoolNode, is_mig
 from llmfit.plan.launch import Command
@@ -224,7 +225,7 @@ def docker_lines(
         if c.node and c.node in started:
             words: list[str | Raw] = ["docker", "exec"]
             for k, v in env:
-                words += ["-e", f"{k}={v}"]
+                words += ["-e", k if v == FROM_CALLER else f"{k}={v}"]
             out.append(_join([*words, started[c.node], *c.argv], encoding))
             continue
         cname = name
@@ -248,17 +249,30 @@ def docker_lines(
             inside, host, _ = _download_paths(image)
             words += ["-v", Raw(f"{host}:{inside}")]
             words += ["-e", f"{image.download_cache}={inside}"]
+        passed = {"HF_TOKEN"}
         for k, v in env:
-            words += ["-e", f"{k}={v}"]
+            if v != FROM_CALLER:
+                words += ["-e", f"{k}={v}"]
+            elif k not in passed:
+                # A credential set in front of the command: passed by name from the caller's
+                # environment, never its value.
+                passed.add(k)
+                words += ["-e", k]
         held = _credentials(c)
         if held:
             # Each credential passed by name from the caller's environment, and a shell of
-            # llmfit's own text that puts it in its word's place (_unsecret).
+            # llmfit's own text that appends it to its word, by position (_unsecret).
             for var in held:
-                if var != "HF_TOKEN":
+                if var not in passed:
+                    passed.add(var)
                     words += ["-e", var]
             words += ["--entrypoint", "/bin/sh"]
-            args = ("-c", _unsecret(c), "sh", *_foreground(c.argv, image))
+            given = list(_foreground(c.argv, image))
+            for i, _ in c.secrets:
+                ref = c.reference(i)
+                assert ref is not None
+                given[i] = ref[0]
+            args = ("-c", _unsecret(c), "sh", *given)
         elif _runs_entrypoint(c.argv, image):
             args = c.argv[len(image.entrypoint) :]
         else:
@@ -390,11 +404,16 @@ def _credentials(c: Command) -> list[str]:
 
 
 def _unsecret(c: Command) -> str:
-    """A POSIX shell script of llmfit's own text that puts each credential's value in place of
-    its "$VARIABLE" word, then runs the command: the words are its arguments ("$@"), never
-    pasted into it (docker's exec-form command would pass "$VARIABLE" on as it is)."""
-    cases = " ".join(f"\\${v}) a=${v} ;;" for v in _credentials(c))
-    return f'for a in "$@"; do shift; case $a in {cases} esac; set -- "$@" "$a"; done; exec "$@"'
+    """A POSIX shell script of llmfit's own text that appends each credential's value to the
+    argument at its word's position (given the literal text in front of it, `--api-key=` or ""),
+    then runs the command: the words are its arguments ("$@"), never pasted into it (docker's
+    exec-form command would pass "$VARIABLE" on as it is). By position, not by what a word reads:
+    a word of the user's that is literally "$VLLM_API_KEY" is passed on as it is."""
+    cases = " ".join(f'{i + 1}) a="$a${v}" ;;' for i, v in c.secrets)
+    return (
+        'i=0; for a in "$@"; do i=$((i + 1)); shift; '
+        f'case $i in {cases} esac; set -- "$@" "$a"; done; exec "$@"'
+    )
 
 
 def _expandable(word: str | Raw, encoding: str | None, secret: str | None = None) -> str:
@@ -406,8 +425,11 @@ def _expandable(word: str | Raw, encoding: str | None, secret: str | None = None
     if isinstance(word, Raw):
         return word.text
     if secret is not None:
-        # Kubernetes expands $(VARIABLE) from the container's environment: the credential.
-        return f"$({secret})"
+        # Kubernetes expands $(VARIABLE) from the container's environment: the credential,
+        # after the literal text in front of it (`--api-key=`), its `$` doubled.
+        lead = word[: len(word) - len(secret) - 1]
+        check_words([lead], encoding)
+        return lead.replace("$", "$$") + f"$({secret})"
     parts = word.split(LEADER_MARK)
     check_words(parts, encoding)
     return LEADER.join(p.replace("$", "$$") for p in parts)
@@ -478,10 +500,17 @@ def _container(
         words += [f for f in extra if f not in words]
         c["command"] = [_expandable(w, encoding, held.get(i)) for i, w in enumerate(words)]
     env: list[dict[str, Any]] = [secret_env("HF_TOKEN", TOKEN_SECRET, TOKEN_KEY, optional=True)]
-    for var in dict.fromkeys(v for _, v in pod.secrets):
+    # Each credential once, from the Secret: the command's words' and those set in front of it
+    # (never a `value:` after it, which Kubernetes would use instead).
+    refs = [v for _, v in pod.secrets] + [k for k, v in pod.env if v == FROM_CALLER]
+    for var in dict.fromkeys(refs):
         if var != "HF_TOKEN":
             env.append(secret_env(var, CREDENTIALS, var))
-    env += [{"name": k, "value": _expandable(v, encoding)} for k, v in pod.env if k != CARDS_ENV]
+    env += [
+        {"name": k, "value": _expandable(v, encoding)}
+        for k, v in pod.env
+        if k != CARDS_ENV and v != FROM_CALLER
+    ]
     if image.download_cache:
         env.append({"name": image.download_cache, "value": _download_paths(image)[0]})
     c["env"] = env
@@ -731,6 +760,22 @@ def _strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
+def _credential_keys(docs: list[dict]) -> list[str]:
+    """The keys of the Secret CREDENTIALS that the documents read, in order."""
+    keys: list[str] = []
+    stack: list[Any] = list(docs)
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, dict):
+            ref = item.get("secretKeyRef")
+            if isinstance(ref, dict) and ref.get("name") == CREDENTIALS:
+                keys.append(str(ref["key"]))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return sorted(set(keys))
+
+
 def render_k8s(advice: Advice, o: Option, ray: bool = False, encoding: str | None = None) -> str:
     docs, notes = k8s_documents(advice, o, ray, encoding)
     # Every string of the YAML, not only the commands' (names, annotations, selectors), printed
@@ -743,6 +788,13 @@ def render_k8s(advice: Advice, o: Option, ray: bool = False, encoding: str | Non
         f"# HF_TOKEN from the Secret {TOKEN_SECRET} (optional), made with:",
         f'#   kubectl create secret generic {TOKEN_SECRET} --from-literal={TOKEN_KEY}="$HF_TOKEN"',
     ]
+    keys = _credential_keys(docs)
+    if keys:
+        made = " ".join(f'--from-literal={k}="${k}"' for k in keys)
+        header += [
+            f"# {', '.join(keys)} from the Secret {CREDENTIALS}, made with:",
+            f"#   kubectl create secret generic {CREDENTIALS} {made}",
+        ]
     # Outside strings (repository ids, node names) in a comment: each line cleaned, so that it
     # stays one comment line.
     header = [clean(h) for h in header]

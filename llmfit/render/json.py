@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmfit.plan.advice import Advice
+from llmfit.plan.credentials import FROM_CALLER
 from llmfit.plan.engines import engine, field_names
 from llmfit.plan.options import Option
 from llmfit.render.commands import commands
@@ -81,7 +82,14 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "commands": [
             {"role": c.role, "argv": list(c.argv), "shell": c.shell}
             | ({"node": c.node} if c.node else {})
-            | ({"env": dict(c.env)} if c.env else {})
+            | ({"env": {k: f"${k}" if v == FROM_CALLER else v for k, v in c.env}} if c.env else {})
+            # Added to version 1: the variables of `env` that are credentials, passed from the
+            # caller's environment by name (their value above is "$NAME", never the credential).
+            | (
+                {"env_secrets": [k for k, v in c.env if v == FROM_CALLER]}
+                if any(v == FROM_CALLER for _, v in c.env)
+                else {}
+            )
             | ({"secrets": [{"index": i, "env": v} for i, v in c.secrets]} if c.secrets else {})
             for c in commands(o, repo.id, repo.revision, ray)
         ],

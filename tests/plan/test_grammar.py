@@ -65,7 +65,7 @@ def test_vllm_rewrites_as_flexible_argument_parser_does():
     ("words", "message"),
     [
         # A misspelt flag is refused, not planned as the default (issue 27, item 4).
-        (("--tensor-paralel-size", "8"), "--tensor-paralel-size 8: not one of its flags."),
+        (("--tensor-paralel-size", "8"), "--tensor-paralel-size: not one of its flags."),
         # vllm/config/lora.py takes these ranks only (argparse's words, from vLLM's choices).
         (("--enable-lora", "--max-lora-rank", "1000"),
          "--max-lora-rank invalid choice: 1000 (choose from 1, 128, 16, 256, 32, 320, 512, 64, "
@@ -88,13 +88,14 @@ def test_vllm_lists_the_flags_it_takes_but_llmfit_does_not_model():
 
 def test_vllm_never_shows_a_secret():
     r = vllm("--api-key", "K1", "K2", "--hf_token=hf_abcdefghijkl", "--port", "9000")
-    # vLLM's --api-key takes several keys; each is read from VLLM_API_KEY, which vLLM reads itself
-    # when the flag is absent; the token from HF_TOKEN.
+    # vLLM's --api-key takes several keys; the first is read from VLLM_API_KEY (which vLLM reads
+    # itself when the flag is absent), the second, another value, from VLLM_API_KEY_2 so that two
+    # keys stay two (issue 33); the token from HF_TOKEN, inline after the flag's `=` as given.
     assert r.argv == (
-        "vllm", "serve", "Qwen/Qwen3-8B", "--api-key", "$VLLM_API_KEY", "$VLLM_API_KEY",
-        "--hf_token", "$HF_TOKEN", "--port", "9000",
+        "vllm", "serve", "Qwen/Qwen3-8B", "--api-key", "$VLLM_API_KEY", "$VLLM_API_KEY_2",
+        "--hf_token=$HF_TOKEN", "--port", "9000",
     )  # fmt: skip
-    assert r.secrets == ((4, "VLLM_API_KEY"), (5, "VLLM_API_KEY"), (7, "HF_TOKEN"))
+    assert r.secrets == ((4, "VLLM_API_KEY"), (5, "VLLM_API_KEY_2"), (6, "HF_TOKEN"))
     assert r.ignored == ()
 
 
@@ -115,7 +116,7 @@ def test_sglang_takes_a_unique_prefix_of_a_flag():
 def test_sglang_refuses_an_ambiguous_prefix_and_an_unknown_flag():
     with pytest.raises(ValueError, match="ambiguous option: --max"):
         sglang("--max", "4")
-    with pytest.raises(ValueError, match="--tensor-paralel-size 8: not one of its flags."):
+    with pytest.raises(ValueError, match="--tensor-paralel-size: not one of its flags."):
         sglang("--tensor-paralel-size", "8")
 
 

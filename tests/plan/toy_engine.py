@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import (
     NO_ENV,
     Explanation,
@@ -139,7 +140,11 @@ class Toy(serving.Serving):
         return {"toy_width": option.layout.tp}
 
     def read_command(
-        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+        self,
+        argv: Sequence[str],
+        defaults: PlanSettings,
+        env: Mapping[str, str] = NO_ENV,
+        vault: Vault | None = None,
     ) -> Request:
         args = list(argv[1:])
         tables = knobs.tables(ToyOptions)

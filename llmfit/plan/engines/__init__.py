@@ -15,10 +15,13 @@ from importlib import import_module
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from llmfit.plan.credentials import SHELL_NAME
+
 if TYPE_CHECKING:
     # Named in annotations only: the CLI reads the registry's keys to build its options, and
     # `llmfit --help`, `--version` and `llmfit fleet` need none of the plan's nouns.
     from llmfit.plan.artifact import Artifact
+    from llmfit.plan.credentials import Vault
     from llmfit.plan.fleet import Fleet
     from llmfit.plan.launch import Command
     from llmfit.plan.layout import LayoutSpace
@@ -194,11 +197,16 @@ class Engine(Protocol):
         ...
 
     def read_command(
-        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+        self,
+        argv: Sequence[str],
+        defaults: PlanSettings,
+        env: Mapping[str, str] = NO_ENV,
+        vault: Vault | None = None,
     ) -> Request:
         """A command line of this engine read back into a request (raises ValueError with the
         sentence that says what is wrong with it); `env` is what the line sets in front of its
-        program (`CUDA_VISIBLE_DEVICES=0,1 llama-server …`)."""
+        program (`CUDA_VISIBLE_DEVICES=0,1 llama-server …`); `vault` the variables its credentials
+        are launched from (llmfit/plan/credentials.py), those set in front of it already in it."""
         ...
 
 
@@ -328,11 +336,14 @@ def split_env(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     """A command line's leading NAME=VALUE words (as a shell sets them for the program that
     follows), and the rest."""
     env: dict[str, str] = {}
-    words = list(argv)
-    while words and "=" in words[0] and words[0].split("=", 1)[0].isidentifier():
-        name, _, value = words.pop(0).partition("=")
+    at = 0
+    # A shell reads `NAME=value` in front of a command as an assignment only where NAME is a
+    # shell name (ASCII letters, digits, underscores); one pass, however many words there are.
+    while at < len(argv) and SHELL_NAME.fullmatch(argv[at].partition("=")[0]) and "=" in argv[at]:
+        name, _, value = argv[at].partition("=")
         env[name] = value
-    return env, words
+        at += 1
+    return env, list(argv[at:])
 
 
 def for_argv(argv: Sequence[str]) -> Engine | None:

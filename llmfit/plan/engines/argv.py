@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
+from llmfit.plan.credentials import Vault, base_for, secret_name
+
 
 @dataclass
 class Words:
@@ -110,25 +112,50 @@ def number(flag: str, value: str) -> float:
 
 
 def mask(
-    words: Sequence[str], secrets: Mapping[str, str]
-) -> tuple[list[str], list[tuple[int, str]]]:
-    """`words` with the value of each flag of `secrets` (its exact spellings → the variable that
-    holds it) replaced by "$VARIABLE", and where, for an engine whose flags take one word each."""
-    out: list[str] = []
+    program: Sequence[str],
+    words: Sequence[str],
+    vault: Vault,
+    named: Mapping[str, str],
+    prefix: str,
+) -> tuple[tuple[str, ...], tuple[tuple[int, str], ...]]:
+    """The whole command as it is to be launched (`program`, then `words`) with each credential's
+    value (llmfit/plan/credentials.py) in place as "$VARIABLE", and where (index, variable), for
+    an engine whose flags take one word each: the value of a flag whose name says it is one
+    (`named`: exact spellings → the variable the engine reads it from; any other such flag's from
+    `prefix` and its name), inline (`--api-key=K`) or the word after it, and any word that holds
+    one inside it."""
+    out: list[str] = list(program)
     refs: list[tuple[int, str]] = []
     taking: str | None = None
+    last: str | None = None
+
+    def put(lead: str, value: str, base: str) -> None:
+        var = vault.variable(value, base)
+        refs.append((len(out), var))
+        out.append(f"{lead}${var}")
+
     for w in words:
         if taking is not None:
-            refs.append((len(out), taking))
-            out.append("$" + taking)
+            put("", w, taking)
             taking = None
             continue
-        name, eq, _ = w.partition("=")
-        if name in secrets and eq:
-            out.append(name)
-            refs.append((len(out), secrets[name]))
-            out.append("$" + secrets[name])
+        name, eq, value = w.partition("=")
+        flag = w.startswith("-") and w != "-"
+        if flag and (name in named or secret_name(name)):
+            base = named.get(name) or base_for(prefix, name)
+            if eq and value:
+                put(name + "=", value, base)
+            else:
+                out.append(w)
+                taking = None if eq else base
+            last = name
             continue
-        out.append(w)
-        taking = secrets.get(w)
-    return out, refs
+        if flag and eq and vault.holds(value):
+            put(name + "=", value, "HF_TOKEN" if value in vault.known else base_for(prefix, name))
+        elif not flag and vault.holds(w):
+            put("", w, "HF_TOKEN" if w in vault.known else base_for(prefix, last))
+        else:
+            out.append(w)
+        if flag:
+            last = name
+    return tuple(out), tuple(refs)

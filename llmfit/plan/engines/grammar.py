@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from llmfit.plan.credentials import Vault, base_for, secret_name
+
 # One flag of a parser dump: (dest, option strings, kind, nargs, choices, type name).
 Row = tuple[str, tuple[str, ...], str, Any, tuple[str, ...] | None, str | None]
 
@@ -37,6 +39,17 @@ class _Parser(argparse.ArgumentParser):
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         # --help or --version in a checked command: nothing to plan.
         raise _Refused(message or "the command asks for help, not a server")
+
+
+@dataclass(frozen=True)
+class Masked:
+    """A command as it is launched: its words, a credential's as "$VARIABLE" (after the flag's
+    `--name=` where it was given inline), where they are (index, variable), and the variable of
+    each flag whose value held one (dest → variable), for the sentences that name the flag."""
+
+    argv: tuple[str, ...]
+    secrets: tuple[tuple[int, str], ...]
+    held: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -125,57 +138,81 @@ class Grammar:
 
     def mask(
         self,
-        words: Sequence[str],
-        secrets: Mapping[str, str],
-        spell: Callable[[str], str] = lambda flag: flag,
-    ) -> tuple[list[str], list[tuple[int, str]]]:
-        """`words` with each credential's value (`secrets`: dest → the variable that holds it)
-        replaced by "$VARIABLE", and where: a flag's value inline (`--api-key=K`) or the words
-        after it up to the next flag (vLLM's --api-key takes several). `spell` is how the engine
-        respells a flag's name before its parser reads it (vLLM's underscores)."""
-        out: list[str] = []
-        refs: list[tuple[int, str]] = []
-        taking: str | None = None
-        for w in words:
-            name, eq, _ = w.partition("=")
-            dest = self.resolve(spell(name)) if w.startswith("-") else None
-            if taking is not None and not w.startswith("-"):
-                refs.append((len(out), taking))
-                out.append("$" + taking)
-                if self._single(taking, secrets):
-                    taking = None
-                continue
-            taking = None
-            secret = secrets.get(dest) if dest is not None else None
-            if secret is not None and eq:
-                # --api-key=K: the flag, then the reference, as two words (the same to argparse).
-                out.append(name)
-                refs.append((len(out), secret))
-                out.append("$" + secret)
-                continue
-            out.append(w)
-            taking = secret
-        return out, refs
-
-    def masked(
-        self,
         program: Sequence[str],
         words: Sequence[str],
-        secrets: Mapping[str, str],
+        vault: Vault,
+        named: Mapping[str, str],
+        prefix: str,
         spell: Callable[[str], str] = lambda flag: flag,
-    ) -> tuple[tuple[str, ...], tuple[tuple[int, str], ...]]:
-        """The whole command as it is to be launched (`program`, then `words` masked) and where
-        its credentials are, counted from its first word."""
-        out, refs = self.mask(words, secrets, spell)
-        return (*program, *out), tuple((i + len(program), v) for i, v in refs)
+    ) -> Masked:
+        """The whole command as it is to be launched (`program`, then `words`) with each
+        credential's value (llmfit/plan/credentials.py) in place as "$VARIABLE": the value of a
+        flag whose name says it is one (`named`: dest → the variable the engine reads it from;
+        any other such flag's from `prefix` and its name), inline (`--api-key=K`) or the words
+        after it up to the next flag (vLLM's --api-key takes several), and any word that holds
+        one inside it. `spell` is how the engine respells a flag's name before its parser reads
+        it (vLLM's underscores)."""
+        out: list[str] = list(program)
+        refs: list[tuple[int, str]] = []
+        held: dict[str, str] = {}
+        taking: tuple[str, bool] | None = None
+        last: str | None = None
 
-    def _single(self, variable: str, secrets: Mapping[str, str]) -> bool:
-        """Whether the flag whose value `variable` holds takes one word (not several)."""
-        for dest, var in secrets.items():
-            if var == variable:
-                row = next((r for r in self.rows if r[0] == dest), None)
-                return row is None or row[3] not in ("+", "*")
-        return True
+        def put(lead: str, value: str, base: str, dest: str | None) -> None:
+            var = vault.variable(value, base)
+            refs.append((len(out), var))
+            out.append(f"{lead}${var}")
+            if dest is not None:
+                held[dest] = var
+
+        for w in words:
+            if not w.startswith("-"):
+                if taking is not None:
+                    put("", w, taking[0], last)
+                    taking = None if not taking[1] else taking
+                elif vault.holds(w):
+                    base = "HF_TOKEN" if w in vault.known else base_for(prefix, last)
+                    put("", w, base, last)
+                else:
+                    out.append(w)
+                continue
+            taking = None
+            name, eq, value = w.partition("=")
+            dest = self.resolve(spell(name))
+            last = dest
+            if dest is not None and (dest in named or self.secret(dest)):
+                base = named.get(dest) or base_for(prefix, dest)
+                if eq and value:
+                    put(name + "=", value, base, dest)
+                elif eq:
+                    out.append(w)
+                else:
+                    out.append(w)
+                    taking = (base, not self._single(dest))
+                continue
+            if eq and vault.holds(value):
+                base = "HF_TOKEN" if value in vault.known else base_for(prefix, dest)
+                put(name + "=", value, base, dest)
+                continue
+            out.append(w)
+        return Masked(tuple(out), tuple(refs), held)
+
+    def secret(self, dest: str) -> bool:
+        """Whether a flag's value is a credential, by its declaration: a value read as text whose
+        name says so (`api_key`, `ssl_keyfile_password`; not SGLang's float
+        `bucket_time_to_first_token`)."""
+        row = next((r for r in self.rows if r[0] == dest), None)
+        return (
+            row is not None
+            and row[2] == "value"
+            and row[5] in (None, "str", "_optional_type")
+            and secret_name(dest)
+        )
+
+    def _single(self, dest: str) -> bool:
+        """Whether a flag takes one word (not several)."""
+        row = next((r for r in self.rows if r[0] == dest), None)
+        return row is None or row[3] not in ("+", "*")
 
     @property
     def dests(self) -> set[str]:
@@ -214,14 +251,19 @@ def _named(read: Callable[[str], Any], flag: str) -> Callable[[str], Any]:
 def _sentence(message: str) -> str:
     """argparse's message as one sentence that starts with the flag, by every spelling it has:
     "argument --x/-y: 'two' is not a whole number" → "--x/-y 'two' is not a whole number.";
-    "unrecognized arguments: --z" →
-    "--z is not one of its flags."."""
+    "unrecognized arguments: --z V" →
+    "--z: not one of its flags." (the flags named, never their values)."""
     m = re.fullmatch(r"argument ([^:]+): (.*)", message, re.S)
     if m:
         return f"{m.group(1)} {m.group(2).rstrip('.')}."
     m = re.fullmatch(r"unrecognized arguments: (.*)", message, re.S)
     if m:
-        return f"{m.group(1)}: not one of its flags."
+        # The flags only, never a word after one: a misspelt credential flag's value
+        # (`--api-kye K`) is the credential itself.
+        flags = [w.partition("=")[0] for w in m.group(1).split(" ") if w.startswith("-")]
+        if not flags:
+            return "a word that no flag of its takes (not shown)."
+        return f"{' '.join(dict.fromkeys(flags))}: not one of its flags."
     return message.rstrip(".") + "."
 
 

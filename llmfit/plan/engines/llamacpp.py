@@ -17,6 +17,7 @@ from typing import Any
 from llmfit.plan import cards, load
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, GgufLayout
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import (
     NO_ENV,
     Explanation,
@@ -775,11 +776,15 @@ class LlamaCpp:
     # -- reading a command ----------------------------------------------------------------------
 
     def read_command(
-        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+        self,
+        argv: Sequence[str],
+        defaults: PlanSettings,
+        env: Mapping[str, str] = NO_ENV,
+        vault: Vault | None = None,
     ) -> Request:
         from llmfit.plan.engines.llamacpp_command import read
 
-        return read(argv, defaults, env)
+        return read(argv, defaults, env, vault)
 
 
 def pin_refusal(pins: Pins) -> str | None:

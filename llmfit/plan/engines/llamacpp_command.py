@@ -6,9 +6,11 @@ that changes memory is read; every other flag is kept as read but not modelled, 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from llmfit.plan.credentials import Vault, secret_name
 from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.argv import mask, scan, whole
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
@@ -35,7 +37,12 @@ VISIBLE = "CUDA_VISIBLE_DEVICES"
 DEFAULT_QUANT = "Q4_K_M"
 
 
-def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
+def read(
+    argv: Sequence[str],
+    defaults: PlanSettings,
+    env: Mapping[str, str] = NO_ENV,
+    vault: Vault | None = None,
+) -> Request:
     """`llama-server (-m FILE | -hf REPO[:QUANT]) [flags]` → the repository or file, the quant,
     the settings and the exact placement."""
     args = list(argv[1:]) if argv and argv[0].rsplit("/", 1)[-1] == "llama-server" else list(argv)
@@ -44,7 +51,16 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         args, {**VALUED, **_KNOBS.valued}, _KNOBS.switches, LAUNCH_ONLY, LAUNCH_SWITCHES,
         positional=False,
     )  # fmt: skip
-    got, on, ignored = words.got, words.on, words.ignored
+    got, on = words.got, words.on
+    _misspelt_secret(args)
+    program = list(argv[: len(argv) - len(args)])
+    launched, refs = mask(program, args, vault or Vault(), SECRETS, "LLAMA")
+    # What is listed as not modelled is read from the words as launched: a credential's value
+    # is never in it.
+    ignored = scan(
+        list(launched[len(program) :]), {**VALUED, **_KNOBS.valued}, _KNOBS.switches,
+        LAUNCH_ONLY, LAUNCH_SWITCHES, positional=False,
+    ).ignored  # fmt: skip
     path = got.get("model")
     hf = got.get("hf")
     if not path and not hf:
@@ -72,9 +88,23 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     ).with_options(opts)
     if hf and quant is None:
         quant = DEFAULT_QUANT
-    program = list(argv[: len(argv) - len(args)])
-    masked, refs = mask(args, SECRETS)
     return Request(
         repo=repo, settings=settings, quant=quant, path=path, ignored=tuple(ignored),
-        argv=(*program, *masked), secrets=tuple((i + len(program), v) for i, v in refs),
+        argv=launched, secrets=refs,
     )  # fmt: skip
+
+
+def _misspelt_secret(args: Sequence[str]) -> None:
+    """Refuse a flag spelt nearly as a credential's (`--api-kye K`): llama-server would refuse it
+    at start, and its value, a credential, would be launched and printed in the open. The
+    sentence names the flag, never the value."""
+    for w in args:
+        name = w.partition("=")[0]
+        if not name.startswith("--") or name in SECRETS or "file" in name or secret_name(name):
+            continue
+        near = difflib.get_close_matches(name, [f for f in SECRETS if f.startswith("--")], 1, 0.8)
+        if near and name not in VALUED and name not in LAUNCH_ONLY:
+            raise ValueError(
+                f"{name} is not a llama-server flag; it is spelt nearly as {near[0]}, whose value "
+                f"is a credential: spell it {near[0]} (its value is not shown)."
+            )

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, knobs, serving
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.engines.serving import Variant, split_refusal
@@ -575,11 +576,15 @@ class Sglang(serving.Serving[SglangLaunch]):
     # -- reading a command ----------------------------------------------------------------------
 
     def read_command(
-        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+        self,
+        argv: Sequence[str],
+        defaults: PlanSettings,
+        env: Mapping[str, str] = NO_ENV,
+        vault: Vault | None = None,
     ) -> Request:
         from llmfit.plan.engines.sglang_command import read
 
-        return read(argv, defaults, env)
+        return read(argv, defaults, env, vault)
 
 
 ENGINE = Sglang()

@@ -17,6 +17,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.grammar import Beyond, Grammar, number, positive, said, whole
 from llmfit.plan.engines.sglang_grammar import FLAGS, POSITIONAL
@@ -29,8 +30,9 @@ LAUNCH_ONLY = {
     "dist_init_addr", "use_ray", "api_key", "log_level", "tool_call_parser",
     "reasoning_parser", "chat_template", "tokenizer_path",
 }  # fmt: skip
-# The flags whose values are credentials, and the variable a launch takes each from (SGLang reads
-# none itself: the command refers to it, and a shell or Kubernetes expands it).
+# The variable a launch takes a credential flag's value from, where one is named (any other flag
+# whose name says it is a credential is read from SGLANG_<ITS NAME>: llmfit/plan/credentials.py;
+# SGLang reads none itself: the command refers to it, and a shell or Kubernetes expands it).
 SECRETS = {
     "api_key": "SGLANG_API_KEY", "admin_api_key": "SGLANG_ADMIN_API_KEY", "hf_token": "HF_TOKEN",
 }  # fmt: skip
@@ -85,7 +87,12 @@ def _strip_launcher(argv: Sequence[str]) -> list[str]:
     )
 
 
-def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
+def read(
+    argv: Sequence[str],
+    defaults: PlanSettings,
+    env: Mapping[str, str] = NO_ENV,
+    vault: Vault | None = None,
+) -> Request:
     """An SGLang launch → the repository, the settings and the exact layout."""
     words = _strip_launcher(argv)
     given = list(words)
@@ -141,8 +148,14 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
             if dest in got:
                 values[d.name] = got[dest]
     options = knobs.build(SglangOptions, values)
+    program = list(argv[: len(argv) - len(given)])
+    masked = g.mask(program, given, vault or Vault(), SECRETS, "SGLANG")
     for dest, value in got.items():
-        if dest not in NEUTRAL | LAUNCH_ONLY | mine and dest not in SECRETS:
+        if dest in masked.held:
+            # A credential's flag is named, its value never: the variable it is launched from.
+            if dest not in LAUNCH_ONLY:
+                ignored.append(f"{g.spelling(dest)} (a credential: ${masked.held[dest]})")
+        elif dest not in NEUTRAL | LAUNCH_ONLY | mine and not g.secret(dest):
             ignored.append(said(g.spelling(dest), value))
     context = got.get("context_length")
     settings = replace(
@@ -155,12 +168,10 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         every_layout=True,
     ).with_options(options)
     revision = got.get("revision")
-    program = list(argv[: len(argv) - len(given)])
-    argv_, refs = g.masked(program, given, SECRETS)
     return Request(
         repo=repo + (f"@{revision}" if revision else ""),
         settings=settings,
         ignored=tuple(ignored),
-        argv=argv_,
-        secrets=refs,
+        argv=masked.argv,
+        secrets=masked.secrets,
     )

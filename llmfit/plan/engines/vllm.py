@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import (
     NO_ENV,
     Explanation,
@@ -566,11 +567,15 @@ class Vllm(serving.Serving[VllmLaunch]):
     # -- reading a command ----------------------------------------------------------------------
 
     def read_command(
-        self, argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV
+        self,
+        argv: Sequence[str],
+        defaults: PlanSettings,
+        env: Mapping[str, str] = NO_ENV,
+        vault: Vault | None = None,
     ) -> Request:
         from llmfit.plan.engines.vllm_command import read
 
-        return read(argv, defaults, env)
+        return read(argv, defaults, env, vault)
 
 
 ENGINE = Vllm()

@@ -23,6 +23,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.grammar import Beyond, Grammar, number, positive, said, whole
 from llmfit.plan.engines.vllm_grammar import FLAGS, POSITIONAL
@@ -37,7 +38,9 @@ LAUNCH_ONLY = {
     "data_parallel_backend", "distributed_executor_backend", "api_key", "hf_token",
     "uvicorn_log_level", "disable_log_requests", "disable_log_stats", "enable_log_requests",
 }  # fmt: skip
-# The flags whose values are credentials, and the variable a launch takes each from: vLLM reads
+# The variable a launch takes a credential flag's value from, where the engine or the Hub names
+# one (any other flag whose name says it is a credential is read from VLLM_<ITS NAME>, see
+# llmfit/plan/credentials.py): vLLM reads
 # VLLM_API_KEY itself when --api-key is absent (vllm/entrypoints/serve/middleware/register.py),
 # huggingface_hub reads HF_TOKEN.
 SECRETS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
@@ -170,7 +173,12 @@ def _dotted(args: list[str]) -> list[str]:
     return out
 
 
-def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = NO_ENV) -> Request:
+def read(
+    argv: Sequence[str],
+    defaults: PlanSettings,
+    env: Mapping[str, str] = NO_ENV,
+    vault: Vault | None = None,
+) -> Request:
     """`vllm serve REPO [flags]` → the repository, the settings and the exact layout."""
     args = list(argv)
     if args[:1] and args[0].rsplit("/", 1)[-1] == "vllm":
@@ -219,8 +227,14 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
             values[d.name] = value
     # The release modelled is llmfit's own setting (`llmfit check --vllm-version`), no flag's.
     options = knobs.build(VllmOptions, {"version": defaults.options(VllmOptions).version, **values})
+    program = list(argv[: len(argv) - len(args) + 1])
+    masked = g.mask(program, args[1:], vault or Vault(), SECRETS, "VLLM", _spell)
     for dest, value in got.items():
-        if dest not in NEUTRAL | LAUNCH_ONLY | mine and dest not in SECRETS:
+        if dest in masked.held:
+            # A credential's flag is named, its value never: the variable it is launched from.
+            if dest not in LAUNCH_ONLY:
+                ignored.append(f"{g.spelling(dest)} (a credential: ${masked.held[dest]})")
+        elif dest not in NEUTRAL | LAUNCH_ONLY | mine and not g.secret(dest):
             ignored.append(said(g.spelling(dest), value))
     length = got.get("max_model_len", -1)
     settings = replace(
@@ -238,12 +252,10 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     if settings.kv_cache_dtype not in ("auto", "bfloat16", "fp8"):
         raise ValueError(f"--kv-cache-dtype {kv!r} is not one llmfit plans (auto, bfloat16, fp8).")
     revision = got.get("revision")
-    program = list(argv[: len(argv) - len(args) + 1])
-    argv_, refs = g.masked(program, args[1:], SECRETS, _spell)
     return Request(
         repo=repo + (f"@{revision}" if revision else ""),
         settings=settings,
         ignored=tuple(ignored),
-        argv=argv_,
-        secrets=refs,
+        argv=masked.argv,
+        secrets=masked.secrets,
     )
