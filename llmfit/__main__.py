@@ -1,3 +1,3 @@
-from llmfit.cli import main
+from llmfit.entry import main
 
 main()

@@ -9,10 +9,13 @@ module's bytecode (`__pycache__`, the same trust as the .pyc files Python runs f
 by the exact text: a text compiles to the same code whether compiled here or by `exec`, so no
 class differs by a byte in what it does.
 
-The CLI installs it (cli/__init__.py) before any noun is defined; a program that imports
-llmfit's library is left alone. It shadows the one name the dataclasses module calls, `exec`,
+The command's entry point installs it (llmfit/entry.py, the `llmfit` script and `python -m
+llmfit`) before any noun is defined; a program that imports llmfit's library or its CLI module is
+left alone. It shadows the one name the dataclasses module calls, `exec`,
 rather than copying one of its private functions, so it holds on 3.11 to 3.13. Anything wrong
-with the file (missing, another interpreter's, truncated, not ours) is no cache, never an error.
+with the file (missing, another interpreter's, truncated, not ours) is no cache, never an error;
+and a file anyone but its owner could have written, or not a regular file, is never read
+(`_trusted`: code in it would run as whoever runs llmfit).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import dataclasses
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 from types import CodeType
 from typing import Any
@@ -46,17 +50,42 @@ def _path() -> str | None:
         return None
 
 
+def _trusted(st: os.stat_result) -> bool:
+    """Whether an opened file is one to execute code from: a regular file (not a FIFO or a
+    device, which a read could wait on forever), owned by this user or root, and writable by its
+    owner alone. Anyone else who could have written it could have written code that would then
+    run as this user (issue 33: a 666 file left by umask 000, rewritten by `nobody`, ran as
+    root)."""
+    return (
+        stat.S_ISREG(st.st_mode)
+        and st.st_uid in (os.geteuid(), 0)
+        and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    )
+
+
 def _load(path: str) -> dict[str, CodeType]:
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size > MAX_BYTES:
-                return {}
+        # O_NONBLOCK: opening a FIFO does not wait for a writer; O_NOCTTY: a terminal is not
+        # made ours. What was opened is checked before a byte is read (fstat, not the path,
+        # which another process could swap in between).
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return {}
+    try:
+        st = os.fstat(fd)
+        if not _trusted(st) or st.st_size > MAX_BYTES:
+            return {}
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
             data = f.read(MAX_BYTES)
         if not data.startswith(_HEADER):
             return {}
         codes = marshal.loads(data[len(_HEADER) :])
     except (OSError, EOFError, ValueError, TypeError):
         return {}
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if not isinstance(codes, dict) or not all(
         isinstance(k, str) and isinstance(v, CodeType) for k, v in codes.items()
     ):
@@ -80,6 +109,17 @@ def _exec(source: Any, globals: Any = None, locals: Any = None, /) -> None:
     builtins.exec(source, globals, locals)
 
 
+def _mode() -> int:
+    """The mode Python gives this module's bytecode (importlib's _calc_mode: the source's mode,
+    owner-writable), without write for group or others: a file they could write is never loaded
+    (`_trusted`), so it is never written so. The umask still applies, as it does to a .pyc."""
+    try:
+        mode = os.stat(__file__).st_mode | stat.S_IWUSR
+    except OSError:
+        mode = 0o644
+    return mode & 0o644
+
+
 def _save(path: str) -> None:
     if not _state["changed"] or sys.dont_write_bytecode:
         return
@@ -87,7 +127,9 @@ def _save(path: str) -> None:
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "wb") as f:
+        # O_EXCL: a name someone else left there (a link included) is not written through.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode())
+        with os.fdopen(fd, "wb") as f:
             f.write(_HEADER + marshal.dumps(codes))
         os.replace(tmp, path)  # whole or not at all, whichever run writes last
     except OSError:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import marshal
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -84,14 +86,79 @@ def test_a_file_that_is_not_the_cache_is_no_cache(tmp_path: Path, data: bytes):
     assert dataclass_cache._load(str(tmp_path)) == {}  # a directory
 
 
-def test_the_library_alone_leaves_dataclasses_as_they_are():
-    # Only the CLI installs it: a program importing llmfit's planner keeps the builtin exec.
+def test_only_the_commands_entry_point_installs_it():
+    # A program importing llmfit's planner, or its CLI module, keeps the builtin exec; the
+    # `llmfit` script's entry point (llmfit.entry:main, and `python -m llmfit`) installs it.
     probe = (
-        "import dataclasses, llmfit.plan.planner; "
+        "import dataclasses, llmfit.plan.planner, llmfit.cli; "
         "print(hasattr(dataclasses, 'exec')); "
-        "import llmfit.cli; print(dataclasses.exec.__module__)"
+        "import sys; sys.argv = ['llmfit', '--version']; import llmfit.entry\n"
+        "try:\n    llmfit.entry.main()\nexcept SystemExit:\n    pass\n"
+        "print(dataclasses.exec.__module__)"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["False", "llmfit.dataclass_cache"]
+    assert out.split()[0] == "False" and out.split()[-1] == "llmfit.dataclass_cache"
+
+
+def _saved() -> bytes:
+    return (
+        b"llmfit-dataclasses\n"
+        + importlib.util.MAGIC_NUMBER
+        + marshal.dumps({"x = 1": compile("x = 1", "<string>", "exec")})
+    )
+
+
+def test_it_is_written_without_write_for_others_under_any_umask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Under umask 000 the file was 666 beside 644 bytecode (issue 33). Now the source's mode
+    # (this checkout's llmfit/dataclass_cache.py), without write for group and others.
+    code = compile("x = 1", "<string>", "exec")
+    monkeypatch.setattr(dataclass_cache, "_codes", {"x = 1": code})
+    monkeypatch.setattr(dataclass_cache, "_state", {"installed": True, "changed": True})
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    path = tmp_path / "__pycache__" / "cache.dataclasses"
+    old = os.umask(0)
+    try:
+        dataclass_cache._save(str(path))
+    finally:
+        os.umask(old)
+    source = os.stat(dataclass_cache.__file__).st_mode
+    assert stat.S_IMODE(path.stat().st_mode) == (source | 0o200) & 0o644
+    assert dataclass_cache._load(str(path)) == {"x = 1": code}
+
+
+@pytest.mark.parametrize("mode", [0o666, 0o664, 0o646, 0o620])
+def test_a_file_others_could_write_is_never_loaded(tmp_path: Path, mode: int):
+    path = tmp_path / "cache.dataclasses"
+    path.write_bytes(_saved())
+    path.chmod(mode)
+    assert dataclass_cache._load(str(path)) == {}
+    path.chmod(0o644)
+    assert list(dataclass_cache._load(str(path))) == ["x = 1"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_file_another_user_owns_is_never_loaded(tmp_path: Path):
+    import pwd
+
+    path = tmp_path / "cache.dataclasses"
+    path.write_bytes(_saved())
+    path.chmod(0o644)
+    os.chown(path, pwd.getpwnam("nobody").pw_uid, -1)
+    assert dataclass_cache._load(str(path)) == {}
+
+
+def test_a_fifo_is_no_cache_and_no_wait(tmp_path: Path):
+    # A FIFO at the cache's path made every run wait forever for a writer (issue 33). Run in a
+    # child with a deadline, so that a regression fails instead of hanging the suite.
+    path = tmp_path / "cache.dataclasses"
+    os.mkfifo(path)
+    probe = f"import sys; from llmfit import dataclass_cache as c; print(c._load({str(path)!r}))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=20,
+        check=True,
+    ).stdout  # fmt: skip
+    assert out.strip() == "{}"

@@ -3,12 +3,7 @@
 Importing the package registers every command on the `llmfit` group (cli/app.py).
 """
 
-from llmfit import dataclass_cache
-
-# Before any of llmfit's nouns is defined: their compiled methods are kept from run to run.
-dataclass_cache.install()
-
-from llmfit.cli import check, fleet, models, plan  # noqa: E402, F401  (each registers its command)
-from llmfit.cli.app import cli, main  # noqa: E402
+from llmfit.cli import check, fleet, models, plan  # noqa: F401  (each registers its command)
+from llmfit.cli.app import cli, main
 
 __all__ = ["cli", "main"]
