@@ -46,21 +46,27 @@ def test_a_pool_may_give_them_too():
     [
         (
             'gpu = "h100-80g"\nmemory_bandwidth_gbs = nan\n',
-            "f.toml:5: node[0].memory_bandwidth_gbs is nan; it must be a number above 0, at "
-            "most 1,000,000.",
+            "f.toml:5: node[0].memory_bandwidth_gbs is nan; it must be a number from 0.001 to "
+            "1,000,000.",
         ),
         (
             'gpu = "h100-80g"\nbf16_tflops = "fast"\n',
-            "f.toml:5: node[0].bf16_tflops is 'fast'; it must be a number above 0, at most "
+            "f.toml:5: node[0].bf16_tflops is 'fast'; it must be a number from 0.001 to "
             "1,000,000.",
         ),
         (
             'gpu = "h100-80g"\nfp8_tflops = 0\n',
-            "f.toml:5: node[0].fp8_tflops is 0; it must be a number above 0, at most 1,000,000.",
+            "f.toml:5: node[0].fp8_tflops is 0; it must be a number from 0.001 to 1,000,000.",
+        ),
+        (
+            # The least positive float made every time Infinity in the JSON (issue 33).
+            'gpu = "h100-80g"\nbf16_tflops = 5e-324\n',
+            "f.toml:5: node[0].bf16_tflops is 5e-324; it must be a number from 0.001 to "
+            "1,000,000.",
         ),
         (
             'gpu = "h100-80g"\nlink_gbs = 2e6\n',
-            "f.toml:5: node[0].link_gbs is 2000000.0; it must be a number above 0, at most "
+            "f.toml:5: node[0].link_gbs is 2000000.0; it must be a number from 0.001 to "
             "1,000,000.",
         ),
         (
@@ -119,3 +125,46 @@ def test_the_fleets_bandwidth_is_the_one_weights_stream_at(run, tmp_path: Path):
     # table's 3,350 GB/s reads them in half the time.
     weights = table["serving"]["decode_step"]["weights"]
     assert doubled["serving"]["decode_step"]["weights"] == pytest.approx(weights / 2, rel=1e-3)
+
+
+def test_a_named_link_brings_its_own_bandwidth_unless_the_fleet_gives_one():
+    # pcie3 on an H100 planned NVLink 4's 450 GB/s (issue 33): PCIe 3 x16 is 16 GB/s one way.
+    assert kind(NODE + 'gpu = "h100-80g"\nlink = "pcie3"\n').spec.link_bandwidth == 16e9
+    assert kind(NODE + 'gpu = "h100-80g"\nlink = "pcie5"\n').spec.link_bandwidth == 64e9
+    assert kind(NODE + 'gpu = "h100-80g"\nlink = "none"\n').spec.link_bandwidth == 0.0
+    # Given, the fleet's figure wins; the card's own link named keeps the table's (an H800's
+    # NVLink 4 is 200 GB/s, not an H100's 450).
+    given = kind(NODE + 'gpu = "h100-80g"\nlink = "pcie3"\nlink_gbs = 20\n')
+    assert given.spec.link_bandwidth == 20e9
+    assert kind(NODE + 'gpu = "h800-80g"\nlink = "nvlink4"\n').spec.link_bandwidth == 200e9
+    assert kind(NODE + 'gpu = "a100-80g"\nlink = "nvlink4"\n').spec.link_bandwidth == 450e9
+
+
+def test_a_json_null_link_is_refused():
+    text = '{"node": [{"name": "ws", "gpu": "h100-80g", "gpus": 1, "link": null}]}'
+    with pytest.raises(FleetFileError) as e:
+        parse_fleet(text, "f.json")
+    assert e.value.message.endswith(
+        "link is None; it must be one of nvlink3, nvlink4, nvlink5, infinity-fabric, pcie3, "
+        "pcie4, pcie5, none."
+    )
+
+
+def _decode(run, tmp_path: Path, lines: str) -> float:
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[node]]\nname = "n"\ngpu = "h100-80g"\ngpus = 4\n' + lines)
+    code, out, err = run("check", "--fleet", str(fleet), "--json", "--", "vllm", "serve",
+                         "Qwen/Qwen3-8B", "-tp", "4")  # fmt: skip
+    assert code == 0, err
+    return json.loads(out)["options"][0]["speed"]["decode_tokens_per_s"]
+
+
+def test_a_named_link_is_timed_as_that_link(run, tmp_path: Path):
+    nvlink = _decode(run, tmp_path, "")
+    pcie3 = _decode(run, tmp_path, 'link = "pcie3"\n')
+    # The name alone plans what its figure given by hand plans.
+    assert pcie3 == _decode(run, tmp_path, 'link = "pcie3"\nlink_gbs = 16\n')
+    # No link of its own: the cards exchange over PCIe 5 (64 GB/s) and pay its latency, so TP 4
+    # is slower than over NVLink, and no slower than over PCIe 3.
+    none = _decode(run, tmp_path, 'link = "none"\n')
+    assert pcie3 < none < nvlink

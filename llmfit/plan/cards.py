@@ -659,9 +659,21 @@ OVERRIDE_KEYS: dict[str, tuple[str, float]] = {
     "link_gbs": ("link_bandwidth", G),
     "pcie_gbs": ("pcie_bandwidth", G),
 }
-# The most a fleet file may say of a card's bandwidth (GB/s) or tensor rate (TFLOPS, TOPS).
+# The most a fleet file may say of a card's bandwidth (GB/s) or tensor rate (TFLOPS, TOPS), and
+# the least: 1 MB/s or 1 GFLOPS is below any card, and a figure of 5e-324 made every time
+# Infinity in the JSON (issue 33); at 0.001 the slowest plan's times stay finite.
 MAX_FIGURE = 1_000_000
+MIN_FIGURE = 0.001
 LINKS = ("nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie3", "pcie4", "pcie5", "none")
+# A named link's own bandwidth, one way, card to card, as its generation is sold: what a fleet's
+# `link` brings where it does not give `link_gbs` and names a link other than the table's for the
+# card (an H800's NVLink 4 stays its 200 GB/s). NVLink 3, 4, 5: an A100's, an H100 SXM's, a
+# B200's (their datasheets, above); Infinity Fabric: an MI300X's seven links; PCIe: x16; "none":
+# no link of its own, so cards exchange over PCIe (speed.py charges PCIe's bandwidth and latency).
+LINK_BANDWIDTH: dict[str, float] = {
+    "nvlink3": 300 * G, "nvlink4": 450 * G, "nvlink5": 900 * G, "infinity-fabric": 448 * G,
+    "pcie3": PCIE3, "pcie4": PCIE4, "pcie5": PCIE5, "none": 0.0,
+}  # fmt: skip
 
 
 def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "") -> CardSpec:
@@ -677,23 +689,31 @@ def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "")
         if name not in fields:
             continue
         value = fields[name]
-        # Bounded: a NaN or an infinity would time every step at zero or forever, and past a
-        # million GB/s or TFLOPS no card exists, so such a figure is a typo.
+        # Bounded: a NaN or an infinity would time every step at zero or forever, past a
+        # million GB/s or TFLOPS no card exists, and below a thousandth none does either.
         if (
             isinstance(value, bool) or not isinstance(value, (int, float))
-            or not 0 < value <= MAX_FIGURE
+            or not MIN_FIGURE <= value <= MAX_FIGURE
         ):  # fmt: skip
             raise ValueError(
-                f"{name} is {value!r}; it must be a number above 0, at most {MAX_FIGURE:,}"
+                f"{name} is {value!r}; it must be a number from {MIN_FIGURE:g} to {MAX_FIGURE:,}"
             )
         changes[attr] = float(value) * unit
     if "link" in fields:
-        link = str(fields["link"]).strip().lower()
+        given = fields["link"]
+        if not isinstance(given, str):
+            # JSON's null is no link's name (str() would read it as "none").
+            raise ValueError(f"link is {given!r}; it must be one of {', '.join(LINKS)}")
+        link = given.strip().lower()
         if link not in LINKS:
             close = difflib.get_close_matches(link, LINKS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"link is {link!r}; allowed: {', '.join(LINKS)}{hint}")
         changes["link"] = link
+        if "link_gbs" not in fields and (card is None or card.link != link):
+            # A link other than the card's brings its own bandwidth (pcie3 on an H100 is
+            # 16 GB/s, not NVLink's 450).
+            changes["link_bandwidth"] = LINK_BANDWIDTH[link]
     if card is None:
         if "memory_bandwidth" not in changes:
             raise ValueError(

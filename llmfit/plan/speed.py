@@ -818,7 +818,9 @@ def inputs_for(
         replicas=replicas,
         ranks=max(ranks, 1),
         nodes=nodes,
-        link=card.link_family if spans else "none",
+        # Cards with no link of their own ("none") exchange over PCIe: its latency is charged,
+        # as its bandwidth is (below), never none at all.
+        link=(card.link_family if card.link_family != "none" else "pcie") if spans else "none",
         link_bandwidth=card.link_bandwidth or card.pcie_bandwidth,
         fabric_bandwidth=fabric_bandwidth,
         pcie_bandwidth=card.pcie_bandwidth,
