@@ -8,10 +8,11 @@ layout, on the fleet's cards.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llmfit.advise import advise
 from llmfit.errors import UsageError
@@ -70,7 +71,7 @@ def check(
         )
     defaults = PlanSettings(engine_options=options, workload=workload or Workload())
     try:
-        request = engine.read_command(words, defaults, given_env, vault)
+        request = engine.read_command(words, defaults, given_env, vault, load_yaml)
     except ValueError as e:
         raise UsageError(f"the command to check: {e}") from None
     context = request.settings.context
@@ -121,3 +122,41 @@ def credentials(argv: Sequence[str]) -> list[str]:
         elif taking:
             out.append(w)
     return out
+
+
+# A config file a command names is read whole: past this it is no file of flags.
+CONFIG_MOST = 1 << 20
+
+
+def load_yaml(path: str) -> object:
+    """A YAML file a checked command names for its engine to read (vLLM's `--config`), as
+    yaml.safe_load reads it (vLLM's own reader); ValueError with one sentence where it cannot be
+    read: not a regular file (a FIFO is not waited on), past CONFIG_MOST, not YAML, or holding an
+    alias (whose expansion could be any size)."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise ValueError(
+                    f"its --config file {path!r} has an alias (*name), which no flag's value needs."
+                )
+            return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+
+    try:
+        fd = os.open(Path(path).expanduser(), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        raise ValueError(f"its --config file {path!r} cannot be read ({e.strerror}).") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > CONFIG_MOST:
+            raise ValueError(
+                f"its --config file {path!r} is not a regular file of at most "
+                f"{CONFIG_MOST:,} bytes."
+            )
+        data = f.read(CONFIG_MOST + 1)
+    try:
+        return yaml.load(data.decode("utf-8"), Loader=NoAliases)  # noqa: S506  (a SafeLoader)
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
+        problem = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"its --config file {path!r} is not YAML: {problem}.") from None

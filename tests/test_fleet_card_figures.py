@@ -51,8 +51,7 @@ def test_a_pool_may_give_them_too():
         ),
         (
             'gpu = "h100-80g"\nbf16_tflops = "fast"\n',
-            "f.toml:5: node[0].bf16_tflops is 'fast'; it must be a number from 0.001 to "
-            "1,000,000.",
+            "f.toml:5: node[0].bf16_tflops is 'fast'; it must be a number from 0.001 to 1,000,000.",
         ),
         (
             'gpu = "h100-80g"\nfp8_tflops = 0\n',
@@ -61,13 +60,11 @@ def test_a_pool_may_give_them_too():
         (
             # The least positive float made every time Infinity in the JSON (issue 33).
             'gpu = "h100-80g"\nbf16_tflops = 5e-324\n',
-            "f.toml:5: node[0].bf16_tflops is 5e-324; it must be a number from 0.001 to "
-            "1,000,000.",
+            "f.toml:5: node[0].bf16_tflops is 5e-324; it must be a number from 0.001 to 1,000,000.",
         ),
         (
             'gpu = "h100-80g"\nlink_gbs = 2e6\n',
-            "f.toml:5: node[0].link_gbs is 2000000.0; it must be a number from 0.001 to "
-            "1,000,000.",
+            "f.toml:5: node[0].link_gbs is 2000000.0; it must be a number from 0.001 to 1,000,000.",
         ),
         (
             'gpu = "h100-80g"\nlink = "nvlnk4"\n',

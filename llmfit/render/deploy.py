@@ -183,10 +183,19 @@ def _runs_entrypoint(argv: Sequence[str], image: Image) -> bool:
 
 
 def _port(argv: Sequence[str], image: Image) -> int:
-    for i, a in enumerate(argv[:-1]):
-        if a == image.port_flag and argv[i + 1].isdigit():
-            return int(argv[i + 1])
-    return image.port
+    """The port the server listens on: its port flag's value in either form the engines' parsers
+    take (`--port 9000`, `--port=9000`), the last one given winning as it does for them; else the
+    image's default."""
+    port = image.port
+    for i, a in enumerate(argv):
+        name, eq, value = a.partition("=")
+        if name != image.port_flag:
+            continue
+        if not eq:
+            value = argv[i + 1] if i + 1 < len(argv) else ""
+        if value.isascii() and value.isdigit() and 0 < int(value) < 65536:
+            port = int(value)
+    return port
 
 
 def _foreground(argv: Sequence[str], image: Image) -> tuple[str, ...]:

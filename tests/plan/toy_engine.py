@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.credentials import Vault
@@ -145,6 +146,7 @@ class Toy(serving.Serving):
         defaults: PlanSettings,
         env: Mapping[str, str] = NO_ENV,
         vault: Vault | None = None,
+        load: Callable[[str], Any] | None = None,
     ) -> Request:
         args = list(argv[1:])
         tables = knobs.tables(ToyOptions)

@@ -9,7 +9,7 @@ has (`llmfit check`). A new engine is a module that implements `Engine` and one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import MappingProxyType
@@ -202,11 +202,14 @@ class Engine(Protocol):
         defaults: PlanSettings,
         env: Mapping[str, str] = NO_ENV,
         vault: Vault | None = None,
+        load: Callable[[str], Any] | None = None,
     ) -> Request:
         """A command line of this engine read back into a request (raises ValueError with the
         sentence that says what is wrong with it); `env` is what the line sets in front of its
         program (`CUDA_VISIBLE_DEVICES=0,1 llama-server …`); `vault` the variables its credentials
-        are launched from (llmfit/plan/credentials.py), those set in front of it already in it."""
+        are launched from (llmfit/plan/credentials.py), those set in front of it already in it;
+        `load` reads a file the command names for its engine to read (vLLM's `--config`) into its
+        data, or raises ValueError with the sentence that says why it cannot."""
         ...
 
 

@@ -125,6 +125,10 @@ class Grammar:
         positional = {n: values.pop(n) for n in list(values) if n not in self.dests}
         return Parsed(values, positional)
 
+    def takes(self, flag: str) -> bool:
+        """Whether the parser defines `flag` as spelt (its negations hidden from the dump too)."""
+        return flag in self._parser._option_string_actions
+
     def resolve(self, flag: str) -> str | None:
         """The dest a flag as written sets: its exact spelling, or (as argparse's allow_abbrev
         reads a long flag) the one flag it is a unique prefix of; None for a word no flag of the

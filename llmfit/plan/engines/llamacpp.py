@@ -781,10 +781,11 @@ class LlamaCpp:
         defaults: PlanSettings,
         env: Mapping[str, str] = NO_ENV,
         vault: Vault | None = None,
+        load: Callable[[str], Any] | None = None,
     ) -> Request:
         from llmfit.plan.engines.llamacpp_command import read
 
-        return read(argv, defaults, env, vault)
+        return read(argv, defaults, env, vault, load)
 
 
 def pin_refusal(pins: Pins) -> str | None:

@@ -7,8 +7,9 @@ that changes memory is read; every other flag is kept as read but not modelled, 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from llmfit.plan.credentials import Vault, secret_name
 from llmfit.plan.engines import NO_ENV, Request, knobs
@@ -42,6 +43,7 @@ def read(
     defaults: PlanSettings,
     env: Mapping[str, str] = NO_ENV,
     vault: Vault | None = None,
+    load: Callable[[str], Any] | None = None,
 ) -> Request:
     """`llama-server (-m FILE | -hf REPO[:QUANT]) [flags]` → the repository or file, the quant,
     the settings and the exact placement."""

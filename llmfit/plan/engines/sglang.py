@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact
@@ -581,10 +582,11 @@ class Sglang(serving.Serving[SglangLaunch]):
         defaults: PlanSettings,
         env: Mapping[str, str] = NO_ENV,
         vault: Vault | None = None,
+        load: Callable[[str], Any] | None = None,
     ) -> Request:
         from llmfit.plan.engines.sglang_command import read
 
-        return read(argv, defaults, env, vault)
+        return read(argv, defaults, env, vault, load)
 
 
 ENGINE = Sglang()

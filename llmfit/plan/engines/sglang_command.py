@@ -92,6 +92,7 @@ def read(
     defaults: PlanSettings,
     env: Mapping[str, str] = NO_ENV,
     vault: Vault | None = None,
+    load: Callable[[str], Any] | None = None,
 ) -> Request:
     """An SGLang launch → the repository, the settings and the exact layout."""
     words = _strip_launcher(argv)

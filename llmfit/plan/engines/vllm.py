@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
@@ -572,10 +573,11 @@ class Vllm(serving.Serving[VllmLaunch]):
         defaults: PlanSettings,
         env: Mapping[str, str] = NO_ENV,
         vault: Vault | None = None,
+        load: Callable[[str], Any] | None = None,
     ) -> Request:
         from llmfit.plan.engines.vllm_command import read
 
-        return read(argv, defaults, env, vault)
+        return read(argv, defaults, env, vault, load)
 
 
 ENGINE = Vllm()

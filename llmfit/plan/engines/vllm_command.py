@@ -173,11 +173,66 @@ def _dotted(args: list[str]) -> list[str]:
     return out
 
 
+def _config_args(config: dict[Any, Any], g: Grammar) -> list[str]:
+    """A --config file's flags as vLLM 0.33 writes them out (FlexibleArgumentParser.
+    load_config_file, vllm/utils/argparse_utils.py): `--key value`; a true switch `--key`, a
+    false one `--no-key` where the parser takes it (else nothing); a list its items; a mapping
+    its JSON."""
+    out: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if value:
+                out.append(f"--{key}")
+            elif g.takes(f"--no-{key}"):
+                out.append(f"--no-{key}")
+        elif isinstance(value, list):
+            if value:
+                out += [f"--{key}", *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            out += [f"--{key}", json.dumps(value)]
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def _pull_config(args: list[str], g: Grammar, load: Callable[[str], Any] | None) -> list[str]:
+    """`serve …` with a `--config FILE`'s flags in place, as vLLM 0.33 reads them before argparse
+    (FlexibleArgumentParser._pull_args_from_config): right after the model named in front (or
+    after `serve` where the file names it), so that a flag on the command line wins over the
+    file's. Only the word `--config` itself is pulled (vLLM tests `"--config" in args`)."""
+    if "--config" not in args:
+        return args
+    if args.count("--config") > 1:
+        raise ValueError("vLLM 0.33 refuses it: more than one --config file.")
+    index = args.index("--config")
+    if index == len(args) - 1:
+        raise ValueError("vLLM 0.33 refuses it: --config names no file.")
+    path = args[index + 1]
+    extension = path.split(".")[-1]
+    if extension not in ("yaml", "yml"):
+        raise ValueError(
+            f"vLLM 0.33 refuses it: its --config file must be .yaml or .yml, not .{extension}."
+        )
+    if load is None:
+        raise ValueError(f"its --config file {path!r} cannot be read here.")
+    config = load(path)
+    if not isinstance(config, dict):
+        raise ValueError(f"its --config file {path!r} is not a mapping of flags to values.")
+    pulled = _config_args(config, g)
+    model_in_cli = len(args) > 1 and not args[1].startswith("-")
+    if not model_in_cli and "--model" not in pulled:
+        raise ValueError("the vLLM command names no model: vllm serve REPO ….")
+    if model_in_cli:
+        return [*args[:2], *pulled, *args[2:index], *args[index + 2 :]]
+    return [*args[:1], *pulled, *args[1:index], *args[index + 2 :]]
+
+
 def read(
     argv: Sequence[str],
     defaults: PlanSettings,
     env: Mapping[str, str] = NO_ENV,
     vault: Vault | None = None,
+    load: Callable[[str], Any] | None = None,
 ) -> Request:
     """`vllm serve REPO [flags]` → the repository, the settings and the exact layout."""
     args = list(argv)
@@ -186,8 +241,9 @@ def read(
     if args[:1] != ["serve"]:
         raise ValueError("a vLLM command to check starts `vllm serve REPO`.")
     g = grammar()
+    pulled = _pull_config(args, g, load)
     try:
-        parsed = g.parse(flexible(args[1:]))
+        parsed = g.parse(flexible(pulled[1:]))
     except Beyond:
         raise
     except ValueError as e:

@@ -1,0 +1,105 @@
+"""Hostile input, round three (issue 33): what a checked command says in the forms its engine's
+parser takes, mounts and fabrics, and bounds on what a run reads and draws. Each runs end to end
+and checks the sentence, the exit code and, where something is launched, what it parses back to."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from tests.launch_check import yaml12
+
+
+def _container(out: str) -> dict:
+    (deployment, _service) = yaml12(out.split("\n---\n", 1)[1])
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+@pytest.mark.parametrize(
+    "command, port",
+    [
+        (["vllm", "serve", "Qwen/Qwen3-8B", "--port=9000"], 9000),
+        (["vllm", "serve", "Qwen/Qwen3-8B", "--port", "9000", "--port=9100"], 9100),
+        (["sglang", "serve", "--model-path", "Qwen/Qwen3-8B", "--port=30001"], 30001),
+        (["llama-server", "-hf", "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "--port=8181"], 8181),
+    ],
+)
+def test_the_port_in_either_form_is_the_one_published_and_probed(run, command, port):
+    # `--port=9000` launched on 8000: docker mapped 8000 and the pod's probe never saw it Ready.
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "docker", "--", *command)
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("docker run")]
+    words = shlex.split(line)
+    assert words[words.index("-p") + 1] == f"{port}:{port}"
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "k8s", "--", *command)
+    assert code == 0, err
+    container = _container(out)
+    # The readiness probe goes to the port named http, which is this containerPort.
+    assert container["ports"] == [{"name": "http", "containerPort": port}]
+    assert container["readinessProbe"]["httpGet"]["port"] == "http"
+    service = yaml12(out.split("\n---\n", 1)[1])[1]
+    assert service["spec"]["ports"][0]["port"] == port
+
+
+def _check_json(run, *command: str) -> tuple[int, dict | None, str]:
+    import json
+
+    code, out, err = run("check", "--fleet", "4xh100-80g", "--json", "--", *command)
+    return code, (json.loads(out) if code in (0, 1) else None), err
+
+
+def test_a_config_file_is_read_as_vllm_reads_it(run, tmp_path):
+    # vLLM 0.33 pulls a --config YAML's flags in after the model (FlexibleArgumentParser.
+    # _pull_args_from_config), so the file's TP 4 and 1,000,000 tokens are what it runs; the check
+    # said TP 1 at 40,960 (issue 33).
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("tensor-parallel-size: 4\nmax-model-len: 1000000\nenforce-eager: true\n")
+    code, doc, err = _check_json(run, "vllm", "serve", "Qwen/Qwen3-8B", "--config", str(cfg))
+    assert code == 0, err
+    o = doc["options"][0]
+    assert (o["tp"], o["gpus"], doc["context"]) == (4, 4, 1_000_000)
+    # And vLLM's refusal of a length past the trained 40,960 without its variable, said.
+    assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n for n in doc["notes"])
+    # A flag on the command line wins over the file's (it comes after them).
+    tp4 = tmp_path / "tp4.yaml"
+    tp4.write_text("tensor-parallel-size: 4\n")
+    code, doc, err = _check_json(
+        run, "vllm", "serve", "Qwen/Qwen3-8B", "--config", str(tp4), "-tp", "2"
+    )
+    assert code == 0, err
+    assert doc["options"][0]["tp"] == 2
+    # The file may name the model.
+    named = tmp_path / "named.yml"
+    named.write_text("model: Qwen/Qwen3-8B\ntensor-parallel-size: 2\n")
+    code, doc, err = _check_json(run, "vllm", "serve", "--config", str(named))
+    assert code == 0, err
+    assert (doc["repo"]["id"], doc["options"][0]["tp"]) == ("Qwen/Qwen3-8B", 2)
+
+
+def test_a_config_file_that_cannot_be_read_is_one_sentence(run, tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    alias = tmp_path / "alias.yaml"
+    alias.write_text("a: &x [1, 2]\nb: *x\n")
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- 1\n- 2\n")
+    cases = {
+        str(tmp_path / "cfg.json"): "vLLM 0.33 refuses it: its --config file must be .yaml or "
+        ".yml, not .json.",
+        str(tmp_path / "missing.yaml"): f"its --config file {str(tmp_path / 'missing.yaml')!r} "
+        "cannot be read (No such file or directory).",
+        # A FIFO is refused at once, not waited on.
+        str(fifo): f"its --config file {str(fifo)!r} is not a regular file of at most "
+        "1,048,576 bytes.",
+        str(alias): f"its --config file {str(alias)!r} has an alias (*name), which no flag's "
+        "value needs.",
+        str(listed): f"its --config file {str(listed)!r} is not a mapping of flags to values.",
+    }
+    for path, sentence in cases.items():
+        code, out, err = run("check", "--fleet", "4xh100-80g", "--", "vllm", "serve",
+                             "Qwen/Qwen3-8B", "--config", path)  # fmt: skip
+        assert (code, out, err) == (2, "", f"llmfit: the command to check: {sentence}\n"), path
