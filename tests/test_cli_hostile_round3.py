@@ -103,3 +103,57 @@ def test_a_config_file_that_cannot_be_read_is_one_sentence(run, tmp_path):
         code, out, err = run("check", "--fleet", "4xh100-80g", "--", "vllm", "serve",
                              "Qwen/Qwen3-8B", "--config", path)  # fmt: skip
         assert (code, out, err) == (2, "", f"llmfit: the command to check: {sentence}\n"), path
+
+
+def _docker_words(out: str) -> list[str]:
+    (line,) = [x for x in out.splitlines() if x.startswith("docker run")]
+    return shlex.split(line)
+
+
+def _pairs(words: list[str], flag: str) -> list[str]:
+    return [words[i + 1] for i, w in enumerate(words) if w == flag]
+
+
+def test_a_cache_variable_set_in_front_is_where_the_cache_is_mounted(run):
+    # LLAMA_CACHE=/models got `-e LLAMA_CACHE=/root/.cache/… -e LLAMA_CACHE=/models` (downloads
+    # then went to an unmounted path), and in Kubernetes twice with the command's value dropped.
+    command = ["LLAMA_CACHE=/models", "llama-server", "-hf", "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0"]
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "docker", "--", *command)
+    assert code == 0, err
+    words = _docker_words(out)
+    # shlex reads the host side's "${LLAMA_CACHE:-$HOME/.cache/llama.cpp}" as its text.
+    assert _pairs(words, "-v")[1] == "${LLAMA_CACHE:-$HOME/.cache/llama.cpp}:/models"
+    assert [e for e in _pairs(words, "-e") if e.startswith("LLAMA_CACHE")] == [
+        "LLAMA_CACHE=/models"
+    ]
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "k8s", "--", *command)
+    assert code == 0, err
+    container = _container(out)
+    assert [e for e in container["env"] if e["name"] == "LLAMA_CACHE"] == [
+        {"name": "LLAMA_CACHE", "value": "/models"}
+    ]
+    assert {"name": "download-cache", "mountPath": "/models"} in container["volumeMounts"]
+
+
+def test_hf_home_set_in_front_is_where_the_hub_cache_is_mounted(run):
+    command = ["HF_HOME=/data/hf", "vllm", "serve", "Qwen/Qwen3-8B"]
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "docker", "--", *command)
+    assert code == 0, err
+    words = _docker_words(out)
+    assert _pairs(words, "-v") == ["${HF_HOME:-$HOME/.cache/huggingface}:/data/hf"]
+    assert _pairs(words, "-e") == ["HF_TOKEN", "HF_HOME=/data/hf"]
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "k8s", "--", *command)
+    assert code == 0, err
+    container = _container(out)
+    assert container["volumeMounts"][0] == {"name": "hf-cache", "mountPath": "/data/hf"}
+    assert [e["name"] for e in container["env"]].count("HF_HOME") == 1
+
+
+def test_a_relative_cache_path_has_no_container_launch(run):
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--format", "docker", "--",
+                         "HF_HOME=data", "vllm", "serve", "Qwen/Qwen3-8B")  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.startswith(
+        "llmfit: HF_HOME=data is not an absolute path, so a container cannot mount the cache "
+        "there.\n"
+    )

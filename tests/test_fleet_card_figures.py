@@ -165,3 +165,28 @@ def test_a_named_link_is_timed_as_that_link(run, tmp_path: Path):
     # is slower than over NVLink, and no slower than over PCIe 3.
     none = _decode(run, tmp_path, 'link = "none"\n')
     assert pcie3 < none < nvlink
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (
+            'gpu = "h100-80g"\nfabric = "ib0"\nfabric_kind = "ib"\n',
+            "f.toml:6: node[0].fabric_kind is 'ib'; it must be one of infiniband, roce, ethernet.",
+        ),
+        (
+            'gpu = "h100-80g"\nfabric_kind = "roce"\n',
+            "f.toml:5: node[0].fabric_kind is given without a fabric to say what it is.",
+        ),
+    ],
+)
+def test_a_fabric_kind_is_one_of_three_and_needs_its_fabric(lines: str, message: str):
+    # What a fabric is, said by a key (issue 33): its name's prefix said nothing.
+    with pytest.raises(FleetFileError) as e:
+        parse_fleet(NODE + lines, "f.toml")
+    assert e.value.message == message
+
+
+def test_a_fabric_kind_is_kept_on_its_nodes():
+    text = NODE + 'gpu = "h100-80g"\nfabric = "east"\nfabric_kind = "roce"\n'
+    assert parse_fleet(text, "f.toml").nodes[0].fabric_kind == "roce"

@@ -153,6 +153,9 @@ class PoolNode:
     labels: tuple[tuple[str, str], ...] = ()
     # What one of its cards costs an hour (`price_per_gpu_hour`), any currency; None: not priced.
     price: float | None = None
+    # What its fabric is, where the fleet says (`fabric_kind`: "infiniband", "roce", "ethernet");
+    # "" where it does not.
+    fabric_kind: str = ""
 
     @property
     def is_cpu(self) -> bool:

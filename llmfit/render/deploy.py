@@ -32,11 +32,12 @@ only llmfit's own `$(LWS_LEADER_ADDRESS)` and `$(LWS_WORKER_INDEX)` are left to 
 that needs a shell (Ray's leader, a worker's rank worked out by arithmetic) runs a script of
 llmfit's own text that gets the command's words as its arguments (`"$@"`), never pasted into it.
 
-On a fabric named as InfiniBand or RoCE (`ib0`, `ib-east`, `roce1`), a multi-node launch carries
-RDMA: docker's `--device /dev/infiniband --cap-add IPC_LOCK --ulimit memlock=-1`, and a pod's
-`hostNetwork`, `IPC_LOCK` and one shared RDMA device (RDMA_RESOURCE), as NCCL needs them to use
-the fabric instead of falling back to TCP sockets. Every pod requests CPU and memory (requests,
-not limits: a limit would kill a server at a peak the plan does not model).
+On a fabric the fleet says is InfiniBand or RoCE (`fabric_kind`; a fabric's name says nothing),
+a multi-node launch carries RDMA: docker's `--device /dev/infiniband --cap-add IPC_LOCK
+--ulimit memlock=-1`, and a pod's `hostNetwork`, `IPC_LOCK` and one shared RDMA device
+(RDMA_RESOURCE), as NCCL needs them to use the fabric instead of falling back to TCP sockets.
+Every pod requests CPU and memory (requests, not limits: a limit would kill a server at a peak
+the plan does not model).
 """
 
 from __future__ import annotations
@@ -88,14 +89,37 @@ RDMA_DEVICE = "/dev/infiniband"
 # The shared RDMA device a pod asks for: the NVIDIA Network Operator's rdma-shared-device-plugin
 # default; a cluster with another RDMA device plugin names its own (docs/deploy.md).
 RDMA_RESOURCE = "rdma/rdma_shared_device_a"
-_RDMA_FABRIC = re.compile(r"(^|[-_.])(ib|infiniband|roce|rdma)", re.IGNORECASE)
+# The fabrics (a fleet's `fabric_kind`) whose multi-node launches carry RDMA.
+RDMA_KINDS = ("infiniband", "roce")
 
 
-def _download_paths(image: Image) -> tuple[str, str, str]:
-    """Where an engine's own downloads (Image.download_cache) are kept: in the container (under
-    its user's home, /root), on a docker host (the variable, else the user's own), and on a
-    Kubernetes node (under /var/cache)."""
-    inside = f"/root/{image.download_dir}"
+def _set_path(env: Sequence[tuple[str, str]], name: str) -> str | None:
+    """The path a command's own environment sets `name` to (HF_HOME=/data/hf), the last one
+    winning as in a shell; None where it sets none. A container's path must be absolute."""
+    value = None
+    for k, v in env:
+        if k == name and v != FROM_CALLER:
+            value = v
+    if value is not None and not value.startswith("/"):
+        raise UsageError(
+            f"{name}={shown(value)} is not an absolute path, so a container cannot mount the "
+            "cache there.",
+            hint=f"give {name} as an absolute path, or use --format shell",
+        )
+    return value
+
+
+def _hf_home(image: Image, env: Sequence[tuple[str, str]]) -> str:
+    """Where the container's Hugging Face cache is mounted: where the command's HF_HOME says,
+    else the image user's own."""
+    return _set_path(env, "HF_HOME") or image.hf_home
+
+
+def _download_paths(image: Image, env: Sequence[tuple[str, str]] = ()) -> tuple[str, str, str]:
+    """Where an engine's own downloads (Image.download_cache) are kept: in the container (where
+    the command's own variable says, else under its user's home, /root), on a docker host (the
+    variable, else the user's own), and on a Kubernetes node (under /var/cache)."""
+    inside = _set_path(env, image.download_cache) or f"/root/{image.download_dir}"
     host = f'"${{{image.download_cache}:-$HOME/{image.download_dir}}}"'
     node = f"/var/cache/{image.download_dir.rsplit('/', 1)[-1]}"
     return inside, host, node
@@ -127,9 +151,19 @@ def _join(words: Sequence[str | Raw], encoding: str | None = None) -> str:
     return " ".join(w.text if isinstance(w, Raw) else shlex.quote(w) for w in words)
 
 
-def rdma(o: Option) -> bool:
-    """Whether the option's nodes talk over a fabric named as InfiniBand or RoCE."""
-    return o.nodes > 1 and bool(o.fabric) and bool(_RDMA_FABRIC.search(o.fabric or ""))
+def _quoted(word: str, encoding: str | None) -> str:
+    """An outside word, checked to print exactly and quoted once, to join to llmfit's own text
+    inside one shell word."""
+    check_words([word], encoding)
+    return shlex.quote(word)
+
+
+def rdma(o: Option, fleet: Fleet) -> bool:
+    """Whether the option's nodes talk over a fabric the fleet says is InfiniBand or RoCE
+    (`fabric_kind`), never by its name (`ibm-cloud` is no InfiniBand)."""
+    if o.nodes <= 1 or not o.fabric:
+        return False
+    return any(n.fabric == o.fabric and n.fabric_kind in RDMA_KINDS for n in fleet.nodes)
 
 
 def secret_env(name: str, secret: str, key: str, optional: bool = False) -> dict[str, Any]:
@@ -224,6 +258,7 @@ def docker_lines(
     cmds = container_commands(advice, o, ray)
     name = _slug(advice.repo.id)
     multi = o.nodes > 1
+    on_rdma = rdma(o, advice.fleet)
     started: dict[str, str] = {}
     out: list[str] = []
     replica = 0
@@ -251,13 +286,17 @@ def docker_lines(
         elif _runs_entrypoint(c.argv, image):
             port = _port(c.argv, image)
             words += ["-p", f"{port}:{port}"]
-        if rdma(o):
+        if on_rdma:
             words += ["--device", RDMA_DEVICE, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
-        words += ["-v", Raw(f"{HOST_CACHE}:{image.hf_home}"), "-e", "HF_TOKEN"]
+        # The caches mounted where the command's own HF_HOME or download variable says
+        # (LLAMA_CACHE=/models), which its own `-e` then sets: each variable listed once.
+        home = _quoted(_hf_home(image, env), encoding)
+        words += ["-v", Raw(f"{HOST_CACHE}:{home}"), "-e", "HF_TOKEN"]
         if image.download_cache:
-            inside, host, _ = _download_paths(image)
-            words += ["-v", Raw(f"{host}:{inside}")]
-            words += ["-e", f"{image.download_cache}={inside}"]
+            inside, host, _ = _download_paths(image, env)
+            words += ["-v", Raw(f"{host}:{_quoted(inside, encoding)}")]
+            if _set_path(env, image.download_cache) is None:
+                words += ["-e", f"{image.download_cache}={inside}"]
         passed = {"HF_TOKEN"}
         for k, v in env:
             if v != FROM_CALLER:
@@ -473,6 +512,8 @@ class _Pod:
     script: str | None = None
     # The words of argv that are credentials: (index, the variable that holds it).
     secrets: tuple[tuple[int, str], ...] = ()
+    # Whether the pod carries RDMA (rdma: the fleet says its fabric is InfiniBand or RoCE).
+    rdma: bool = False
 
 
 def _words(argv: Sequence[str | Raw | _Rank]) -> list[str | Raw]:
@@ -520,17 +561,20 @@ def _container(
         for k, v in pod.env
         if k != CARDS_ENV and v != FROM_CALLER
     ]
-    if image.download_cache:
+    if image.download_cache and _set_path(pod.env, image.download_cache) is None:
         env.append({"name": image.download_cache, "value": _download_paths(image)[0]})
-    c["env"] = env
+    # Each variable once: the command's own value where it sets one twice (the last, as a
+    # shell keeps it).
+    last = {e["name"]: i for i, e in enumerate(env)}
+    c["env"] = [e for i, e in enumerate(env) if last[e["name"]] == i]
     if pod.serves:
         c["ports"] = [{"name": "http", "containerPort": _port(plain, image)}]
-    c["resources"] = _resources(o, gpus, resource)
-    if rdma(o):
+    c["resources"] = _resources(o, gpus, resource, pod.rdma)
+    if pod.rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
-    mounts = [{"name": "hf-cache", "mountPath": image.hf_home}]
+    mounts = [{"name": "hf-cache", "mountPath": _hf_home(image, pod.env)}]
     if image.download_cache:
-        mounts.append({"name": "download-cache", "mountPath": _download_paths(image)[0]})
+        mounts.append({"name": "download-cache", "mountPath": _download_paths(image, pod.env)[0]})
     if image.shared_memory:
         mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
     c["volumeMounts"] = mounts
@@ -550,14 +594,14 @@ def _mib(n: int) -> str:
     return f"{n // GIB}Gi" if n % GIB == 0 else f"{-(-n // (1 << 20))}Mi"
 
 
-def _resources(o: Option, gpus: int, resource: str) -> dict[str, Any]:
+def _resources(o: Option, gpus: int, resource: str, on_rdma: bool) -> dict[str, Any]:
     """What one pod requests (and, for cards, is limited to): its cards, its CPU and its memory;
     on an RDMA fabric one shared RDMA device. CPU and memory are requests only."""
     if o.cpu:
         # The host's RAM is what a CPU option's plan sizes (its weights, KV cache and buffers).
         return {"requests": {"cpu": str(CPU_SERVER_CORES), "memory": _mib(o.per_card.need)}}
     cards: dict[str, Any] = {resource: gpus}
-    if rdma(o):
+    if on_rdma:
         cards[RDMA_RESOURCE] = 1
     requests = {
         **cards,
@@ -584,7 +628,7 @@ def _pod_spec(
     if image.shared_memory:
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_LIMIT}})
     spec: dict[str, Any] = {"containers": [_container(image, pod, o, gpus, resource, encoding)]}
-    if rdma(o):
+    if pod.rdma:
         # The node's own network, whose RDMA interfaces NCCL finds by name; the pod still
         # resolves the cluster's names.
         spec["hostNetwork"] = True
@@ -625,6 +669,7 @@ def k8s_documents(
     name = _slug(advice.repo.id)
     resource = _gpu_resource(o, advice.fleet)
     placement, where = _placement(o, advice.fleet)
+    on_rdma = rdma(o, advice.fleet)
     notes = [where]
     labels = {"app.kubernetes.io/name": name}
     if o.nodes <= 1:
@@ -632,7 +677,7 @@ def k8s_documents(
         first = cmds[0]
         replicas = sum(1 for c in cmds if c.role == "replica") or 1
         gpus = 0 if o.cpu else o.layout.cards_per_replica if replicas > 1 else o.gpus_per_node
-        pod = _Pod(first.argv, first.env, serves=True, secrets=first.secrets)
+        pod = _Pod(first.argv, first.env, serves=True, secrets=first.secrets, rdma=on_rdma)
         spec = _pod_spec(image, pod, o, gpus, resource, placement, encoding)
         deployment = {
             "apiVersion": "apps/v1",
@@ -670,10 +715,11 @@ def k8s_documents(
             steps.append(f"until {image.joined.replace('{nodes}', str(o.nodes))}; do sleep 5; done")
         check_words(steps, encoding)
         leader = _Pod(
-            serve.argv, serve.env, serves=True, script=_script(steps, {}), secrets=serve.secrets
-        )
+            serve.argv, serve.env, serves=True, script=_script(steps, {}), secrets=serve.secrets,
+            rdma=on_rdma,
+        )  # fmt: skip
     else:
-        leader = _Pod(serve.argv, serve.env, serves=True, secrets=serve.secrets)
+        leader = _Pod(serve.argv, serve.env, serves=True, secrets=serve.secrets, rdma=on_rdma)
     template = _workers_template(workers)
     ranks = {i: w for i, w in enumerate(template, 1) if isinstance(w, _Rank)}
     if ranks:
@@ -681,10 +727,13 @@ def k8s_documents(
         argv = (*template, *_foreground(workers[0].argv, image)[len(workers[0].argv) :])
         worker = _Pod(
             argv, workers[0].env, serves=False, script=_script([], ranks),
-            secrets=workers[0].secrets,
+            secrets=workers[0].secrets, rdma=on_rdma,
         )  # fmt: skip
     else:
-        worker = _Pod(tuple(template), workers[0].env, serves=False, secrets=workers[0].secrets)
+        worker = _Pod(
+            tuple(template), workers[0].env, serves=False, secrets=workers[0].secrets,
+            rdma=on_rdma,
+        )  # fmt: skip
     gpus = o.gpus_per_node
     leader_labels = {**labels, "llmfit/role": "leader"}
     lws = {
@@ -712,15 +761,15 @@ def k8s_documents(
         f"a LeaderWorkerSet of {o.nodes} pods, {gpus} cards each (the LeaderWorkerSet "
         "controller must be installed)"
     )
-    if rdma(o):
+    if on_rdma:
         notes.append(
             f"RDMA on {o.fabric}: host network, IPC_LOCK and one {RDMA_RESOURCE} a pod (the "
             "NVIDIA Network Operator's shared RDMA device; name your cluster's own if it differs)"
         )
     elif o.fabric:
         notes.append(
-            f"no RDMA: the fabric {o.fabric} is not named as InfiniBand or RoCE (ib…, roce…), so "
-            "NCCL talks over TCP"
+            f"no RDMA: the fleet does not say the fabric {o.fabric} is InfiniBand or RoCE "
+            "(fabric_kind), so NCCL talks over TCP"
         )
     return [lws, _service(name, leader_labels, _port(serve.argv, image))], notes
 

@@ -40,8 +40,11 @@ from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode, is_mig, memory_fro
 # know the card): its speed is timed from them (cards.override).
 CARD_KEYS = (*cards.OVERRIDE_KEYS, "link")
 DEVICE_KEYS = ("gpu", "gpu_memory_gb", "gpus", "free_gpus", "unhealthy_gpus", *CARD_KEYS)
-NODE_KEYS = ("name", "fabric", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS, "labels",
-             "price_per_gpu_hour")  # fmt: skip
+NODE_KEYS = ("name", "fabric", "fabric_kind", "ram_gb", "free_ram_gb", "devices", *DEVICE_KEYS,
+             "labels", "price_per_gpu_hour")  # fmt: skip
+# What a fabric is, where the fleet says (`fabric_kind`): InfiniBand and RoCE carry RDMA, which a
+# multi-node container launch then asks for (render/deploy.py); a fabric's name says nothing.
+FABRIC_KINDS = ("infiniband", "roce", "ethernet")
 POOL_KEYS = ("count", *NODE_KEYS)
 TOP_KEYS = ("pool", "node")
 _DEVICE_SET, _NODE_SET, _POOL_SET = (
@@ -427,7 +430,18 @@ class _Reader:
         kinds, fabric, ram, free_ram = shape
         labels = self.labels(table, where) if "labels" in table else ()
         price = self.price(table, where) if "price_per_gpu_hour" in table else None
-        return PoolNode(name, kinds, fabric, ram, free_ram, count, first, labels, price)
+        kind = self.fabric_kind(table, where, fabric) if "fabric_kind" in table else ""
+        return PoolNode(name, kinds, fabric, ram, free_ram, count, first, labels, price, kind)
+
+    def fabric_kind(self, table: dict[str, Any], where: str, fabric: str) -> str:
+        v = table["fabric_kind"]
+        if not isinstance(v, str) or v not in FABRIC_KINDS:
+            raise self.fail(
+                where, "fabric_kind", f"is {shown(v)}; it must be one of {', '.join(FABRIC_KINDS)}."
+            )
+        if not fabric:
+            raise self.fail(where, "fabric_kind", "is given without a fabric to say what it is.")
+        return v
 
     def price(self, table: dict[str, Any], where: str) -> float:
         """What one of the node's cards costs an hour, in any currency (the plan ranks by it

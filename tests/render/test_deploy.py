@@ -217,10 +217,18 @@ def test_a_class_with_no_product_name_has_no_selector_and_the_yaml_says_why():
 # -- several nodes -------------------------------------------------------------------------------
 
 
-def test_two_node_pipeline_is_a_leaderworkerset_whose_templates_run_the_nnodes_commands():
-    advice = plan(
-        "meta-llama/Meta-Llama-3.1-70B", "2x2xh100-80g@ib0", pins=Pins(pp=2), precision="stored"
-    )
+IB_FLEET = (
+    '[[pool]]\nname = "h100-80g"\ncount = 2\ngpu = "h100-80g"\ngpus = 2\nfabric = "ib0"\n'
+    'fabric_kind = "infiniband"\n'
+)
+
+
+def test_two_node_pipeline_is_a_leaderworkerset_whose_templates_run_the_nnodes_commands(
+    tmp_path: Path,
+):
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(IB_FLEET)
+    advice = plan("meta-llama/Meta-Llama-3.1-70B", str(fleet), pins=Pins(pp=2), precision="stored")
     o = advice.plan.options[0]
     assert (o.nodes, o.tp, o.pp, o.gpus_per_node) == (2, 2, 2, 2)
     head, worker = commands(o, advice.repo.id)
@@ -246,8 +254,8 @@ def test_two_node_pipeline_is_a_leaderworkerset_whose_templates_run_the_nnodes_c
         "--headless",
     ]
     for c, spec in ((leader, lwt["leaderTemplate"]["spec"]), (work, lwt["workerTemplate"]["spec"])):
-        # ib0 is InfiniBand: one shared RDMA device, IPC_LOCK and the host's network, so that
-        # NCCL uses the fabric rather than TCP (issue 27, item 8).
+        # The fleet says ib0 is InfiniBand (fabric_kind): one shared RDMA device, IPC_LOCK and
+        # the host's network, so that NCCL uses the fabric rather than TCP (issue 27, item 8).
         assert c["resources"] == {
             "limits": {"nvidia.com/gpu": 2, "rdma/rdma_shared_device_a": 1},
             "requests": {
@@ -454,3 +462,26 @@ def test_the_example_fleets_best_options_all_render_and_validate():
             k8s(advice, i)
             k8s(advice, i, ray=True)
             assert docker_lines(advice, o)
+
+
+@pytest.mark.parametrize("fabric", ["ib0", "ibm-cloud", "ibis"])
+def test_a_fabric_is_rdma_only_where_the_fleet_says_so(fabric: str, tmp_path: Path):
+    # A name that begins with `ib` (ibm-cloud) got InfiniBand devices, IPC_LOCK and an rdma/…
+    # request, and the pod was unschedulable where there is none (issue 33): the name says
+    # nothing, the fleet's fabric_kind does.
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(IB_FLEET.replace('"ib0"', f'"{fabric}"').replace("fabric_kind", "# "))
+    advice = plan("meta-llama/Meta-Llama-3.1-70B", str(fleet), pins=Pins(pp=2), precision="stored")
+    text, (lws, _service) = k8s(advice)
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    for spec in (lwt["leaderTemplate"]["spec"], lwt["workerTemplate"]["spec"]):
+        (c,) = spec["containers"]
+        assert "rdma/rdma_shared_device_a" not in c["resources"]["limits"]
+        assert "securityContext" not in c and "hostNetwork" not in spec
+    assert (
+        f"# no RDMA: the fleet does not say the fabric {fabric} is InfiniBand or RoCE "
+        "(fabric_kind), so NCCL talks over TCP"
+    ) in text
+    assert not any(
+        "/dev/infiniband" in line for line in docker_lines(advice, advice.plan.options[0])
+    )

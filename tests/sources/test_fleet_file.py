@@ -75,8 +75,8 @@ def test_each_mistake_is_one_sentence_naming_file_line_and_key(text, message):
     [
         # Unknown keys: a close name is suggested, else every allowed key is listed.
         ("[[node]]\ngpu = 'h100-80g'\nzzz = 1\n",
-         "f.toml:3: node[0].zzz is not a key llmfit knows; allowed: name, fabric, ram_gb, "
-         "free_ram_gb, devices, gpu, gpu_memory_gb, gpus, free_gpus, unhealthy_gpus, "
+         "f.toml:3: node[0].zzz is not a key llmfit knows; allowed: name, fabric, fabric_kind, "
+         "ram_gb, free_ram_gb, devices, gpu, gpu_memory_gb, gpus, free_gpus, unhealthy_gpus, "
          "memory_bandwidth_gbs, bf16_tflops, fp8_tflops, int8_tops, link_gbs, pcie_gbs, link, "
          "labels, price_per_gpu_hour."),
         ("[[node]]\nname = 'x'\n  [[node.devices]]\n  gpu = 'h100-80g'\n  fabric = 'ib0'\n",
