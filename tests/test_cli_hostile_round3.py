@@ -157,3 +157,33 @@ def test_a_relative_cache_path_has_no_container_launch(run):
         "llmfit: HF_HOME=data is not an absolute path, so a container cannot mount the cache "
         "there.\n"
     )
+
+
+def _fleet(nodes: int, distinct: int) -> str:
+    return "".join(
+        f'[[node]]\nname = "n{i}"\ngpu = "h100-80g"\ngpus = 8\nfabric = "ib0"\n'
+        f"memory_bandwidth_gbs = {3000 + i % distinct}\n"
+        for i in range(nodes)
+    )
+
+
+def test_a_fleet_of_ten_thousand_card_figures_is_refused_at_the_limit(run, tmp_path):
+    # 1,000 nodes each with its own bandwidth took 2 min 15 s and 746 MB, each planned as a class
+    # of its own (issue 33). The 33rd set of figures is refused, on the line that makes it: node
+    # 32's table starts on line 6 × 32 + 1 = 193, its memory_bandwidth_gbs 5 lines on.
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(_fleet(10_000, 10_000))
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", str(fleet))
+    assert (code, out) == (3, "")
+    assert err == (
+        f"llmfit: {fleet}:198: node[32].memory_bandwidth_gbs makes 33 different sets of card "
+        "figures in the fleet; llmfit plans each apart, at most 32: give cards that are alike "
+        "the same figures.\n"
+    )
+
+
+def test_thirty_two_sets_of_card_figures_are_read():
+    from llmfit.sources.fleet import parse_fleet
+
+    fleet = parse_fleet(_fleet(64, 32), "f.toml")
+    assert len({n.kinds[0].override for n in fleet.nodes}) == 32

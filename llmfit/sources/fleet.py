@@ -67,6 +67,11 @@ MAX_CARD_GB = 1 << 16
 # so they are host names, and GPU classes are labels: no control character, newline, space, quote
 # or markup can be in either.
 MAX_NAME = 128
+# Cards of one class with figures of their own (memory_bandwidth_gbs, bf16_tflops, …) are planned
+# apart, one class of cards each set of figures: a fleet of 1,000 nodes each with its own
+# bandwidth took 2 minutes and 746 MB (issue 33). Past this many different sets in one fleet it
+# is refused in one sentence (docs/fleet.md); at it, a plan takes a few seconds.
+MAX_CARD_FIGURES = 32
 # Kubernetes label syntax (k8s.io/apimachinery validation): an optional DNS prefix and a name of
 # at most 63 characters; a value of at most 63, possibly empty.
 _LABEL_KEY = re.compile(
@@ -176,6 +181,8 @@ class _Reader:
         self.fmt = fmt  # "toml" or "json"
         self._lines: list[str] | None = None
         self._kinds: dict[tuple, PoolKind | None] = {}
+        # The different sets of card figures met so far (MAX_CARD_FIGURES).
+        self._figures: set[cards.CardSpec] = set()
         self._shapes: dict[tuple | None, tuple[tuple[PoolKind, ...], str, int, int]] = {}
         self.notes: dict[str, None] = {}  # in order, each once
 
@@ -406,12 +413,21 @@ class _Reader:
                 "memory_bandwidth_gbs is needed too: its speed is timed from it.",
             )  # fmt: skip
         try:
-            return cards.override(cards.spec(gpu_class), table, key=gpu_class)
+            spec = cards.override(cards.spec(gpu_class), table, key=gpu_class)
         except ValueError as e:
             # The message starts with the key it is about ("bf16_tflops is 'fast'; …").
             key = next((k for k in given if str(e).startswith(k + " ")), None)
             said = str(e).removeprefix(f"{key} ") if key else str(e)
             raise self.fail(where, key, said if said.endswith("?") else said + ".") from None
+        self._figures.add(spec)
+        if len(self._figures) > MAX_CARD_FIGURES:
+            raise self.fail(
+                where, given[0],
+                f"makes {len(self._figures)} different sets of card figures in the fleet; "
+                f"llmfit plans each apart, at most {MAX_CARD_FIGURES}: give cards that are alike "
+                "the same figures.",
+            )  # fmt: skip
+        return spec
 
     def node(
         self, table: dict[str, Any], where: str, name: str, count: int = 1, first: int = 0
