@@ -28,6 +28,12 @@ if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
 
 
+# The most words a checked command may have. The engines' parsers (argparse) take time that
+# grows with the square of a command's flags: 50,000 repeated words took 54 s (issue 33); at this
+# bound a command is read in about a second, and no real one comes near it.
+MAX_WORDS = 4096
+
+
 @dataclass(frozen=True)
 class Checked:
     argv: tuple[str, ...]
@@ -54,6 +60,11 @@ def check(
     command carries (`--vllm-version`: the release the command runs on); `known` the credentials
     llmfit itself holds (the Hugging Face token), kept out of what is shown and launched wherever
     they stand in the command."""
+    if len(argv) > MAX_WORDS:
+        raise UsageError(
+            f"the command to check has {len(argv):,} words; llmfit reads at most "
+            f"{MAX_WORDS:,}, more than any engine's command needs."
+        )
     given_env, words = split_env(argv)
     vault = Vault(known)
     # Credentials set in front of the command are launched from the caller's environment (or a

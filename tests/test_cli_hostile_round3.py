@@ -187,3 +187,16 @@ def test_thirty_two_sets_of_card_figures_are_read():
 
     fleet = parse_fleet(_fleet(64, 32), "f.toml")
     assert len({n.kinds[0].override for n in fleet.nodes}) == 32
+
+
+def test_a_command_past_the_words_llmfit_reads_is_one_sentence(run):
+    # 50,000 repeated words took 54 s to read (argparse's time grows with the square of the
+    # flags); past 4,096 words a command is refused at once.
+    words = ["vllm", "serve", "Qwen/Qwen3-8B", *["--enforce-eager"] * 49_997]
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--", *words)
+    assert (code, out, err) == (
+        2, "", "llmfit: the command to check has 50,000 words; llmfit reads at most 4,096, more "
+        "than any engine's command needs.\n",
+    )  # fmt: skip
+    code, out, err = run("check", "--fleet", "1xh100-80g", "--", *words[:4096])
+    assert code == 0, err

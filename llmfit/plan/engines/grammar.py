@@ -82,6 +82,7 @@ class Grammar:
     ) -> None:
         self.rows = tuple(rows)
         self.flags: dict[str, str] = {}
+        self._prefixes: dict[str, str | None] = {}
         parser = _Parser(
             prog="", add_help=False, allow_abbrev=True, argument_default=argparse.SUPPRESS
         )
@@ -137,8 +138,13 @@ class Grammar:
             return self.flags[flag]
         if not flag.startswith("--"):
             return None
+        if flag in self._prefixes:  # a word given again costs no second walk of the flags
+            return self._prefixes[flag]
         matches = {d for f, d in self.flags.items() if f.startswith(flag)}
-        return matches.pop() if len(matches) == 1 else None
+        dest = matches.pop() if len(matches) == 1 else None
+        if len(self._prefixes) < 4096:
+            self._prefixes[flag] = dest
+        return dest
 
     def mask(
         self,
