@@ -200,3 +200,23 @@ def test_a_command_past_the_words_llmfit_reads_is_one_sentence(run):
     )  # fmt: skip
     code, out, err = run("check", "--fleet", "1xh100-80g", "--", *words[:4096])
     assert code == 0, err
+
+
+@pytest.mark.parametrize("columns", ["²", "①", "٣٠"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("Qwen/Qwen3-8B", "--fleet", "1xh100-80g"),
+        ("models", "--fleet", "1xh100-80g", "--max-params", "10b"),
+        ("check", "--fleet", "1xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-8B"),
+        ("--help",),
+    ],
+)
+def test_a_columns_of_digits_int_refuses_is_no_internal_error(run, monkeypatch, columns, args):
+    # "²".isdigit() is true and int("²") refuses it: every command was an internal error (exit
+    # 10), in llmfit's width and in rich's. Such a COLUMNS is no width: the default is drawn.
+    monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setenv("LINES", columns)
+    code, out, err = run(*args)
+    assert code == 0, err
+    assert "internal error" not in err

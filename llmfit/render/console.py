@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from llmfit.render.streams import output_width, quiet_exit
+from llmfit.render.streams import output_width, quiet_exit, rich_environ
 
 
 class _Console(Console):
@@ -18,4 +18,4 @@ def make_console(width: int | None = None) -> Console:
     """A console as wide as `output_width` says (a test pins `width`).
 
     rich already honours NO_COLOR and drops colour when stdout is not a terminal."""
-    return _Console(width=width or output_width(), highlight=False)
+    return _Console(width=width or output_width(), highlight=False, _environ=rich_environ())

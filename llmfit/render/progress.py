@@ -22,11 +22,13 @@ class RichProgress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+        from llmfit.render.streams import rich_environ
+
         self._progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
-            console=Console(stderr=True),
+            console=Console(stderr=True, _environ=rich_environ()),
             transient=True,
         )
         self._task: Any = None

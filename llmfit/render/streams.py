@@ -26,12 +26,24 @@ def quiet_exit() -> None:
     raise SystemExit(0)
 
 
+def rich_environ() -> dict[str, str]:
+    """The environment a rich Console is to read: COLUMNS and LINES only where they are ASCII
+    digits. rich reads them with `str.isdigit()` and `int()`, and "²" (or "①") passes the one
+    and fails the other: every command was an internal error (issue 33)."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES") or (v.isascii() and v.isdigit() and len(v) <= 6)
+    }
+
+
 def output_width() -> int:
     """How wide to draw: COLUMNS where it is set (as rich and most tools read it), else the width
     of the terminal the output is headed for (stdout's, or, piped, the terminal stderr or stdin
     is on: `llmfit … | less` runs in one), else 80."""
     columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and NARROWEST <= int(columns) <= WIDEST:
+    # ASCII digits only: "²".isdigit() is true, and int() refuses it (issue 33).
+    if columns.isascii() and columns.isdigit() and NARROWEST <= int(columns[:6]) <= WIDEST:
         return int(columns)
     for fd in (1, 2, 0):
         try:

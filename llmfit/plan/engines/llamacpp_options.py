@@ -25,7 +25,7 @@ def gpu_layers(flag: str, value: str) -> int | None:
         return ALL_LAYERS
     if text == "auto":
         return None
-    if not text.isdigit() or len(text) > 9:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
         raise ValueError(f"{flag} {value!r} is not a whole number.")
     return int(text)
 
