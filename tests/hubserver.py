@@ -158,6 +158,7 @@ class HubServer:
         self.bad_commit: object = "../../../../outside"
         self.ignore_range = False  # answer a Range request with the whole file, as some proxies do
         self.delay = 0.0  # seconds every answer waits, so that parallel requests overlap
+        self.repeat = 1  # times the search answer lists each repository (a broken Hub's)
         # A next-page link the search and model-tree answers carry (`Link: <…>; rel="next"`), and
         # where "redirect-away" sends every request (another server's address): issue 24.
         self.next_page: str | None = None
@@ -432,7 +433,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _search(self, text: str, limit: int) -> None:
         found = [r for r in sorted(self.hub.repos) if text.lower() in r.lower()][:limit]
-        self._listing(found)
+        self._listing([r for r in found for _ in range(self.hub.repeat)])
 
     def _tree(self, repo_id: str, revision: str, prefix: str) -> None:
         found = self._repo(repo_id, revision, False)

@@ -145,9 +145,18 @@ def search_models(
         except BaseException as e:  # handed to the caller's thread
             failed.append(e)
 
+    session.forget("/api/models")
     worker = threading.Thread(target=ask, name="llmfit-hub-search", daemon=True)
     worker.start()
     worker.join(wait)
+    status = session.last_status("/api/models")
+    if worker.is_alive() and status is not None and status >= 500:
+        # huggingface_hub retries a server error until the search's time is up: the Hub failed,
+        # it was not slow (the documented code for a Hub failure, not a timeout's).
+        raise HubUnreachable(
+            f"the Hub ({shown_endpoint()}) answered {status} to the search for {query!r}.",
+            hint="try again later, or list what is cached: llmfit models",
+        )
     if worker.is_alive():
         raise HubTimeout(
             f"the Hub ({shown_endpoint()}) did not answer the search for {query!r} within "
@@ -165,4 +174,7 @@ def search_models(
         raise failed[0]
     # Only names a repository can have: a Hub's answer is outside text, and each name becomes a
     # path in the cache and a request.
-    return tuple(Listed(r) for r in found[:limit] if isinstance(r, str) and is_repo_id(r))
+    # Each repository once, in the Hub's order: an answer that repeats one (30 times) lists it
+    # once.
+    unique = dict.fromkeys(r for r in found if isinstance(r, str) and is_repo_id(r))
+    return tuple(Listed(r) for r in list(unique)[:limit])

@@ -269,8 +269,25 @@ def _start(request: httpx2.Request) -> None:
         raise AnswerTooSlow(str(request.url))
 
 
+# The last status each path answered with (a server error retried until a caller's deadline is
+# a failure of the server's, not a timeout: `llmfit models --search` answered 500 exited 9).
+_statuses: dict[str, int] = {}
+
+
+def forget(path: str) -> None:
+    """Forget what `path` last answered (before asking it again)."""
+    _statuses.pop(path, None)
+
+
+def last_status(path: str) -> int | None:
+    """The status the last answer for `path` (the URL's path) had; None if none came."""
+    return _statuses.get(path)
+
+
 def _bound(response: httpx2.Response) -> None:
     url = str(response.request.url)
+    if len(_statuses) < 1024 or response.request.url.path in _statuses:
+        _statuses[response.request.url.path] = response.status_code
     cap = _limit.get() or MAX_ANSWER
     coding = response.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if response.request.method == "HEAD":

@@ -50,3 +50,21 @@ def test_a_hub_that_trickles_is_given_up_on_at_the_searchs_deadline(
     )
     assert doc["error"]["hint"].startswith("search for fewer (--limit N), or try again later")
     assert took < 15  # 1.5 s of deadline; the rest is the start and a loaded machine
+
+
+def test_a_search_the_hub_answers_with_a_server_error_is_a_hub_failure(run_online, hubserver):
+    # huggingface_hub retries a 500 until the search's time is up: that exited 9, a timeout's
+    # code, where the Hub had failed (issue 33). A Hub failure is exit 4 (README's exit codes).
+    hubserver.mode, hubserver.fail_on = "error", "/api/models"
+    code, out, err = run_online("models", "--fleet", "1xh100-80g", "--search", "qwen3")
+    assert (code, out) == (4, "")
+    assert err.splitlines()[0] == (
+        f"llmfit: the Hub ({hubserver.url}) answered 500 to the search for 'qwen3'."
+    )
+
+
+def test_a_repository_the_search_repeats_is_listed_once(run_online, hubserver):
+    hubserver.repeat = 30
+    code, out, err = run_online("models", "--fleet", "1xh100-80g", "--search", "qwen3", "--json")
+    assert code == 0, err
+    assert [d["repo"]["id"] for d in json.loads(out)] == ["Qwen/Qwen3-8B"]
