@@ -220,3 +220,51 @@ def test_a_columns_of_digits_int_refuses_is_no_internal_error(run, monkeypatch, 
     code, out, err = run(*args)
     assert code == 0, err
     assert "internal error" not in err
+
+
+def _too_wide(text: str, width: int) -> list[str]:
+    from rich.cells import cell_len
+
+    # A command is printed whole, to copy (never wrapped): every other line within the width.
+    return [
+        line for line in text.splitlines()
+        if cell_len(line) > width and not line.startswith(("vllm ", "llama-server ", "$ "))
+    ]  # fmt: skip
+
+
+def test_a_long_class_label_draws_within_the_width(run, monkeypatch, tmp_path):
+    # A label of 124 characters (valid to 128) drew a 172-column fleet table at 80 columns.
+    monkeypatch.setenv("COLUMNS", "80")
+    fleet = tmp_path / "fleet.toml"
+    label = "x" * 120 + "-48g"
+    fleet.write_text(f'[[node]]\nname = "n"\ngpu = "{label}"\ngpus = 1\n')
+    for args in (("fleet", str(fleet)), ("Qwen/Qwen3-8B", "--fleet", str(fleet))):
+        code, out, err = run(*args)
+        assert code == 0, err
+        assert _too_wide(out, 80) == [], args
+    code, out, err = run("fleet", str(fleet))
+    # The name cut to its column's share, the header's width kept: "x" × 31 and "…".
+    assert "\n" + "x" * 31 + "…        48.0" in out
+
+
+def test_a_directory_of_wide_characters_draws_within_the_width(run, monkeypatch, tmp_path):
+    import shutil
+
+    from tests.conftest import HUB
+
+    # Six repetitions of a directory named in wide characters (two cells each) drew a 98-column
+    # line at 80: the wrapping counted characters.
+    monkeypatch.setenv("COLUMNS", "80")
+    (snapshot,) = (HUB / "models--Qwen--Qwen3-8B" / "snapshots").iterdir()
+    folder = tmp_path.joinpath(*["模型目录名字"] * 6)
+    folder.mkdir(parents=True)
+    for f in snapshot.iterdir():
+        shutil.copyfile(f, folder / f.name)
+    outs = []
+    for extra in ((), ("--explain",)):
+        code, out, err = run(str(folder), "--fleet", "1xh100-80g", *extra)
+        assert code == 0, err
+        assert _too_wide(out, 80) == [], extra
+        outs.append(out)
+    # The path is printed, wrapped where its cells reach the width.
+    assert "模型目录名字" in outs[0]

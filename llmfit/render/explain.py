@@ -175,20 +175,52 @@ def render_why_not(advice: Advice, console: Console, every: bool = False) -> Non
 def print_wrapped(console: Console, line: str, style: str | None = None) -> None:
     """A line wrapped at word boundaries to the console's width, its continuation lines indented
     under its first word (past a part's name and size, for the lines of a card's parts)."""
-    import textwrap
-
     # Every sentence may carry text from outside (a config's names, a fleet's, a note quoting
     # them): printed as data, one line, before it is wrapped.
     line = clean(line, limit=100_000)
     lead = len(line) - len(line.lstrip(" "))
     part = re.match(r"^ +\S+(?: \S+)? +[\d.]+ GiB  (?:[█·]+  )?", line)
     indent = len(part.group(0)) if part and len(part.group(0)) < console.width // 2 else lead + 4
-    for piece in textwrap.wrap(
-        line,
-        width=max(console.width, 40),
-        subsequent_indent=" " * indent,
-        break_long_words=False,
-        break_on_hyphens=False,
-        drop_whitespace=True,
-    ) or [line]:
+    for piece in wrap_cells(line, max(console.width, 40), indent) or [line]:
         console.print(Text(piece, style=style or ""), soft_wrap=True)
+
+
+def wrap_cells(line: str, width: int, indent: int) -> list[str]:
+    """`line` wrapped at spaces to `width` terminal cells (a wide character takes two: textwrap
+    counts characters, and six repetitions of a directory named in them drew a 98-column line
+    at 80), its continuation lines indented by `indent`; the spaces within a line kept (a card's
+    parts are aligned by them), those at a break dropped; a word wider than a line is cut by
+    cells. For text of one cell a character, it breaks where textwrap does."""
+    from rich.cells import cell_len
+
+    lead = len(line) - len(line.lstrip(" "))
+    out: list[str] = []
+    current, used, fresh, gap = " " * lead, lead, True, ""
+    for chunk in re.findall(r" +|[^ ]+", line[lead:]):
+        if chunk.startswith(" "):
+            gap = "" if fresh else chunk
+            continue
+        size = cell_len(chunk)
+        if not fresh and used + len(gap) + size > width:
+            out.append(current)
+            current, used, fresh, gap = " " * indent, indent, True, ""
+        room = width - used - len(gap)
+        while size > room and room > 0:
+            # A word wider than what is left of the line: as much of it as fits, then the rest.
+            head, cells = "", 0
+            for ch in chunk:
+                if cells + cell_len(ch) > room:
+                    break
+                head, cells = head + ch, cells + cell_len(ch)
+            if not head:
+                break
+            out.append(current + gap + head)
+            chunk, size = chunk[len(head) :], size - cells
+            current, used, fresh, gap = " " * indent, indent, True, ""
+            room = width - used
+        current += gap + chunk
+        used += len(gap) + size
+        fresh, gap = False, ""
+    if not fresh or not out:
+        out.append(current)
+    return out

@@ -46,13 +46,34 @@ def bar(used: int, free: int, unhealthy: int, width: int = BAR) -> str:
     return USED * cells[0] + FREE * cells[1] + UNHEALTHY * cells[2]
 
 
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: int) -> list[str]:
-    """Columns two spaces apart: the first `left` aligned left, the rest right."""
+# A name column is not cut narrower than this (nor than its header).
+NARROWEST_NAME = 12
+
+
+def _table(
+    header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: int, width: int
+) -> list[str]:
+    """Columns two spaces apart: the first `left` aligned left, the rest right; within `width`
+    where the names allow, a name past its column's share cut with "…" (a class label may be
+    128 characters: one of 124 drew a 172-column table at 80)."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    over = sum(widths) + 2 * (len(widths) - 1) - width
+    while over > 0:
+        # The widest name column gives up what it can, down to its floor.
+        i = max(range(left), key=lambda j: widths[j])
+        floor = max(NARROWEST_NAME, len(header[i]))
+        cut = min(over, widths[i] - floor)
+        if cut <= 0:
+            break
+        widths[i] -= cut
+        over -= cut
+
+    def fit(c: str, w: int) -> str:
+        return c if len(c) <= w else c[: w - 1] + "…"
 
     def line(r: tuple[str, ...]) -> str:
         cells = [
-            c.ljust(w) if i < left else c.rjust(w)
+            fit(c, w).ljust(w) if i < left else c.rjust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ]
         return "  ".join(cells).rstrip()
@@ -61,12 +82,9 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], left: int) 
 
 
 def _wrapped(line: str, width: int) -> list[str]:
-    import textwrap
+    from llmfit.render.explain import wrap_cells
 
-    return textwrap.wrap(
-        line, width=width, subsequent_indent="    ", break_long_words=False,
-        break_on_hyphens=False,
-    ) or [line]  # fmt: skip
+    return wrap_cells(line, width, 4) or [line]
 
 
 # Fewer cells than this say nothing a reader can see at a glance: the bars are left out instead.
@@ -104,7 +122,7 @@ def render_summary(s: FleetSummary, width: int | None = None) -> str:
             for c in s.classes
         ]
         header = ("class", "GiB a card", "nodes", "GPUs", "used", "free", "unhealthy")
-        table = _table(header, rows, 1)
+        table = _table(header, rows, 1, width)
         start = max(len(line) for line in table) + 2
         cells = min(BAR, width - start)
         if cells >= NARROWEST_BAR:
@@ -129,7 +147,7 @@ def render_summary(s: FleetSummary, width: int | None = None) -> str:
             for f in s.fabrics
         ]
         fabric_header = ("fabric", "class", "nodes", "GPUs a node", "free whole nodes")
-        lines += ["", *_table(fabric_header, fabric_rows, 2)]
+        lines += ["", *_table(fabric_header, fabric_rows, 2, width)]
         if any(not f.fabric for f in s.fabrics):
             lines += _wrapped(
                 "(nodes with no fabric are islands: a replica cannot span them)", width
