@@ -180,9 +180,9 @@ def test_override_makes_an_unknown_card_from_its_bandwidth():
     ("fields", "message"),
     [
         ({"link": "nvlnk4"}, "link is 'nvlnk4'; allowed: .*; did you mean 'nvlink4'?"),
-        ({"bf16_tflops": "fast"}, "bf16_tflops is 'fast'; it must be a number above 0"),
-        ({"memory_bandwidth_gbs": 0}, "memory_bandwidth_gbs is 0; it must be a number above 0"),
-        ({"pcie_gbs": True}, "pcie_gbs is True; it must be a number above 0"),
+        ({"bf16_tflops": "fast"}, "bf16_tflops is 'fast'; it must be a number from 0.001"),
+        ({"memory_bandwidth_gbs": 0}, "memory_bandwidth_gbs is 0; it must be a number from 0.001"),
+        ({"pcie_gbs": True}, "pcie_gbs is True; it must be a number from 0.001"),
     ],
 )
 def test_override_refuses_bad_values(fields, message):
