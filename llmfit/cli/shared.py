@@ -58,7 +58,8 @@ def rank_option(help: str) -> Callable[[F], F]:
 
 def concurrency_option(
     help: str = "Requests in flight the deployment must serve (a closed loop, as bench serve "
-    "--max-concurrency); layouts must hold them.",
+    "--max-concurrency); those past what a replica's pool holds wait for a place, their wait "
+    "in TTFT.",
 ) -> Callable[[F], F]:
     return click.option(
         "--concurrency",
