@@ -52,7 +52,7 @@ from llmfit.plan.speed import (
     step_total,
 )
 
-# A fixed point or a capacity is found to this share of itself: the model is no truer than
+# A capacity is found to this share of itself: the model is no truer than
 # a few per cent, and each step costs a walk over the replica's stages.
 TOLERANCE = 0.02
 # A load within this share of a whole number of replicas' capacity is that many replicas, and a

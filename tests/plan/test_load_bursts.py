@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import math
 
-from llmfit.plan.load import Replica, admits, at_rate, burst, capacity, serve
+from llmfit.plan.load import (
+    Replica,
+    _least_fixed_point,
+    admits,
+    at_rate,
+    burst,
+    capacity,
+    serve,
+)
 from llmfit.plan.settings import Workload
 from llmfit.plan.speed import Constants, SpeedInputs, Stage, step_total
 
@@ -122,3 +130,17 @@ def test_the_point_at_a_load_below_capacity_is_the_stable_one():
     cap = capacity(r, w)
     assert cap is not None and cap.stable
     assert at_rate(r, w, cap.rate, above=cap.tpot_s).stable
+
+
+def test_the_least_fixed_point_not_the_unstable_one():
+    # f(τ) = 1 + 0.21 τ²: a step that lengthens faster than linearly with its batch. Its fixed
+    # points solve 0.21 τ² − τ + 1 = 0: τ = (1 ± 0.4) / 0.42, 1.428571 (stable: the batch
+    # fills to it from empty) and 3.333333 (unstable). From f(0) = 1, and bracketed by a
+    # capacity's τ of 2 (f(2) = 1.84 < 2), the least is found, to 1e-4 of itself.
+    def f(t: float) -> float:
+        return 1 + 0.21 * t * t
+
+    assert abs(_least_fixed_point(f, 1.0) - 1 / 0.7) < 2e-4
+    assert abs(_least_fixed_point(f, 1.0, above=2.0) - 1 / 0.7) < 2e-4
+    # f(τ) = 1 + 0.3 τ² has none (0.3 τ² − τ + 1 > 0 everywhere): no steady state, inf.
+    assert _least_fixed_point(lambda t: 1 + 0.3 * t * t, 1.0) == float("inf")
