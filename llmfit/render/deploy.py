@@ -315,12 +315,7 @@ def docker_lines(
                     passed.add(var)
                     words += ["-e", var]
             words += ["--entrypoint", "/bin/sh"]
-            given = list(_foreground(c.argv, image))
-            for i, _ in c.secrets:
-                ref = c.reference(i)
-                assert ref is not None
-                given[i] = ref[0]
-            args = ("-c", _unsecret(c), "sh", *given)
+            args = ("-c", _unsecret(c), "sh", *_leads(c, _foreground(c.argv, image)))
         elif _runs_entrypoint(c.argv, image):
             args = c.argv[len(image.entrypoint) :]
         else:
@@ -448,6 +443,18 @@ def _credentials(c: Command) -> list[str]:
     for _, var in c.secrets:
         if var not in out:
             out.append(var)
+    return out
+
+
+def _leads(c: Command, argv: Sequence[str]) -> list[str]:
+    """`argv` (the command's words, foreground flags after them) with each credential's word
+    cut to the literal text in front of its reference (`--api-key=`, or ""): _unsecret's script
+    appends the value there."""
+    out = list(argv)
+    for i, _ in c.secrets:
+        ref = c.reference(i)
+        assert ref is not None
+        out[i] = ref[0]
     return out
 
 
