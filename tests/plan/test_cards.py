@@ -1,10 +1,12 @@
 """The card table: the names people type, "did you mean", memory totals, overrides and fabrics.
 
-Sources of the figures are in llmfit/plan/cards.py, per row; memory totals in
+Sources of the figures are in llmfit/data/cards.toml, per row; memory totals in
 fixtures/fleet/gpu-memory-totals.md.
 """
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -15,6 +17,7 @@ from llmfit.plan.cards import (
     fabric_bandwidth,
     metal_share,
     override,
+    parse_table,
     resolve,
     spec,
     suggest,
@@ -209,3 +212,61 @@ def test_fabric_bandwidth(text, bytes_per_s):
 def test_fabric_bandwidth_refuses_what_is_not_a_rate(text):
     with pytest.raises(ValueError):
         fabric_bandwidth(text)
+
+
+# --- The table as data (llmfit/data/cards.toml) --------------------------------------------
+
+
+def test_table_rows_become_the_figures_they_state():
+    # cards.toml's rows, worked by hand: the H100 SXM's row states bandwidth_gbs = 3350 and
+    # bf16_tflops = 989.5; the MI355X's hbm_gib = 288 (288 GiB less 16 MiB); the H200's
+    # smi_mib = 143771 (less the 454 MiB reserve); the GB200's marketed_gb = 186 (× 0.98).
+    h100, mi355x, h200, gb200 = (
+        BY_KEY[k] for k in ("h100-80g", "mi355x-288g", "h200-141g", "gb200-186g")
+    )
+    assert h100.memory_bandwidth == 3350e9 and h100.bf16_flops == 989.5e12
+    assert mi355x.memory_bytes == 288 * 2**30 - 16 * 2**20 == 309_220_868_096
+    assert h200.memory_bytes == (143_771 - 454) * 2**20 == 150_278_766_592
+    assert gb200.memory_bytes == 182_280_000_000
+
+
+ROW = """[[card]]
+key = "x1-8g"
+name = "X1"
+vendor = "nvidia"
+aliases = []
+memory_kind = "marketed"
+marketed_gb = 8
+bandwidth_gbs = 100
+link = "pcie4"
+link_gbs = 32
+pcie_gbs = 32
+source = "a test"
+"""
+
+
+def test_a_good_row_parses():
+    (card,) = parse_table(ROW)
+    assert (card.key, card.memory_bytes, card.memory_bandwidth) == ("x1-8g", 7_840_000_000, 1e11)
+    assert card.bf16_flops is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("bandwidth_gbs = 100", "bandwidth_gbs = -1"), "card 'x1-8g' bandwidth_gbs is -1"),
+        (("bandwidth_gbs = 100", "bandwidth_gbs = nan"), "card 'x1-8g' bandwidth_gbs is nan"),
+        (('link = "pcie4"', 'link = "pcie9"'), "card 'x1-8g' link is 'pcie9'"),
+        (('source = "a test"', 'sauce = "a test"'), "card 'x1-8g' has unknown fields sauce"),
+        (("marketed_gb = 8", "hbm_gib = 8"), "memory_kind 'marketed' gives marketed_gb alone"),
+        (('source = "a test"\n', ""), "card 'x1-8g' lacks source"),
+    ],
+)
+def test_a_bad_row_is_named(change, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_table(ROW.replace(*change))
+
+
+def test_two_rows_of_one_key_are_refused():
+    with pytest.raises(ValueError, match="cards x1-8g appear more than once"):
+        parse_table(ROW + "\n" + ROW)
