@@ -72,6 +72,11 @@ class CardSpec:
     notes: str = ""
     # Apple silicon: all the machine's memory, of which `memory_bytes` is Metal's share.
     unified_bytes: int | None = None
+    # The generation whose kernels and efficiencies the card shares (ARCHITECTURES): what a
+    # serving model keys its efficiency priors on. A B300 is "blackwell-ultra", not a B200's
+    # "blackwell"; an MI355X "cdna4", not an MI300X's "cdna3".
+    architecture: str = "unknown"
+    fp4_flops: float | None = None  # dense FP4 FLOP/s (None: the card has no FP4 units)
 
     @property
     def backend(self) -> str:
@@ -120,6 +125,27 @@ def metal_share(gb: int) -> float:
 
 APPLE_SPECS = "Apple tech specifications pages (memory options, bandwidth); GPU TFLOPS per notes"
 VENDORS = ("nvidia", "amd", "apple")
+# Generations, each with its own kernels: NVIDIA by SM family ("blackwell" is sm_100 of B200 and
+# GB200, "blackwell-ultra" sm_103 of B300 and GB300, "blackwell-rtx" sm_120/121 of the RTX 50,
+# RTX PRO and GB10), AMD by CDNA/RDNA generation, Apple by M generation.
+ARCHITECTURES = (
+    "pascal",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+    "blackwell-ultra",
+    "blackwell-rtx",
+    "cdna3",
+    "cdna4",
+    "rdna3",
+    "rdna3.5",
+    "apple-m1",
+    "apple-m2",
+    "apple-m3",
+    "apple-m4",
+)
 LINKS = ("nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie3", "pcie4", "pcie5", "none")
 DATA_FILE = "data/cards.toml"
 
@@ -172,9 +198,10 @@ class _Row:
 
 _CARD_FIELDS = frozenset(
     {
-        "key", "name", "vendor", "aliases", "memory_kind", "memory_bytes", "smi_mib", "hbm_gib",
-        "marketed_gb", "bandwidth_gbs", "bf16_tflops", "fp8_tflops", "int8_tops", "link",
-        "link_gbs", "pcie_gbs", "source", "fields_derived", "notes",
+        "key", "name", "vendor", "architecture", "aliases", "memory_kind", "memory_bytes",
+        "smi_mib", "hbm_gib", "marketed_gb", "bandwidth_gbs", "bf16_tflops", "fp8_tflops",
+        "fp4_tflops", "int8_tops", "link", "link_gbs", "pcie_gbs", "source", "fields_derived",
+        "notes",
     }
 )  # fmt: skip
 
@@ -190,7 +217,7 @@ _MEMORY: dict[str, tuple[str, Callable[[float], int]]] = {
     "hbm-gib": ("hbm_gib", lambda gib: _hbm_gib(int(gib))),
     "marketed": ("marketed_gb", _marketed),
 }
-_DERIVABLE = frozenset({"bf16_flops", "fp8_flops", "int8_ops", "memory_bandwidth"})
+_DERIVABLE = frozenset({"bf16_flops", "fp8_flops", "fp4_flops", "int8_ops", "memory_bandwidth"})
 
 
 def _card(i: int, table: object) -> CardSpec:
@@ -209,6 +236,11 @@ def _card(i: int, table: object) -> CardSpec:
     given = [f for f, _ in _MEMORY.values() if row.has(f)]
     if given != [field]:
         raise ValueError(f"{DATA_FILE}: card {key!r} of memory_kind {kind!r} gives {field} alone")
+    arch = row.text("architecture")
+    if arch not in ARCHITECTURES:
+        raise ValueError(
+            f"{DATA_FILE}: card {key!r} architecture is {arch!r}; one of {ARCHITECTURES}"
+        )
     link = row.text("link")
     if link not in LINKS:
         raise ValueError(f"{DATA_FILE}: card {key!r} link is {link!r}; one of {LINKS}")
@@ -221,6 +253,7 @@ def _card(i: int, table: object) -> CardSpec:
         row.rate("bf16_tflops", T), row.rate("fp8_tflops", T), row.rate("int8_tops", T),
         link, row.number("link_gbs", zero=True) * G, row.number("pcie_gbs") * G,
         row.text("source"), fields_derived=derived, notes=row.text("notes", ""),
+        architecture=arch, fp4_flops=row.rate("fp4_tflops", T),
     )  # fmt: skip
 
 
@@ -251,10 +284,11 @@ def _apple(i: int, table: object) -> tuple[CardSpec, ...]:
             f"{chip}-{gb}g", f"Apple {words} ({cores}-core GPU) {gb}GB", "apple",
             (f"apple-{chip}-{gb}g", f"{chip}-{gb}gb", f"Apple {words} {gb}GB"),
             int(gb * GIB * metal_share(gb)), "metal", bw * G, tflops * T, None, tflops * T,
-            "none", 0.0, bw * G, APPLE_SPECS,
+            "none", 0.0, bw * G, f"{APPLE_SPECS}: {words}, {cores}-core GPU, {gb} GB",
             fields_derived=("int8_ops",) + (("bf16_flops",) if derived else ()),
             notes=f"Metal lets a process use {metal_share(gb):.0%} of {gb} GB",
             unified_bytes=gb * GIB,
+            architecture="apple-" + chip.split("-")[0],
         )
         for gb in sizes
     )  # fmt: skip
@@ -374,6 +408,7 @@ def spec(gpu_class: str) -> CardSpec | None:
             bf16_flops=scale(card.bf16_flops),
             fp8_flops=scale(card.fp8_flops),
             int8_ops=scale(card.int8_ops),
+            fp4_flops=scale(card.fp4_flops),
             link="none",
             link_bandwidth=0.0,
         )
