@@ -168,7 +168,7 @@ class Settings:
 # Layers, and the KV spec of each
 # ------------------------------------------------------------------------------------------------
 
-STATE_KINDS = ("mamba2", "mamba1", "gated_delta_net")
+STATE_KINDS = ("mamba2", "mamba1", "gated_delta_net", "kda")
 _GROUP_KIND = {
     AttentionKind.FULL: "full",
     AttentionKind.MLA: "mla",
