@@ -251,7 +251,12 @@ def kv_layout(ctx: Context, notes: list[str]) -> KvLayout | None:
         kinds = ["full" if k in ("sliding", "chunked") else k for k in kinds]
 
     mode, _ = mamba_mode(ctx, hybrid)
-    block = s.block_size or (_mla_block_size(ctx) if "mla" in kinds else 16)
+    if s.block_size:
+        block = s.block_size
+    elif v.has("block_size_64"):
+        block = v.default_block_size
+    else:
+        block = _mla_block_size(ctx) if "mla" in kinds else 16
     attn_kinds = [k for k in ("full", "mla", "sliding", "chunked") if k in kinds]
     token_of: dict[str, int] = {k: attention_token_bytes(m, k, rank.tp, elem) for k in attn_kinds}
     # Every page is the largest kind's (unify_kv_cache_spec_page_size): a kind whose token costs
