@@ -58,7 +58,8 @@ def rank_option(help: str) -> Callable[[F], F]:
 
 def concurrency_option(
     help: str = "Requests in flight the deployment must serve (a closed loop, as bench serve "
-    "--max-concurrency); layouts must hold them.",
+    "--max-concurrency); those past what a replica's pool holds wait for a place, their wait "
+    "in TTFT.",
 ) -> Callable[[F], F]:
     return click.option(
         "--concurrency",
@@ -87,20 +88,30 @@ _WORKLOAD_OPTIONS = (
         help="Requests a second the deployment must serve (Poisson arrivals).",
     ),
     click.option(
+        "--requests",
+        type=click.IntRange(min=1, max=10**9),
+        help="Prompts sent at once with no cap, as bench serve without --max-concurrency: "
+        "served in waves as the engine admits them (its sequence cap and KV pool); figures are "
+        "the run's means (mean TTFT with the queue's wait, mean TPOT, output tok/s over the "
+        "run).",
+    ),
+    click.option(
         "--ttft",
-        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        type=click.FloatRange(min=1e-6, max=1e6),
         callback=finite,
         help="Target: seconds to a request's first token (mean, queueing included).",
     ),
     click.option(
         "--tpot",
-        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        # 1 µs to 1,000 s: a smaller positive float is no time in seconds (5e-324 ms is 0 s).
+        type=click.FloatRange(min=0.001, max=1e6),
         callback=finite,
         help="Target: milliseconds a token after the first (mean).",
     ),
     click.option(
         "--min-speed",
-        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        # The same TPOT bounds: 1/5e-324 tokens a second is an infinite time a token.
+        type=click.FloatRange(min=0.001, max=1e6),
         callback=finite,
         help="Target: tokens a second each user sees (the same as --tpot 1000/N).",
     ),
@@ -114,8 +125,8 @@ def workload_options(f: F) -> F:
     def wrapper(*args: object, **kw: object) -> object:
         from llmfit.cli.values import workload_of
 
-        names = ("workload_name", "input_len", "output_len", "concurrency", "rate", "ttft",
-                 "tpot", "min_speed")  # fmt: skip
+        names = ("workload_name", "input_len", "output_len", "concurrency", "rate", "requests",
+                 "ttft", "tpot", "min_speed")  # fmt: skip
         given = {n: kw.pop(n) for n in names}
         return f(*args, workload=workload_of(**given), **kw)  # type: ignore[arg-type]
 
