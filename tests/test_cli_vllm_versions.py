@@ -150,3 +150,21 @@ def test_every_fixture_model_plans_under_0_34(run, repo):
     for option in json.loads(out)["options"]:
         for command in option["commands"]:
             assert "--gpu-memory-utilization" not in command["argv"]
+
+
+def test_the_extensible_kv_cache_can_be_turned_off_and_only_from_0_34(run):
+    # Qwen3-8B on one H100 at 32,768 tokens: 13.48 sequences with the cache measured after
+    # warm-up (vLLM 0.34 works out 13.46: tests/plan/test_vllm_034.py), 12.4 without it, where
+    # vLLM resolves its share to 0.92 (CacheConfig.resolved_gpu_memory_utilization) as 0.33 did.
+    args = ("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored", "--context", "32k")
+    assert best(run, *args)["concurrency"] == 13.48
+    off = best(run, *args, "--no-enable-extensible-kv-cache")
+    assert off["concurrency"] == 12.4
+    argv = off["commands"][0]["argv"]
+    assert "--no-enable-extensible-kv-cache" in argv and "--gpu-memory-utilization" not in argv
+    code, _, err = run(*args, "--no-enable-extensible-kv-cache", "--vllm-version", "0.33")
+    assert code == 2
+    assert err == (
+        "llmfit: --no-enable-extensible-kv-cache is a flag of vLLM 0.34 on, and vLLM 0.33 has "
+        "none.\n"
+    )

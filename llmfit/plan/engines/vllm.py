@@ -155,6 +155,7 @@ def planned_utilization(s: PlanSettings, version: VllmVersion) -> float | None:
     release has no resolution of its own; None (vLLM's own: 1.0 with the extensible KV cache,
     CacheConfig.resolved_gpu_memory_utilization) from 0.34 where the user named none."""
     if version.has("gpu_memory_utilization_1_extensible") and not s.utilization_named:
+        # Off, the release's 0.92 is resolved by vLLM too (resolved_gpu_memory_utilization).
         return None
     return s.gpu_memory_utilization
 
@@ -173,6 +174,7 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
         max_num_batched_tokens=o.max_num_batched_tokens,
         enforce_eager=o.enforce_eager,
         enable_prefix_caching=o.enable_prefix_caching,
+        enable_extensible_kv_cache=o.enable_extensible_kv_cache,
         lora=vm.LoRA(*o.lora) if o.lora else None,
         speculative=o.speculative,
         limit_mm_per_prompt=o.limits,
