@@ -88,7 +88,7 @@ def test_a_config_file_that_cannot_be_read_is_one_sentence(run, tmp_path):
     listed = tmp_path / "list.yaml"
     listed.write_text("- 1\n- 2\n")
     cases = {
-        str(tmp_path / "cfg.json"): "vLLM 0.33 refuses it: its --config file must be .yaml or "
+        str(tmp_path / "cfg.json"): "vLLM 0.34 refuses it: its --config file must be .yaml or "
         ".yml, not .json.",
         str(tmp_path / "missing.yaml"): f"its --config file {str(tmp_path / 'missing.yaml')!r} "
         "cannot be read (No such file or directory).",

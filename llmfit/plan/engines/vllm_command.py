@@ -1,5 +1,5 @@
-"""A `vllm serve` line read back into a plan request (`llmfit check -- vllm serve …`), as vLLM 0.33
-reads it.
+"""A `vllm serve` line read back into a plan request (`llmfit check -- vllm serve …`), as the
+release checked reads it (0.34's parser, or 0.33's for `--vllm-version 0.33` and older).
 
 vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) first rewrites the words: `--model X`
 moves to the front as the model tag, underscores in a flag's name become dashes
@@ -24,10 +24,10 @@ from functools import cache
 from typing import Any
 
 from llmfit.plan.credentials import Vault
-from llmfit.plan.engines import NO_ENV, Request, knobs
+from llmfit.plan.engines import NO_ENV, Request, knobs, vllm_033_grammar, vllm_grammar
 from llmfit.plan.engines.grammar import Beyond, Grammar, number, positive, said, whole
-from llmfit.plan.engines.vllm_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
+from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.settings import Pins, PlanSettings
 
 # Flags that shape a launch but not a card's memory: read, and not reported as unmodelled.
@@ -86,7 +86,11 @@ TYPES: dict[str, Callable[[str], Any]] = {
     "_optional_type": _optional(str),
 }  # fmt: skip
 # Readers the dump cannot name (optional_type of what): vllm/engine/arg_utils.py add_cli_args.
-BY_DEST: dict[str, Callable[[str], Any]] = {"speculative_config": _optional(_json)}
+BY_DEST: dict[str, Callable[[str], Any]] = {
+    "speculative_config": _optional(_json),
+    # 0.34: optional_type(float), None leaving the share to vLLM's resolution.
+    "gpu_memory_utilization": _optional(number),
+}
 
 
 def _hidden(flag: str) -> list[str]:
@@ -96,8 +100,38 @@ def _hidden(flag: str) -> list[str]:
 
 
 @cache
-def grammar() -> Grammar:
-    return Grammar(FLAGS, TYPES, POSITIONAL, hidden_negations=_hidden, by_dest=BY_DEST)
+def grammar(version: VllmVersion = NEWEST) -> Grammar:
+    """The flags of `version`'s `vllm serve`: 0.34's parser from 0.34, 0.33's before (the
+    releases whose parsers were dumped; 0.34 adds flags and removes none)."""
+    g = vllm_grammar if version.minor >= 34 else vllm_033_grammar
+    return Grammar(g.FLAGS, TYPES, g.POSITIONAL, hidden_negations=_hidden, by_dest=BY_DEST)
+
+
+# vllm/model_executor/layers/quantization/__init__.py QuantizationMethods of the releases whose
+# parsers were dumped: 0.34 adds w4afp8, lut_b_moe and mxfp4_hadamard32 and removes fp_quant.
+# vLLM refuses any other name (vllm/config/model.py ModelConfig._verify_quantization).
+QUANTIZATION_033 = (
+    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4",
+    "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin",
+    "humming", "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
+    "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
+    "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
+)  # fmt: skip
+QUANTIZATION_034 = (
+    "awq", "auto_awq", "fp8", "w4afp8", "fbgemm_fp8", "modelopt", "modelopt_fp4",
+    "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin",
+    "humming", "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
+    "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
+    "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8", "lut_b_moe",
+    "mxfp4_hadamard32",
+)  # fmt: skip
+
+
+def quantization_methods(version: VllmVersion) -> tuple[str, ...] | None:
+    """The --quantization names `version` takes; None for a release whose list was not read."""
+    if version.minor >= 34:
+        return QUANTIZATION_034
+    return QUANTIZATION_033 if version.minor == 33 else None
 
 
 _DASHES = re.compile(r"(?<=--)[^.]*")
@@ -174,10 +208,10 @@ def _dotted(args: list[str]) -> list[str]:
 
 
 def _config_args(config: dict[Any, Any], g: Grammar) -> list[str]:
-    """A --config file's flags as vLLM 0.33 writes them out (FlexibleArgumentParser.
-    load_config_file, vllm/utils/argparse_utils.py): `--key value`; a true switch `--key`, a
-    false one `--no-key` where the parser takes it (else nothing); a list its items; a mapping
-    its JSON."""
+    """A --config file's flags as vLLM writes them out (FlexibleArgumentParser.
+    load_config_file, vllm/utils/argparse_utils.py, the same in 0.33 and 0.34): `--key value`; a
+    true switch `--key`, a false one `--no-key` where the parser takes it (else nothing); a list
+    its items; a mapping its JSON."""
     out: list[str] = []
     for key, value in config.items():
         if isinstance(value, bool):
@@ -195,23 +229,26 @@ def _config_args(config: dict[Any, Any], g: Grammar) -> list[str]:
     return out
 
 
-def _pull_config(args: list[str], g: Grammar, load: Callable[[str], Any] | None) -> list[str]:
-    """`serve …` with a `--config FILE`'s flags in place, as vLLM 0.33 reads them before argparse
-    (FlexibleArgumentParser._pull_args_from_config): right after the model named in front (or
-    after `serve` where the file names it), so that a flag on the command line wins over the
-    file's. Only the word `--config` itself is pulled (vLLM tests `"--config" in args`)."""
+def _pull_config(
+    args: list[str], g: Grammar, load: Callable[[str], Any] | None, version: object
+) -> list[str]:
+    """`serve …` with a `--config FILE`'s flags in place, as vLLM `version` reads them before
+    argparse (FlexibleArgumentParser._pull_args_from_config, the same in 0.33 and 0.34): right
+    after the model named in front (or after `serve` where the file names it), so that a flag on
+    the command line wins over the file's. Only the word `--config` itself is pulled (vLLM tests
+    `"--config" in args`)."""
     if "--config" not in args:
         return args
     if args.count("--config") > 1:
-        raise ValueError("vLLM 0.33 refuses it: more than one --config file.")
+        raise ValueError(f"vLLM {version} refuses it: more than one --config file.")
     index = args.index("--config")
     if index == len(args) - 1:
-        raise ValueError("vLLM 0.33 refuses it: --config names no file.")
+        raise ValueError(f"vLLM {version} refuses it: --config names no file.")
     path = args[index + 1]
     extension = path.split(".")[-1]
     if extension not in ("yaml", "yml"):
         raise ValueError(
-            f"vLLM 0.33 refuses it: its --config file must be .yaml or .yml, not .{extension}."
+            f"vLLM {version} refuses it: its --config file must be .yaml or .yml, not .{extension}."
         )
     if load is None:
         raise ValueError(f"its --config file {path!r} cannot be read here.")
@@ -240,27 +277,36 @@ def read(
         args = args[1:]
     if args[:1] != ["serve"]:
         raise ValueError("a vLLM command to check starts `vllm serve REPO`.")
-    g = grammar()
-    pulled = _pull_config(args, g, load)
+    asked = defaults.options(VllmOptions).version
+    version = VllmVersion.parse(asked) if asked else NEWEST
+    g = grammar(version)
+    pulled = _pull_config(args, g, load, version)
     try:
         parsed = g.parse(flexible(pulled[1:]))
     except Beyond:
         raise
     except ValueError as e:
-        raise ValueError(f"vLLM 0.33 refuses it: {e}") from None
+        raise ValueError(f"vLLM {version} refuses it: {e}") from None
     got = parsed.values
     repo = parsed.positional.get("model_tag") or got.get("model")
     if not repo:
         raise ValueError("the vLLM command names no model: vllm serve REPO ….")
     kv = got.get("kv_cache_dtype") or "auto"
     quant = got.get("quantization")
+    methods = quantization_methods(version)
+    if quant is not None and methods is not None and quant not in methods:
+        raise ValueError(
+            f"vLLM {version} refuses it: Unknown quantization method: {quant}. Must be one of "
+            f"{list(methods)}."
+        )
     ignored: list[str] = []
     precision = "stored"
     if quant in ("fp8", "fp8_per_tensor"):
         precision = "fp8"
     elif quant is not None:
         ignored.append(f"--quantization {quant}")
-    gmu = got.get("gpu_memory_utilization", defaults.gpu_memory_utilization)
+    named = got.get("gpu_memory_utilization") is not None
+    gmu = float(got["gpu_memory_utilization"]) if named else defaults.gpu_memory_utilization
     if not 0 < gmu <= 1:
         raise ValueError(f"--gpu-memory-utilization {gmu:g} must be in (0, 1].")
     pins = Pins(
@@ -297,6 +343,7 @@ def read(
         defaults,
         context=None if length == -1 else positive("--max-model-len", length),
         gpu_memory_utilization=gmu,
+        utilization_given=named,
         kv_cache_dtype={"auto": "auto", "bfloat16": "bfloat16", "bf16": "bfloat16"}.get(
             kv, "fp8" if kv.startswith("fp8") else kv
         ),
