@@ -57,10 +57,10 @@ OPTION = {
     "gpus": INT, "per_card": DICT, "hosts": INT, "free_now": BOOL, "bits_per_weight": (NUM, NONE),
     "max_context": INT, "concurrency": NUM, "commands": LIST, "what_if": (STR, NONE), "tp": INT,
     "pp": INT, "dp": INT, "ep": BOOL, "replicas": INT, "cards_per_replica": INT,
-    "speed": (DICT, NONE), "serving": (DICT, NONE),
+    "speed": (DICT, NONE), "serving": (DICT, NONE), "launch_replicas": INT,
 }  # fmt: skip
 PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
-COMMAND = {"role": STR, "argv": LIST, "shell": STR}
+COMMAND = {"role": STR, "argv": LIST, "shell": STR, "count": INT}
 OPTIONAL_COMMAND = {"env": DICT, "node": (STR, NONE)}
 REJECTED = {
     "artifact": STR, "what_if": (STR, NONE), "engine": STR, "where": STR, "reason": STR,

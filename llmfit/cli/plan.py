@@ -111,6 +111,11 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
 @click.option(
+    "--replicas",
+    type=click.IntRange(1, 10_000),
+    help="Copies of the option the launch starts (default: as many as the named load needs).",
+)
+@click.option(
     "--local-paths",
     is_flag=True,
     help="llama-server -m with this machine's file paths, not -hf REPO:QUANT.",
@@ -147,6 +152,7 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    replicas: int | None,
     local_paths: bool,
     fmt: str,
     offline: bool,
@@ -194,6 +200,7 @@ def plan_cmd(
         every_layout=show_all,
         local_paths=local_paths,
         engine_options=options,
+        replicas=replicas,
     )
     with hub_progress(offline) as progress:
         advice = advise(

@@ -83,6 +83,10 @@ class Option(Generic[L]):
     # plan's fleet capacity).
     free_replicas: int = 0
     fleet_replicas: int = 0
+    # How many copies of it its launch starts: the replicas the plan's named load needs (one
+    # where none is named or none serves it), or the user's --replicas (DESIGN.md: a launch
+    # carries the plan's scale).
+    launched: int = 1
 
     @property
     def cpu(self) -> bool:
@@ -255,6 +259,17 @@ def serves(o: Option[Any]) -> bool:
     if sv is None or sv.replicas is None:
         return False
     return not sv.workload.load or sv.replicas <= max(o.fleet_replicas, 1)
+
+
+def launch_scale(o: Option[Any], asked: int | None = None) -> int:
+    """Copies of the option a launch starts: `asked` (--replicas) where given, else the
+    replicas its named load needs, else one."""
+    if asked:
+        return asked
+    sv = o.serving
+    if sv is None or sv.replicas is None or not sv.workload.load:
+        return 1
+    return sv.replicas
 
 
 def cards_for_load(o: Option[Any]) -> float:

@@ -10,7 +10,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
-from llmfit.plan.options import NO_RAM, Option, Rejection, rank
+from llmfit.plan.options import NO_RAM, Option, Rejection, launch_scale, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings, Workload
 
@@ -134,7 +134,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         else:
             unplaced.append(_nearest(art, rejected, pools, gpu_only))
     shapes = _host_shapes(pools)
-    options = [_with_fleet(o, shapes) for o in options]
+    options = [_with_fleet(o, shapes, settings.replicas) for o in options]
     workload = settings.workload.within(context)
     serving_notes: tuple[str, ...] = ()
     gpu = [o for o in options if o.serving is not None]
@@ -184,9 +184,13 @@ def _host_shapes(pools: list[ClassPool]) -> dict[tuple[str, str | None], Shapes]
     return out
 
 
-def _with_fleet(o: Option[Any], shapes: dict[tuple[str, str | None], Shapes]) -> Option[Any]:
+def _with_fleet(
+    o: Option[Any], shapes: dict[tuple[str, str | None], Shapes], asked: int | None = None
+) -> Option[Any]:
     """The option with how many replicas of it the fleet's cards could run (all of them, and
-    the free ones now): the load they could serve is that times its capacity."""
+    the free ones now): the load they could serve is that times its capacity; and how many of
+    it its launch starts (`asked`, --replicas, else what the load needs)."""
+    o = replace(o, launched=launch_scale(o, asked))
     if o.card is None or o.gpu_class is None:
         return o
     lay = o.layout

@@ -147,6 +147,9 @@ class PlanSettings:
     # The command being checked (`llmfit check`): its launch runs these words as given, adding only
     # what places it on its nodes.
     given: Given | None = None
+    # Copies of the chosen option its launch starts (--replicas); None: as many as the named
+    # load needs.
+    replicas: int | None = None
 
     def options(self, cls: type[T]) -> T:
         """The engine options of class `cls` this plan was asked for (its defaults if none)."""

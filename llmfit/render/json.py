@@ -78,8 +78,11 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "speed": _speed(o),
         # Added to version 1: how it serves the plan's workload (null where not known).
         "serving": serving_document(o.serving, o),
+        # Added to version 1: copies of the option its launch starts (the replicas the named
+        # load needs, or --replicas), and so how many of each command.
+        "launch_replicas": o.launched,
         "commands": [
-            {"role": c.role, "argv": list(c.argv), "shell": c.shell}
+            {"role": c.role, "argv": list(c.argv), "shell": c.shell, "count": o.launched}
             | ({"node": c.node} if c.node else {})
             | ({"env": dict(c.env)} if c.env else {})
             | ({"secrets": [{"index": i, "env": v} for i, v in c.secrets]} if c.secrets else {})
