@@ -35,6 +35,7 @@ SERVING = {
     "e2e_s": (NUM, NONE), "batch": (NUM, NONE), "capacity_rate": (NUM, NONE),
     "capacity_concurrency": (NUM, NONE), "cards_per_load": (NUM, NONE),
     "price_per_gpu_hour": (NUM, NONE), "cost_per_hour": (NUM, NONE), "free_replicas": INT,
+    "cost_per_million_output_tokens": (NUM, NONE),
     "fleet_replicas": INT, "decode_step": DICT, "prefill": DICT, "bound": (STR, NONE),
     "assumptions": LIST,
 }  # fmt: skip

@@ -11,6 +11,7 @@ from llmfit.cli.app import cli
 from llmfit.cli.output import View, show_plan
 from llmfit.cli.shared import (
     WithKnobs,
+    budget_option,
     context_option,
     engine_options,
     engines_option,
@@ -18,6 +19,7 @@ from llmfit.cli.shared import (
     hub_progress,
     json_option,
     offline_option,
+    priced_budget,
     rank_option,
     split_knobs,
     workload_options,
@@ -87,6 +89,7 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 )
 @click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
 @workload_options
+@budget_option()
 @rank_option(
     "What best means: the fewest cards (or lowest cost) that serve the workload, the fewest "
     "that hold the context, the most sequences held, the fastest single sequence, the most "
@@ -143,6 +146,7 @@ def plan_cmd(
     ep: bool | None,
     gpus: int | None,
     workload: Workload,
+    budget: float | None,
     rank_by: str,
     engine_keys: tuple[str, ...],
     json_: bool,
@@ -201,6 +205,7 @@ def plan_cmd(
         local_paths=local_paths,
         engine_options=options,
         replicas=replicas,
+        budget=priced_budget(budget, fleet),
     )
     with hub_progress(offline) as progress:
         advice = advise(

@@ -68,6 +68,33 @@ def concurrency_option(
     )
 
 
+def budget_option() -> Callable[[F], F]:
+    return click.option(
+        "--budget",
+        type=click.FloatRange(min=0, min_open=True, max=1e9),
+        callback=finite,
+        metavar="DOLLARS_PER_HOUR",
+        help="Leave out what costs more an hour (the fleet file's price_per_gpu_hour × cards × "
+        "replicas the load needs), and say so.",
+    )
+
+
+def priced_budget(budget: float | None, fleet: object) -> float | None:
+    """--budget, refused where the fleet prices no card: there is nothing to hold to it."""
+    if budget is None:
+        return None
+    nodes = getattr(fleet, "nodes", ())
+    if not any(getattr(n, "price", None) is not None for n in nodes):
+        from llmfit.errors import UsageError
+
+        raise UsageError(
+            f"--budget {budget:g}: the fleet prices no card, so no option has a cost to hold "
+            "to it.",
+            hint="give each pool or node a price_per_gpu_hour in the fleet file (docs/fleet.md)",
+        )
+    return budget
+
+
 # The workload's flags (plan/settings.py Workload), in the order --help lists them.
 _WORKLOAD_OPTIONS = (
     click.option(

@@ -272,6 +272,33 @@ def launch_scale(o: Option[Any], asked: int | None = None) -> int:
     return sv.replicas
 
 
+def hourly(o: Option[Any]) -> float | None:
+    """What the option costs an hour where its cards are priced: its cards × their price, times
+    the replicas a named load needs (one where none is named or none serves it); None: not
+    priced."""
+    if o.price is None or o.cpu:
+        return None
+    sv = o.serving
+    copies = sv.replicas if sv is not None and sv.replicas and sv.workload.load else 1
+    return copies * o.gpus * o.price
+
+
+# Output tokens in a million, and seconds in an hour: $/Mtok = $/h ÷ (tok/s × 3600 ÷ 1e6).
+MILLION = 1e6
+HOUR = 3600.0
+
+
+def per_million(o: Option[Any]) -> float | None:
+    """What a million output tokens cost at the workload: the option's hourly cost over the
+    output tokens its replicas give an hour at the load (with none named, at its capacity);
+    None where it is not priced or serves nothing."""
+    cost = hourly(o)
+    sv = o.serving
+    if cost is None or sv is None or sv.replicas is None or sv.output_tokens_per_s <= 0:
+        return None
+    return cost / (sv.output_tokens_per_s * HOUR / MILLION)
+
+
 def cards_for_load(o: Option[Any]) -> float:
     """The cards the workload's load takes on this option: whole replicas of it for a named
     load, its own cards with none named; inf where it does not serve the workload."""

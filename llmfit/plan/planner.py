@@ -10,7 +10,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
-from llmfit.plan.options import NO_RAM, Option, Rejection, launch_scale, rank
+from llmfit.plan.options import NO_RAM, Option, Rejection, hourly, launch_scale, rank
 from llmfit.plan.pools import ClassPool, class_pools
 from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings, Workload
 
@@ -135,6 +135,9 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             unplaced.append(_nearest(art, rejected, pools, gpu_only))
     shapes = _host_shapes(pools)
     options = [_with_fleet(o, shapes, settings.replicas) for o in options]
+    budget_notes: tuple[str, ...] = ()
+    if settings.budget is not None:
+        options, budget_notes = _within_budget(options, settings.budget)
     workload = settings.workload.within(context)
     serving_notes: tuple[str, ...] = ()
     gpu = [o for o in options if o.serving is not None]
@@ -155,6 +158,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             + _context_notes(model, context, tuple(ran), settings.given is None)
             + tuple(engine_notes)
             + serving_notes
+            + budget_notes
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=charges if charges is not None else _charges(shape, context, settings.engines),
@@ -212,6 +216,28 @@ def _with_fleet(
     cheapest = min(prices) if prices and None not in prices else None  # type: ignore[type-var]
     return replace(o, free_replicas=units(True), fleet_replicas=units(False),
                    price=cheapest)  # fmt: skip
+
+
+def _within_budget(
+    options: list[Option[Any]], budget: float
+) -> tuple[list[Option[Any]], tuple[str, ...]]:
+    """The options that cost at most `budget` an hour (an unpriced one, a CPU's, is kept), and
+    the note that says what was left out: nothing is dropped unsaid."""
+    kept: list[Option[Any]] = []
+    over: list[float] = []
+    for o in options:
+        cost = hourly(o)
+        if cost is not None and cost > budget * (1 + 1e-9):
+            over.append(cost)
+        else:
+            kept.append(o)
+    if not over:
+        return kept, ()
+    n = len(over)
+    return kept, (
+        f"--budget {budget:g} an hour: {n} option{'s' if n != 1 else ''} that cost"
+        f"{'s' if n == 1 else ''} more left out (the cheapest of them {min(over):,.2f} an hour)",
+    )
 
 
 def _charges(shape: Shape, context: int, named: tuple[str, ...]) -> tuple[AttentionCharge, ...]:

@@ -150,6 +150,8 @@ class PlanSettings:
     # Copies of the chosen option its launch starts (--replicas); None: as many as the named
     # load needs.
     replicas: int | None = None
+    # The most an option may cost an hour (--budget, in the fleet's prices' currency); None: any.
+    budget: float | None = None
 
     def options(self, cls: type[T]) -> T:
         """The engine options of class `cls` this plan was asked for (its defaults if none)."""

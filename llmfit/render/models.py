@@ -14,7 +14,7 @@ from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
 from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
-from llmfit.render.serving import meets, per_gpu, unserved
+from llmfit.render.serving import meets, per_gpu, per_hour, per_mtok, unserved
 from llmfit.render.table import _count
 
 # The mark of a model planned past the context it was trained for, and what it means.
@@ -67,6 +67,10 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
                 # option meets its targets: as the plan's table shows them.
                 "tok/s/GPU": per_gpu(o),
                 "meets": meets(o),
+                # Where the fleet prices the cards: the cost an hour at the load, and a million
+                # output tokens at the workload (issue 34).
+                "$/h": per_hour(o),
+                "$/Mtok": per_mtok(o),
                 "now": "free" if o.free_now else "busy",
             }
         )
@@ -76,6 +80,10 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
     # Unknown everywhere says nothing; then, as the table grows past the width, the least needed.
     if all(row["params"] == "?" for row in rows):
         names.remove("params")
+    # Unpriced everywhere, no cost columns.
+    for name in ("$/h", "$/Mtok"):
+        if name in names and all(row[name] == "-" for row in rows):
+            names.remove(name)
 
     def wide() -> int:
         return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
@@ -85,7 +93,9 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
         for row in rows:
             row["what-if"] = row["what-if"].replace(" and KV cache", "+KV")
     dropped: list[str] = []
-    for name in ("bits", "now", "meets", "engine", "params", "seqs", "max ctx", "tok/s/GPU"):
+    order = ("bits", "now", "meets", "engine", "params", "seqs", "max ctx", "tok/s/GPU", "$/Mtok",
+             "$/h")  # fmt: skip
+    for name in order:
         if wide() <= width:
             break
         same = len({row[name] for row in rows}) == 1
@@ -104,7 +114,17 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
     if rows and wide() > width:
         return None, dropped
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
-    right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs", "tok/s/GPU"}
+    right = {
+        "#",
+        "params",
+        "bits",
+        "need/have GiB",
+        "max ctx",
+        "seqs",
+        "tok/s/GPU",
+        "$/h",
+        "$/Mtok",
+    }
     for name in names:
         t.add_column(
             name,

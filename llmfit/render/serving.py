@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from llmfit.plan.load import Serving, part_times
-from llmfit.plan.options import Option
+from llmfit.plan.options import Option, hourly, per_million
 from llmfit.plan.settings import Workload
 from llmfit.plan.speed import Cost
 from llmfit.render.sentences import label
@@ -100,14 +100,56 @@ def per_gpu(o: Option) -> str:
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
+def money(x: float) -> str:
+    """ "$24.90", "$0.062", "$1,234": a cost to the cent, or to two figures below a dime."""
+    if x >= 0.1 or x == 0:
+        return f"${x:,.2f}"
+    return f"${x:.2g}"
+
+
+def per_hour(o: Option) -> str:
+    """The table's `$/h` cell: what the option costs an hour at the load ("-" unpriced)."""
+    cost = hourly(o)
+    return "-" if cost is None else money(cost).removeprefix("$")
+
+
+def per_mtok(o: Option) -> str:
+    """The table's `$/Mtok` cell: a million output tokens at the workload ("-" where it is not
+    priced or serves nothing)."""
+    cost = per_million(o)
+    return "-" if cost is None else money(cost).removeprefix("$")
+
+
+def cost_line(o: Option) -> str | None:
+    """ "costs $17.95 an hour (5 replicas × 1 card × $3.59 a card-hour): $0.50 a million output
+    tokens at this load"; None where the fleet prices no card of it."""
+    cost, price = hourly(o), o.price
+    if cost is None or price is None:
+        return None
+    sv = o.serving
+    copies = sv.replicas if sv is not None and sv.replicas and sv.workload.load else 1
+    parts = [f"{o.gpus} card{'s' if o.gpus != 1 else ''}", f"{money(price)} a card-hour"]
+    if copies > 1:
+        parts.insert(0, f"{copies} replicas")
+    line = f"costs {money(cost)} an hour ({' × '.join(parts)})"
+    mtok = per_million(o)
+    if mtok is not None and sv is not None:
+        at = "this load" if sv.workload.load else "its capacity"
+        line += f": {money(mtok)} a million output tokens at {at}"
+    return line
+
+
 def serving_lines(o: Option) -> list[str]:
     """The Best block's lines: how the option serves the workload."""
     sv = o.serving
+    cost = cost_line(o)
     if sv is None:
-        return []
+        return [cost] if cost else []
     w = sv.workload
     if sv.replicas is None:
-        return [f"does not serve the workload at any load: {'; '.join(sv.misses)}"]
+        return [f"does not serve the workload at any load: {'; '.join(sv.misses)}"] + (
+            [cost] if cost else []
+        )
     rate = f"{sv.rate:.3g} requests a second"
     figures = (
         f"{sv.output_tokens_per_s:,.0f} output tok/s ({sv.output_tokens_per_s_per_gpu:,.0f} a "
@@ -117,13 +159,15 @@ def serving_lines(o: Option) -> list[str]:
         return [
             f"serves up to {_count(sv.capacity_concurrency)} requests in flight ({rate}) "
             f"within {targets(w)}: {figures}"
-        ]
+        ] + ([cost] if cost else [])
     cards = sv.replicas * o.gpus
     need = (
         f"{load(w)} need {sv.replicas} replica{'s' if sv.replicas != 1 else ''} of it "
         f"({cards} card{'s' if cards != 1 else ''})"
     )
     lines = [f"{need}: {figures}"]
+    if cost:
+        lines.append(cost)
     if sv.replicas > 1:
         lines.append(f"one replica alone: {'; '.join(sv.misses)}")
     if sv.replicas > o.fleet_replicas:
@@ -209,6 +253,7 @@ def document(sv: Serving | None, o: Option) -> dict[str, object] | None:
         return out
 
     served = sv.replicas is not None
+    mtok = per_million(o)
     return {
         "meets": sv.meets,
         "misses": list(sv.misses),
@@ -231,6 +276,9 @@ def document(sv: Serving | None, o: Option) -> dict[str, object] | None:
             if sv.replicas is not None and o.price is not None
             else None
         ),
+        # Added to version 1 (issue 34): a million output tokens at the workload, in the
+        # prices' currency.
+        "cost_per_million_output_tokens": num(mtok, 4) if mtok is not None else None,
         "free_replicas": o.free_replicas,
         "fleet_replicas": o.fleet_replicas,
         "decode_step": parts(sv.decode),
