@@ -22,7 +22,7 @@ NUM = (int, float)
 DOCUMENT = {
     "schema": INT, "repo": DICT, "model": DICT, "context": INT, "fleet": DICT, "artifacts": LIST,
     "options": LIST, "unplaced": LIST, "rejected": LIST, "notes": LIST, "workload": DICT,
-    "rank_by": STR,
+    "rank_by": STR, "ceiling": (DICT, NONE),
 }  # fmt: skip
 WORKLOAD = {
     "name": STR, "named": BOOL, "input_len": INT, "output_len": INT, "concurrency": (NUM, NONE),

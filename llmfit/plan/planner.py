@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.ceiling import Ceiling, ceiling
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
@@ -56,6 +57,9 @@ class Plan:
     # order they were ranked in.
     workload: Workload = field(default_factory=Workload)
     rank: str = "serve"
+    # What the fleet's free cards serve at most of a named load no one option's replicas fit
+    # them for (plan/ceiling.py); None where one does, or no load is named.
+    ceiling: Ceiling | None = None
 
 
 def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: PlanSettings) -> Plan:
@@ -146,10 +150,12 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             "no option serves the workload within its targets at any load (the nearest are "
             "first): relax --tpot or --ttft, or plan for faster cards",
         )
+    ranked = rank(options, settings.rank)
     return Plan(
         model=model,
         context=context,
-        options=tuple(rank(options, settings.rank)),
+        ceiling=ceiling(ranked),
+        options=tuple(ranked),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
         notes=(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from llmfit.plan.ceiling import Ceiling
 from llmfit.plan.load import Serving, part_times
 from llmfit.plan.options import Option, hourly, per_million
 from llmfit.plan.settings import Workload
@@ -174,6 +176,60 @@ def serving_lines(o: Option) -> list[str]:
         lines.append(f"but the fleet's cards run {o.fleet_replicas} of them: not enough")
     lines.append(fleet_line(o))
     return lines
+
+
+def _in_unit(x: float, unit: str) -> str:
+    if unit == "concurrency":
+        return f"{_count(x)} requests in flight"
+    return f"{x:.3g} requests a second"
+
+
+def ceiling_lines(c: Ceiling, options: Sequence[Option]) -> list[str]:
+    """What the fleet's free cards serve of the model where no one option's replicas fit them
+    for the load: each class's replicas and the load they carry, and what is missing."""
+    asked = _in_unit(c.load, c.unit)
+    if c.missing > 0:
+        head = (
+            f"what the fleet can serve: its free cards serve at most {_in_unit(c.served, c.unit)} "
+            f"of the {asked} asked, {_in_unit(c.missing, c.unit)} missing:"
+        )
+    else:
+        head = (
+            f"no one layout serves {asked} on the free cards; replicas of these, mixed, serve it:"
+        )
+    lines = [head]
+    for s in c.shares:
+        number = next((i for i, o in enumerate(options, 1) if o is s.option), 0)
+        which = f"option {number}, " if number else ""
+        lines.append(
+            f"  {s.replicas} replica{'s' if s.replicas != 1 else ''} of {which}{label(s.option)}: "
+            f"{_in_unit(s.carries, c.unit)}"
+        )
+    return lines
+
+
+def ceiling_document(c: Ceiling | None, options: Sequence[Option]) -> dict[str, object] | None:
+    """The JSON object of the fleet's ceiling (docs/json.md)."""
+    if c is None:
+        return None
+    return {
+        "unit": c.unit,
+        "load": c.load,
+        "served": round(c.served, 4),
+        "missing": round(c.missing, 4),
+        "shares": [
+            {
+                "option": next((i for i, o in enumerate(options, 1) if o is s.option), None),
+                "label": label(s.option),
+                "gpu_class": s.option.gpu_class,
+                "replicas": s.replicas,
+                "gpus": s.replicas * s.option.gpus,
+                "capacity": round(s.capacity, 4),
+                "carries": round(s.carries, 4),
+            }
+            for s in c.shares
+        ],
+    }
 
 
 def unserved(o: Option) -> str:

@@ -23,7 +23,15 @@ from llmfit.render.sentences import (
     tokens_per_s,
     unplaced_reason,
 )
-from llmfit.render.serving import meets, per_gpu, per_hour, per_mtok, serving_lines, workload_line
+from llmfit.render.serving import (
+    ceiling_lines,
+    meets,
+    per_gpu,
+    per_hour,
+    per_mtok,
+    serving_lines,
+    workload_line,
+)
 
 TOP = 10
 
@@ -263,6 +271,9 @@ def render_text(
             print_wrapped(console, f"  {line}")
         for line in serving_lines(best):
             print_wrapped(console, f"  {line}")
+        if plan.ceiling is not None:
+            for line in ceiling_lines(plan.ceiling, options):
+                print_wrapped(console, f"  {line}")
         render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:
         print_wrapped(console, f"{u.artifact}: {unplaced_reason(u)}", "red")
