@@ -65,7 +65,7 @@ def test_a_budget_leaves_out_what_costs_more_and_says_so(run, priced):
     # two H200s × 3 replicas, is 21.54.
     assert costs and all(c <= 20 for c in costs)
     assert (
-        "--budget 20 an hour: 29 options that cost more left out (the cheapest of them 21.54 an "
+        "--budget 20 an hour: 29 options that cost more left out (the cheapest of them $21.54 an "
         "hour)"
     ) in doc["notes"]
 

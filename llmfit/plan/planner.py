@@ -242,7 +242,7 @@ def _within_budget(
     n = len(over)
     return kept, (
         f"--budget {budget:g} an hour: {n} option{'s' if n != 1 else ''} that cost"
-        f"{'s' if n == 1 else ''} more left out (the cheapest of them {min(over):,.2f} an hour)",
+        f"{'s' if n == 1 else ''} more left out (the cheapest of them ${min(over):,.2f} an hour)",
     )
 
 
