@@ -18,7 +18,7 @@ from llmfit.cli.shared import (
     rank_option,
     workload_options,
 )
-from llmfit.cli.values import context_tokens, param_count
+from llmfit.cli.values import context_tokens, param_count, wants_trained
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import Workload
 
@@ -80,7 +80,7 @@ def models_list(
     fleet = resolve_fleet(fleet_path)
     settings = PlanSettings(
         context=context_tokens(context), workload=workload, engines=engine_keys, rank=rank_by,
-        budget=priced_budget(budget, fleet),
+        budget=priced_budget(budget, fleet), desktop=not wants_trained(context),
     )  # fmt: skip
     if search is not None and is_offline():
         raise UsageError(

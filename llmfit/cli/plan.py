@@ -24,7 +24,7 @@ from llmfit.cli.shared import (
     split_knobs,
     workload_options,
 )
-from llmfit.cli.values import context_tokens, finite
+from llmfit.cli.values import context_tokens, finite, wants_trained
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import PRECISIONS, Pins, Workload
 from llmfit.render.commands import FORMATS
@@ -57,7 +57,10 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     "Fleet file (TOML) or inline fleet (4x8xh100-80g@ib0,cpu:512g); "
     "default: ./fleet.toml, then $LLMFIT_FLEET, then this machine."
 )
-@context_option("Token pool to plan for (32768, 32k, 1m); default: trained.")
+@context_option(
+    "Token pool to plan for (32768, 32k, 1m, or trained); default: the trained context, or "
+    "16k on a fleet of consumer cards (GeForce, Radeon, Apple)."
+)
 @click.option(
     "--gpu-memory-utilization",
     type=click.FloatRange(0.05, 1.0),
@@ -206,6 +209,7 @@ def plan_cmd(
         engine_options=options,
         replicas=replicas,
         budget=priced_budget(budget, fleet),
+        desktop=not wants_trained(context),
     )
     with hub_progress(offline) as progress:
         advice = advise(

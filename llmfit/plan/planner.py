@@ -7,13 +7,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.cards import consumer
 from llmfit.plan.ceiling import Ceiling, ceiling
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
 from llmfit.plan.options import NO_RAM, Option, Rejection, hourly, launch_scale, rank
 from llmfit.plan.pools import ClassPool, class_pools
-from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings, Workload
+from llmfit.plan.settings import DESKTOP_CONTEXT, PRECISIONS, Pins, PlanSettings, Workload
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -62,7 +63,29 @@ class Plan:
     ceiling: Ceiling | None = None
 
 
+def desktop_context(model: Model, fleet: Fleet, settings: PlanSettings) -> int | None:
+    """The desktop default context where it applies: no --context, not a checked command (whose
+    own context it plans), every card of the fleet a consumer card, and a model trained for
+    longer."""
+    if not settings.desktop or settings.context is not None or settings.given is not None:
+        return None
+    classes = {k.gpu_class for n in fleet.nodes for k in n.kinds}
+    if not classes or not all(consumer(c) for c in classes):
+        return None
+    trained = model.max_context or 0
+    return DESKTOP_CONTEXT if trained > DESKTOP_CONTEXT else None
+
+
 def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: PlanSettings) -> Plan:
+    desktop = desktop_context(model, fleet, settings)
+    desktop_notes: tuple[str, ...] = ()
+    if desktop is not None:
+        settings = replace(settings, context=desktop)
+        desktop_notes = (
+            f"context {desktop:,} tokens, the desktop default on consumer cards (the model was "
+            f"trained for {model.max_context:,}): --context trained plans that, or --context N "
+            "any other",
+        )
     context = settings.context or model.max_context
     if not context or context <= 0:
         raise ValueError("a context is needed: the model states none, so it must be given")
@@ -159,7 +182,8 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
         notes=(
-            model.notes
+            desktop_notes
+            + model.notes
             + fleet.notes
             + _context_notes(model, context, tuple(ran), settings.given is None)
             + tuple(engine_notes)

@@ -85,7 +85,7 @@ def meets(o: Option) -> str:
     replicas do), "no" (none does, at any load), "?" (speed not known)."""
     sv = o.serving
     if sv is None:
-        return "?"
+        return "-" if o.cpu else "?"
     if sv.replicas is None:
         return "no"
     if sv.meets:
@@ -97,7 +97,7 @@ def per_gpu(o: Option) -> str:
     """Output tokens a second a card at the workload, as the table shows it."""
     sv = o.serving
     if sv is None or sv.replicas is None:
-        return "?" if sv is None else "-"
+        return "?" if sv is None and not o.cpu else "-"
     v = sv.output_tokens_per_s_per_gpu
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 

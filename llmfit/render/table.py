@@ -210,6 +210,21 @@ def options_table(options: list[Option], width: int = 120) -> Table:
     return t
 
 
+def legend(options: list[Option], context: int, width: int = FULL) -> list[str]:
+    """What the table's marks mean where a row shows one: `tok/s` at which context, a CPU row's
+    `-` and an unknown card's `?` (issue 34 item 6)."""
+    shown = "tok/s" not in dropped(options, width)
+    lines = [f"tok/s: one sequence's decode at {context:,} tokens of context"] if shown else []
+    if any(o.cpu for o in options):
+        lines.append("-: a CPU row has no GPU, and its serving under load is not modelled")
+    if any(o.serving is None and not o.cpu for o in options):
+        lines.append(
+            "?: the card's speed is not known to llmfit (memory_bandwidth_gbs and bf16_tflops in "
+            "the fleet file give it)"
+        )
+    return lines
+
+
 def breakdown(o: Option) -> str:
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
@@ -256,6 +271,8 @@ def render_text(
         narrow = left_out(shown, console.width)
         if narrow:
             print_wrapped(console, narrow, "dim")
+        for line in legend(shown, plan.context, console.width):
+            print_wrapped(console, line, "dim")
         best = options[number - 1]
         console.print()
         title = "Best: " if number == 1 else f"Option {number}: "

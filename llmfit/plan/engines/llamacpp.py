@@ -117,7 +117,11 @@ def in_ram(o: Option[LlamaCppLaunch]) -> str:
     layout = o.artifact.layout
     if launch.cpu_moe_layers:
         return f" + experts of {launch.cpu_moe_layers} layers in RAM"
-    if layout and 0 < launch.gpu_layers <= layout.layers:
+    if layout and launch.gpu_layers == layout.layers:
+        # Every repeating layer on the card, only the output layer in RAM: "+ 0 of 32 layers in
+        # RAM" read as if none were on the card (issue 34).
+        return f", all {layout.layers} layers on the card"
+    if layout and 0 < launch.gpu_layers < layout.layers:
         return f" + {layout.layers - launch.gpu_layers} of {layout.layers} layers in RAM"
     return ""
 
