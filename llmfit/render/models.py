@@ -159,8 +159,9 @@ def render_models(models: Models, console: Console) -> None:
     print_wrapped(
         console,
         f"{models.source} · fleet: {fleet.source} · {fleet.node_count:,} "
-        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} "
-        f"GPU{'s' if fleet.gpus != 1 else ''}",
+        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus + fleet.unhealthy:,} "
+        f"GPU{'s' if fleet.gpus + fleet.unhealthy != 1 else ''}"
+        + (f", {fleet.unhealthy:,} unhealthy" if fleet.unhealthy else ""),
         "dim",
     )
     for note in models.notes:

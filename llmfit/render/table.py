@@ -252,10 +252,13 @@ def render_text(
     if line:
         print_wrapped(console, line)
     fleet = advice.fleet
+    # Every card, as `llmfit fleet` counts them, and the unhealthy ones the plan leaves out
+    # (issue 34: 77 here, 78 there, for one file).
+    bad = fleet.unhealthy
     print_wrapped(
         console,
         f"fleet: {fleet.source} · {_plural(fleet.node_count, 'node')} · "
-        f"{_plural(fleet.gpus, 'GPU')}",
+        f"{_plural(fleet.gpus + bad, 'GPU')}" + (f", {bad:,} unhealthy" if bad else ""),
         "dim",
     )
     print_wrapped(console, workload_line(plan.workload, plan.rank), "dim")

@@ -1,0 +1,54 @@
+"""The smaller things of issue 34 (item 7), each as a user met it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import EXAMPLE_FLEET, ROOT
+
+
+def test_plan_help_names_no_document_that_is_not_there(run):
+    code, out, _ = run("plan", "--help")
+    assert code == 0
+    assert "docs/serving.md" not in out and not (ROOT / "docs" / "serving.md").exists()
+    assert "README, Serving under load" in " ".join(out.split())
+
+
+def test_a_time_with_its_unit_is_read(run):
+    # 50ms and 0.05s are the same TPOT; 500ms is half a second of TTFT.
+    for tpot in ("50", "50ms", "0.05s"):
+        code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--tpot", tpot,
+                             "--ttft", "500ms", "--json")  # fmt: skip
+        assert code == 0, err
+        w = json.loads(out)["workload"]
+        assert (w["tpot_s"], w["ttft_s"]) == (0.05, 0.5)
+
+
+def test_a_time_that_is_not_one_says_what_one_is(run):
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--tpot", "fast")
+    assert code == 2
+    assert "Invalid value for '--tpot': 'fast' is not a time (like 50, 50ms or 0.05s)." in err
+
+
+def test_explain_and_commands_print_both(run):
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--explain", "--commands")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("Option 1: 1 × h100-80g")
+    assert lines[-1].startswith("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1")
+
+
+def test_the_plan_and_the_fleet_count_the_same_cards(run):
+    # examples/fleet.toml: 78 cards, one L40S of them unhealthy (llmfit fleet says the same).
+    code, plan_out, _ = run("Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    code, fleet_out, _ = run("fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    assert "· 78 GPUs, 1 unhealthy" in plan_out
+    assert "78 GPUs: 17 used, 60 free, 1 unhealthy" in " ".join(fleet_out.split())
+
+
+def test_the_readme_quotes_no_figure_the_plan_no_longer_prints():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for stale in ("at 133 output tokens", "up to 8 requests in flight", "take 86 ms a token"):
+        assert stale not in readme
