@@ -26,13 +26,15 @@ DOCUMENT = {
 }  # fmt: skip
 WORKLOAD = {
     "name": STR, "named": BOOL, "input_len": INT, "output_len": INT, "concurrency": (NUM, NONE),
-    "rate": (NUM, NONE), "ttft_s": (NUM, NONE), "tpot_s": (NUM, NONE),
+    "rate": (NUM, NONE), "requests": (INT, NONE), "load": (STR, NONE), "cut_from": (DICT, NONE),
+    "ttft_s": (NUM, NONE), "tpot_s": (NUM, NONE),
 }  # fmt: skip
 SERVING = {
     "meets": BOOL, "misses": LIST, "replicas": (INT, NONE), "cards": (INT, NONE),
     "concurrency": (NUM, NONE), "rate": (NUM, NONE), "output_tokens_per_s": (NUM, NONE),
     "output_tokens_per_s_per_gpu": (NUM, NONE), "tpot_s": (NUM, NONE), "ttft_s": (NUM, NONE),
-    "e2e_s": (NUM, NONE), "batch": (NUM, NONE), "capacity_rate": (NUM, NONE),
+    "e2e_s": (NUM, NONE), "makespan_s": (NUM, NONE), "batch": (NUM, NONE),
+    "capacity_rate": (NUM, NONE),
     "capacity_concurrency": (NUM, NONE), "cards_per_load": (NUM, NONE),
     "price_per_gpu_hour": (NUM, NONE), "cost_per_hour": (NUM, NONE), "free_replicas": INT,
     "cost_per_million_output_tokens": (NUM, NONE),

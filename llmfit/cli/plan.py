@@ -189,12 +189,6 @@ def plan_cmd(
     fleet = resolve_fleet(fleet_path)
     options = engine_options(split_knobs(knob_values))
     asked = context_tokens(context)
-    if asked and workload.named and workload.tokens > asked:
-        raise UsageError(
-            f"the workload's requests ({workload.input_len:,} prompt and {workload.output_len:,} "
-            f"generated tokens) are longer than --context {asked:,}: give a longer --context, "
-            "or shorter --input-len and --output-len."
-        )
     settings = PlanSettings(
         context=asked,
         gpu_memory_utilization=gpu_memory_utilization,

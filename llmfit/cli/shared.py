@@ -59,7 +59,8 @@ def rank_option(help: str) -> Callable[[F], F]:
 
 def concurrency_option(
     help: str = "Requests in flight the deployment must serve (a closed loop, as bench serve "
-    "--max-concurrency); layouts must hold them.",
+    "--max-concurrency); those past what a replica's pool holds wait for a place, their wait "
+    "in TTFT.",
 ) -> Callable[[F], F]:
     return click.option(
         "--concurrency",
@@ -101,9 +102,10 @@ class Duration(click.ParamType):
     `0.05s`; `--ttft 2`, `2s` or `500ms` (issue 34: `--tpot 50ms` was "not a valid float
     range"). Positive, finite and at most `most` in the flag's unit."""
 
-    def __init__(self, unit: str, most: float) -> None:
+    def __init__(self, unit: str, most: float, least: float = 0.0) -> None:
         self.unit = unit
         self.most = most
+        self.least = least
         self.name = f"{'MS' if unit == 'ms' else 'SECONDS'}"
 
     def convert(
@@ -118,9 +120,11 @@ class Duration(click.ParamType):
             number, unit = float(m.group(1)), m.group(2) or self.unit
         scale = {("ms", "s"): 1e3, ("s", "ms"): 1e-3}.get((self.unit, unit), 1.0)
         out = number * scale
-        if not math.isfinite(out) or not 0 < out <= self.most:
+        if not math.isfinite(out) or not (0 < out and self.least <= out <= self.most):
             self.fail(
-                f"{value!r} is not a time between 0 and {self.most:g} {self.unit}.", param, ctx
+                f"{value!r} is not a time between {self.least:g} and {self.most:g} {self.unit}.",
+                param,
+                ctx,
             )
         return out
 
@@ -147,19 +151,30 @@ _WORKLOAD_OPTIONS = (
         help="Requests a second the deployment must serve (Poisson arrivals).",
     ),
     click.option(
+        "--requests",
+        type=click.IntRange(min=1, max=10**9),
+        help="Prompts sent at once with no cap, as bench serve without --max-concurrency: "
+        "served in waves as the engine admits them (its sequence cap and KV pool); figures are "
+        "the run's means (mean TTFT with the queue's wait, mean TPOT, output tok/s over the "
+        "run).",
+    ),
+    click.option(
         "--ttft",
-        type=Duration("s", 1e6),
+        # 1 µs to 1,000,000 s (main's bounds: a smaller positive float is no time).
+        type=Duration("s", 1e6, least=1e-6),
         help="Target: seconds to a request's first token (mean, queueing included; 2, 2s or "
         "500ms).",
     ),
     click.option(
         "--tpot",
-        type=Duration("ms", 1e6),
+        # 1 µs to 1,000 s: a smaller positive float is no time in seconds (5e-324 ms is 0 s).
+        type=Duration("ms", 1e6, least=0.001),
         help="Target: milliseconds a token after the first (mean; 50, 50ms or 0.05s).",
     ),
     click.option(
         "--min-speed",
-        type=click.FloatRange(min=0, min_open=True, max=1e6),
+        # The same TPOT bounds: 1/5e-324 tokens a second is an infinite time a token.
+        type=click.FloatRange(min=0.001, max=1e6),
         callback=finite,
         help="Target: tokens a second each user sees (the same as --tpot 1000/N).",
     ),
@@ -173,8 +188,8 @@ def workload_options(f: F) -> F:
     def wrapper(*args: object, **kw: object) -> object:
         from llmfit.cli.values import workload_of
 
-        names = ("workload_name", "input_len", "output_len", "concurrency", "rate", "ttft",
-                 "tpot", "min_speed")  # fmt: skip
+        names = ("workload_name", "input_len", "output_len", "concurrency", "rate", "requests",
+                 "ttft", "tpot", "min_speed")  # fmt: skip
         given = {n: kw.pop(n) for n in names}
         return f(*args, workload=workload_of(**given), **kw)  # type: ignore[arg-type]
 

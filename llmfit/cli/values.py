@@ -88,14 +88,17 @@ def workload_of(
     ttft: float | None,
     tpot: float | None,
     min_speed: float | None,
+    requests: int | None = None,
 ) -> Workload:
     """The workload the flags name: the preset (chat by default) with each flag given in place
     of its field. --concurrency and --rate name the load two ways, --tpot and --min-speed the
     same target: one of each."""
-    if concurrency is not None and rate is not None:
+    loads = [f for f, v in (("--concurrency", concurrency), ("--rate", rate),
+                            ("--requests", requests)) if v is not None]  # fmt: skip
+    if len(loads) > 1:
         raise UsageError(
-            "--concurrency and --rate both name the load: give requests in flight or requests a "
-            "second, not both."
+            f"{' and '.join(loads)} each name the load: give requests in flight (--concurrency), "
+            "requests a second (--rate) or requests sent at once (--requests), one of them."
         )
     if tpot is not None and min_speed is not None:
         raise UsageError(
@@ -104,13 +107,14 @@ def workload_of(
         )
     w = WORKLOADS[workload_name or "chat"]
     named = any(v is not None for v in (workload_name, input_len, output_len, concurrency, rate,
-                                        ttft, tpot, min_speed))  # fmt: skip
+                                        requests, ttft, tpot, min_speed))  # fmt: skip
     return Workload(
         name=w.name if input_len is None and output_len is None else "custom",
         input_len=context_tokens(input_len, "--input-len") or w.input_len,
         output_len=context_tokens(output_len, "--output-len") or w.output_len,
         concurrency=concurrency,
         rate=rate,
+        requests=requests,
         ttft_s=ttft if ttft is not None else w.ttft_s,
         tpot_s=tpot / 1000 if tpot is not None else (1 / min_speed if min_speed else w.tpot_s),
         named=named,

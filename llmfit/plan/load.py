@@ -24,7 +24,10 @@ A load of C requests in flight (a closed loop) is the rate whose requests in the
 r × (TTFT + (O − 1) τ), are C, or as many as the replica admits (its --max-num-seqs and its KV
 pool's tokens at I + O/2 a request); the rest wait outside, which their TTFT counts. A replica's
 capacity is the largest rate it serves within the workload's targets (TTFT, TPOT) with its
-batch and pool; a named load needs ceil(load / capacity) replicas of the option.
+batch and pool; a named load needs ceil(load / capacity) replicas of the option (of requests in
+flight, fewer where targets loose enough let the rest wait for a place). A burst of N requests
+sent at once (`burst`) is served in waves of what a replica admits, each prefilled then decoded,
+and reported as the run's means. What a replica admits is one count (`admits`) for all of them.
 
 Prefill and decode are worked out apart (`decode_round`, `prefill_service`), so that a prefill
 pool and a decode pool can be estimated apart: disaggregated serving is the next step. No engine
@@ -49,12 +52,22 @@ from llmfit.plan.speed import (
     step_total,
 )
 
-# A fixed point or a capacity is found to this share of itself: the model is no truer than
+# A capacity is found to this share of itself: the model is no truer than
 # a few per cent, and each step costs a walk over the replica's stages.
 TOLERANCE = 0.02
 # A load within this share of a whole number of replicas' capacity is that many replicas, and a
 # target missed by less is met: the capacities are found to TOLERANCE, below the true ones.
 ROUNDING = 0.005
+# A TPOT's fixed point is found to this share of itself (see `_least_fixed_point`); a step is a few
+# multiplications a stage, so the extra steps cost little.
+FIXED_POINT = 1e-4
+# No TPOT past this is a steady state anyone serves at (a token in 1,000 s): the search for one
+# stops there.
+MAX_TPOT = 1e3
+# Every search stops after this many steps whatever its input (a bracket of subnormal floats
+# stops shrinking): each step at least halves a bracket's excess, so a well-posed search ends far
+# sooner.
+MAX_STEPS = 200
 
 
 @dataclass(frozen=True)
@@ -137,12 +150,16 @@ class Serving:
     # How far one request alone is from the targets where none is met (its TPOT or TTFT over
     # the target, the worse of the two: 1.2 is 20 % over); 0 where the workload is served.
     shortfall: float = 0.0
+    # A burst's (`--requests`) run from its start to its last token, over `replicas`; 0 for
+    # the other loads, which are steady states.
+    makespan_s: float = 0.0
 
     @property
     def headroom(self) -> float:
-        """Capacity over the load served: 2 means it would serve twice the load."""
+        """Capacity over the load served: 2 means it would serve twice the load (1 for a
+        burst, which is served once, not sustained)."""
         load = self.workload.load
-        if not load or self.replicas is None:
+        if not load or self.replicas is None or self.workload.requests is not None:
             return 1.0
         cap = self.capacity_concurrency if self.workload.concurrency else self.capacity_rate
         return cap * self.replicas / load
@@ -202,9 +219,11 @@ def prefill_cost(r: Replica, w: Workload, batch: float) -> Cost:
     return Cost(tuple(p.scaled(steps) for p in one.parts))
 
 
-def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
-    """One replica in steady state at `rate` requests a second (Poisson arrivals); `guess`, a
-    TPOT near the answer (a nearby rate's), saves steps."""
+def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: float = 0.0) -> Point:
+    """One replica in steady state at `rate` requests a second (Poisson arrivals): at the least
+    TPOT that is its own step time, the steady state a replica reaches as its batch fills from
+    empty. `guess`, the TPOT of a lower rate, and `above`, that of a higher one (a capacity's),
+    bracket it and save steps."""
     inp = r.inputs
     k = inp.constants
     prompt, out = w.input_len, w.output_len
@@ -240,27 +259,7 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
         return t / (1 - busy) if busy < 1 else math.inf  # busy: the prefill batches' share
 
     lo = tau_of(0.0)
-    tau = max(guess, lo)
-    # Secant on g(τ) = step(τ) − τ: g is close to linear in τ, so a few steps do.
-    prev_tau = prev_g = None
-    for _ in range(30):
-        new = tau_of(tau)
-        if not math.isfinite(new) or new > 1e3:
-            tau = math.inf
-            break
-        g = new - tau
-        if abs(g) <= TOLERANCE * tau:
-            tau = new
-            break
-        nxt = new
-        if prev_g is not None and prev_tau is not None and g != prev_g:
-            nxt = tau - g * (tau - prev_tau) / (g - prev_g)
-            if not math.isfinite(nxt) or nxt < lo:
-                nxt = new
-        prev_tau, prev_g = tau, g
-        tau = nxt
-    else:
-        tau = math.inf
+    tau = _least_fixed_point(tau_of, lo, guess, above)
     if not math.isfinite(tau):
         # The prompts do not fit beside the decodes (or their batches take all the time), or
         # no TPOT is long enough: each step's batch lengthens it more than it drains.
@@ -293,6 +292,85 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0) -> Point:
     return Point(rate, batch, admitted, tau, ttft, True, "", 0.0)
 
 
+def _least_fixed_point(
+    f: Callable[[float], float], lo: float, guess: float = 0.0, above: float = 0.0
+) -> float:
+    """The least τ ≥ `lo` at which f(τ) = τ, for f increasing in τ (a longer step holds a bigger
+    batch, whose step is longer) with f(lo) ≥ lo; inf where there is none short of MAX_TPOT.
+
+    Below the least root a point's own step is never past it (τ ≤ τ* gives f(τ) ≤ f(τ*) = τ*),
+    so stepping to f(τ) is safe, if slow where the slope of f nears 1 (near a capacity); a
+    secant step through two points below is faster, and is kept only where g = f − τ still
+    falls (a point past the other root, the unstable one where the batch outgrows its drain,
+    has g rising again). Once a point has g ≤ 0 the least root is bracketed, and found by
+    regula falsi (the Illinois kind) to FIXED_POINT of itself. Stopping where g is small, as
+    this did before, stopped near a capacity far from the root: there g is small everywhere."""
+
+    def g(t: float) -> float:
+        v = f(t)
+        return v - t if math.isfinite(v) else math.inf
+
+    if not math.isfinite(lo) or lo > MAX_TPOT:
+        return math.inf
+    a, ga = lo, g(lo)
+    if not math.isfinite(ga):
+        return math.inf
+    b, gb = math.inf, 0.0
+    if guess > a:
+        # A lower rate's TPOT: below this rate's root (the roots grow with the rate).
+        gg = g(guess)
+        if gg <= 0:
+            b, gb = guess, gg
+        elif math.isfinite(gg):
+            a, ga = guess, gg
+    if above > a and above < b:
+        # A higher rate's TPOT: past this rate's least root, short of its other one.
+        ga_ = g(above)
+        if ga_ <= 0:
+            b, gb = above, ga_
+    prev_t, prev_g = math.nan, math.nan
+    steps = 0
+    while not math.isfinite(b):
+        steps += 1
+        if ga <= FIXED_POINT * a:
+            return a + ga
+        if a > MAX_TPOT or steps > MAX_STEPS:
+            return math.inf
+        plain = a + ga  # f(a)
+        x = plain
+        if prev_g > ga:
+            # The secant through the two points below, where it reaches further.
+            x = max(plain, a - ga * (a - prev_t) / (ga - prev_g))
+        gx = g(x)
+        if x > plain and not gx < ga:
+            # Past the least root's well: step from the point below instead.
+            x, gx = plain, g(plain)
+        if gx <= 0:
+            b, gb = x, gx
+            break
+        if not math.isfinite(gx):
+            return math.inf
+        prev_t, prev_g, a, ga = a, ga, x, gx
+    kept = 0
+    for _ in range(MAX_STEPS):
+        if b - a <= FIXED_POINT * a:
+            break
+        x = b - gb * (b - a) / (gb - ga)
+        x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))
+        gx = g(x)
+        if gx > 0:
+            a, ga = x, gx
+            if kept == 1:
+                gb /= 2
+            kept = 1
+        else:
+            b, gb = x, gx
+            if kept == -1:
+                ga /= 2
+            kept = -1
+    return a + (b - a) * ga / (ga - gb) if ga > gb else b
+
+
 def _apart_share(r: Replica, w: Workload, rate: float) -> float:
     """The share of a replica's time its prefill batches of their own take at `rate`. A batch
     takes every prompt waiting, up to the budget (SGLang's PrefillAdder): the prompts that
@@ -319,11 +397,24 @@ def _idle(r: Replica, w: Workload) -> Point:
 
 
 def admits(r: Replica, w: Workload) -> float:
-    """Requests a replica runs at once: its batch, and its KV pool at I + O/2 tokens a request
-    (vLLM and SGLang admit a request while its blocks are free, and preempt one when the pool
-    runs out; its mean need is what fills the pool); 0 where one request is longer than a
-    sequence may be."""
+    """Requests a replica holds at once: the one count the hold check, admission, a capacity and
+    a burst's waves all use. Its batch (--max-num-seqs, --max-running-requests, -np), and its
+    KV pool at I + O/2 tokens a request: what a request holds on average over its life, its
+    prompt and half its output, for the engines allocate a request's blocks as its tokens are
+    computed, not at once. vLLM admits a waiting request when its prompt's blocks are free and
+    grows a running one a block at a time, preempting the newest where decode runs out
+    (vllm/v1/core/sched/scheduler.py `Scheduler.schedule`, `kv_cache_manager.allocate_slots`);
+    SGLang admits one when its prompt and an estimate of its new tokens fit beside what the
+    running ones still need, that estimate a ratio of their output that decays as they finish
+    (sglang/srt/managers/schedule_policy.py `PrefillAdder.add_one_req`, `rem_total_tokens`
+    and `new_token_ratio`). Held I + O apiece, as the hold check once had it, a pool of
+    requests at every stage of their lives would be counted half full.
+
+    0 where one request, whole (I + O), does not fit the pool or a sequence: it could never
+    finish (vLLM refuses a --max-model-len whose one request its pool cannot hold)."""
     if r.sequence_tokens and w.tokens > r.sequence_tokens:
+        return 0.0
+    if r.kv_tokens and w.tokens > r.kv_tokens:
         return 0.0
     limit = float(r.max_batch)
     if r.kv_tokens:
@@ -353,7 +444,9 @@ def _search(
     g_hi = math.inf
     lo, g_lo = 0.0, min(excess(idle), -TOLERANCE)
     best, guess, kept = None, 0.0, 0
-    while hi - lo > TOLERANCE * hi:
+    for _ in range(MAX_STEPS):
+        if hi - lo <= TOLERANCE * hi:
+            break
         span = hi - lo
         x = lo + span / 2
         if math.isfinite(g_hi):
@@ -422,7 +515,20 @@ def at_concurrency(r: Replica, w: Workload, concurrency: float) -> tuple[Point, 
         _ceiling(r, w, idle),
         idle,
     )
-    best = best or idle
+    if best is None:
+        # Fewer requests in flight than one arrival an idle TPOT: the replica is idle, and
+        # its rate is the requests held over one request's time there (Little's law).
+        one = idle.ttft_s + max(w.output_len - 1, 0) * idle.tpot_s
+        best = (
+            replace(
+                idle,
+                rate=held / one,
+                admitted=held,
+                batch=idle.batch * held / max(idle.admitted, 1e-300),
+            )
+            if idle.admitted > held and one > 0
+            else idle
+        )
     waiting = max(concurrency - held, 0.0)
     client_ttft = best.ttft_s + (waiting / best.rate if best.rate > 0 else math.inf)
     return best, client_ttft
@@ -448,12 +554,192 @@ def _misses(p: Point, ttft: float, w: Workload, held: bool = True) -> list[str]:
     return out
 
 
-def _load_point(r: Replica, w: Workload, share: float) -> tuple[Point, float]:
-    """A replica at `share` of the workload's named load: the point, and its clients' TTFT."""
+def _load_point(
+    r: Replica, w: Workload, share: float, cap: Point | None = None
+) -> tuple[Point, float]:
+    """A replica at `share` of the workload's named load: the point, and its clients' TTFT.
+    A rate's point is solved between the idle one and the capacity's (`cap`), the stable
+    steady state the capacity search walked up through, not the unstable one past it."""
     if w.concurrency is not None:
         return at_concurrency(r, w, share * w.concurrency)
-    p = at_rate(r, w, share * (w.rate or 0.0))
+    p = at_rate(r, w, share * (w.rate or 0.0), above=cap.tpot_s if cap else 0.0)
     return p, p.ttft_s
+
+
+def _fewest_in_flight(r: Replica, w: Workload, most: int) -> int:
+    """The fewest replicas, up to `most` (those whose capacities add up to the load), over
+    which the requests in flight meet the targets: more in flight than a replica holds wait
+    for a place (their wait in the TTFT clients see), which targets loose enough allow."""
+
+    def meets(k: int) -> bool:
+        p, ttft = at_concurrency(r, w, (w.concurrency or 0.0) / (r.copies * k))
+        return _steady(p) and not _misses(p, ttft, w)
+
+    lo, hi = 0, most  # lo: does not meet (or none), hi: taken as meeting
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if meets(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _steady(p: Point) -> bool:
+    """Whether a point is a steady state that serves: stable, with a rate and finite figures."""
+    return (
+        p.stable
+        and p.rate > 0
+        and math.isfinite(p.rate)
+        and math.isfinite(p.tpot_s)
+        and math.isfinite(p.ttft_s)
+    )
+
+
+@dataclass(frozen=True)
+class Burst:
+    """Requests sent at once with no cap (`bench serve` without --max-concurrency) on one
+    replica: the run's means and its length."""
+
+    requests: int
+    wave: int  # requests a wave: what the replica admits (`admits`)
+    waves: int
+    ttft_s: float  # the mean over the requests, each from the burst's start
+    tpot_s: float  # the mean over the requests, each its (last token − first) / (O − 1)
+    makespan_s: float  # from the burst's start to its last token
+
+
+def _floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """Σ floor((a i + b) / m) for i = 1 … n, in a few steps whatever n (the floor-sum of
+    Euclid-like reduction, as competitive programmers' libraries write it for i = 0 … n − 1)."""
+    b += a  # from i = 1: shift the sum by one
+    total = 0
+    while n > 0:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        top = a * n + b
+        if top < m:
+            break
+        n, b, m, a = top // m, top % m, a, m
+    return total
+
+
+def _wave(r: Replica, w: Workload, n: int) -> tuple[float, float]:
+    """A wave of `n` requests admitted together: (its length, the sum over its requests of the
+    time from its start to each one's first token).
+
+    Its prompts are prefilled first, the budget's tokens a step in the order they came, each
+    request's first token at the end of the step that finishes its prompt; then the wave
+    decodes O − 1 steps together at its mean context (I + O/2). SGLang runs a new prefill
+    batch before the decode batch while prompts wait (scheduler.py `get_next_batch_to_run`);
+    vLLM decodes a wave's first requests in its later prefill steps, which this leaves out (a
+    TPOT at most the wave's prefill over O − 1 long)."""
+    prompt, budget = w.input_len, max(r.budget, 1)
+    total = n * prompt
+    steps = -(-total // budget)
+    full = step_total(r.inputs, 0.0, 0.0, float(budget), prompt / 2)
+    last_tokens = total - (steps - 1) * budget
+    last = full if last_tokens == budget else step_total(
+        r.inputs, 0.0, 0.0, float(last_tokens), prompt / 2
+    )  # fmt: skip
+    prefill = (steps - 1) * full + last
+    # Request j's prompt ends in step ceil(j I / B): Σ of those steps over the wave, each a
+    # full step's time but the last's.
+    ends = _floor_sum(n, budget, prompt, budget - 1)
+    in_last = n - (steps - 1) * budget // prompt
+    first = ends * full - in_last * (full - last)
+    tau, _ = decode_round(r, float(n), _mean_context(w))
+    return prefill + max(w.output_len - 1, 0) * tau, first
+
+
+def burst(r: Replica, w: Workload, requests: int) -> Burst | None:
+    """`requests` prompts sent at once to one replica: served in waves of what it admits
+    (`admits`), each wave's prefill then its decode, the next wave as the last ends (prompts
+    of one length end together); the queue's wait is in each request's TTFT. None where the
+    replica cannot hold one request."""
+    n = int(admits(r, w))
+    if n < 1 or requests < 1:
+        return None
+    k = r.inputs.constants
+    q, rest = divmod(requests, n)
+    decoding = max(w.output_len - 1, 0)
+    length, first = _wave(r, w, n)
+    # Wave i (0-based) starts at i × length: the full waves' starts add up to n × length ×
+    # q(q − 1)/2 over their requests, the last partial one's to rest × q × length.
+    ttft = requests * k.ttft_s + n * length * q * (q - 1) / 2 + q * first
+    tpot = q * (n * length - first)
+    makespan = q * length
+    if rest:
+        rest_length, rest_first = _wave(r, w, rest)
+        ttft += rest * q * length + rest_first
+        tpot += rest * rest_length - rest_first
+        makespan += rest_length
+    return Burst(
+        requests=requests,
+        wave=n,
+        waves=q + (1 if rest else 0),
+        ttft_s=ttft / requests,
+        tpot_s=tpot / (requests * decoding) if decoding else 0.0,
+        makespan_s=makespan,
+    )
+
+
+def _spread_burst(r: Replica, w: Workload, replicas: int) -> Burst | None:
+    """The workload's burst spread over `replicas` of the option (each of its `copies`): the
+    means over every request, the longest replica's makespan."""
+    n = w.requests or 0
+    units = r.copies * replicas
+    per, extra = divmod(n, units)
+    parts: list[tuple[Burst, int]] = []
+    for m, c in ((per + 1, extra), (per, units - extra)):
+        if c and m:
+            b = burst(r, w, m)
+            if b is None:
+                return None
+            parts.append((b, c))
+    if not parts:
+        return None
+    total = sum(b.requests * c for b, c in parts)
+    return Burst(
+        requests=n,
+        wave=max(b.wave for b, _ in parts),
+        waves=max(b.waves for b, _ in parts),
+        ttft_s=sum(b.ttft_s * b.requests * c for b, c in parts) / total,
+        tpot_s=sum(b.tpot_s * b.requests * c for b, c in parts) / total,
+        makespan_s=max(b.makespan_s for b, _ in parts),
+    )
+
+
+def _burst_misses(b: Burst, w: Workload) -> list[str]:
+    out = []
+    if w.tpot_s is not None and b.tpot_s > w.tpot_s * (1 + ROUNDING):
+        out.append(f"mean TPOT {_ms(b.tpot_s)} over {_ms(w.tpot_s)}")
+    if w.ttft_s is not None and b.ttft_s > w.ttft_s * (1 + ROUNDING):
+        out.append(f"mean TTFT {_ms(b.ttft_s)} over {_ms(w.ttft_s)}")
+    return out
+
+
+def _burst_replicas(r: Replica, w: Workload) -> int | None:
+    """The fewest replicas of the option over which the burst's means meet the targets (more
+    replicas: fewer waves each, a smaller batch); None where one request each does not."""
+    n = w.requests or 0
+    most = max(-(-n // r.copies), 1)
+    top = _spread_burst(r, w, most)
+    if top is None or _burst_misses(top, w):
+        return None
+    lo, hi = 0, most  # lo misses (or is none), hi meets
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        b = _spread_burst(r, w, mid)
+        if b is not None and not _burst_misses(b, w):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def serve(r: Replica, w: Workload) -> Serving:
@@ -463,31 +749,61 @@ def serve(r: Replica, w: Workload) -> Serving:
     cap_rate = cap.rate * copies if cap else 0.0
     cap_conc = cap.admitted * copies if cap else 0.0
     load = w.load
-    if load:
+    held = admits(r, w) >= 1
+    ran: Burst | None = None
+    if w.requests is not None:
+        replicas = _burst_replicas(r, w) if cap else None
+        spread = replicas or 1
+        ran = _spread_burst(r, w, spread)
+        one = ran if spread == 1 else _spread_burst(r, w, 1)
+        if replicas is None or one is None:
+            idle = _idle(r, w)
+            misses = (_burst_misses(one, w) if one else []) or _misses(
+                idle, idle.ttft_s, w, held
+            ) or ["its capacity within the targets is nil"]  # fmt: skip
+        else:
+            misses = _burst_misses(one, w)
+        point = _idle(r, w)
+        if ran is not None:
+            point = replace(point, batch=float(ran.wave), tpot_s=ran.tpot_s)
+        ttft = ran.ttft_s if ran else math.inf
+        rate = w.requests / ran.makespan_s if ran and ran.makespan_s > 0 else 0.0
+        concurrency = float(w.requests)
+        cards_per_load = cards * spread / w.requests if replicas else math.inf
+        used = cards * spread
+    elif load:
         unit = cap_conc if w.concurrency is not None else cap_rate
         replicas = max(1, math.ceil(load / unit * (1 - ROUNDING))) if unit > 0 else None
+        if replicas is not None and replicas > 1 and w.concurrency is not None:
+            replicas = _fewest_in_flight(r, w, replicas)
         spread = replicas or 1
         # The figures at the load, over `spread` replicas of the option; and whether one of them
         # alone meets the targets.
-        point, ttft = _load_point(r, w, 1 / (copies * spread))
+        point, ttft = _load_point(r, w, 1 / (copies * spread), cap)
+        if replicas is not None and not _steady(point):
+            # Counted only where its point at the load is a steady state that serves: a replica
+            # more, the most a capacity found to TOLERANCE below its true one can be short.
+            spread += 1
+            point, ttft = _load_point(r, w, 1 / (copies * spread), cap)
+            replicas = spread if _steady(point) else None
         if replicas is None:
             # No load at all is served within the targets: what one request alone misses.
             idle = _idle(r, w)
-            misses = _misses(idle, idle.ttft_s, w, admits(r, w) >= 1) or [
-                "its capacity within the targets is nil"
-            ]
+            misses = _misses(idle, idle.ttft_s, w, held) or (
+                [f"it cannot keep up ({point.why})"] if unit > 0 else []
+            ) or ["its capacity within the targets is nil"]  # fmt: skip
         elif spread == 1:
-            misses = _misses(point, ttft, w, admits(r, w) >= 1)
+            misses = _misses(point, ttft, w, held)
         else:
-            one, one_ttft = _load_point(r, w, 1 / copies)
-            misses = _misses(one, one_ttft, w, admits(r, w) >= 1)
+            alone, alone_ttft = _load_point(r, w, 1 / copies, cap)
+            misses = _misses(alone, alone_ttft, w, held)
         if not point.stable:
             ttft = math.inf
         rate = point.rate * copies * spread if point.stable else 0.0
         concurrency = (
             w.concurrency if w.concurrency is not None else point.admitted * (copies * spread)
         )
-        cards_per_load = cards * load / unit if unit > 0 else math.inf
+        cards_per_load = cards * load / unit if unit > 0 and replicas else math.inf
         used = cards * spread
     else:
         replicas = 1 if cap else None
@@ -496,8 +812,7 @@ def serve(r: Replica, w: Workload) -> Serving:
         misses = (
             []
             if cap
-            else _misses(point, ttft, w, admits(r, w) >= 1)
-            or ["its capacity within the targets is nil"]
+            else _misses(point, ttft, w, held) or ["its capacity within the targets is nil"]
         )
         rate, concurrency = cap_rate, cap_conc
         cards_per_load = cards / cap_rate if cap_rate > 0 else math.inf
@@ -517,7 +832,11 @@ def serve(r: Replica, w: Workload) -> Serving:
         else "prefill batches of their own pause decoding",
         f"at most {r.max_batch:,} sequences a replica at once"
         + (f", and its KV pool of {r.kv_tokens:,} tokens" if r.kv_tokens else ""),
-        "arrivals queue for their prefill as Poisson arrivals do (M/D/1); steady state, means",
+        "arrivals queue for their prefill as Poisson arrivals do (M/D/1); steady state, means"
+        if ran is None
+        else f"{ran.requests:,} prompts sent at once, served in {ran.waves:,} wave"
+        f"{'s' if ran.waves != 1 else ''} of up to {ran.wave:,} (what a replica admits), each "
+        "prefilled, then decoded; the means over the run's requests",
     )
     return Serving(
         workload=w,
@@ -541,6 +860,7 @@ def serve(r: Replica, w: Workload) -> Serving:
         assumptions=assumptions,
         replica=r,
         shortfall=0.0 if replicas is not None else _shortfall(r, w),
+        makespan_s=ran.makespan_s if ran else 0.0,
     )
 
 

@@ -89,6 +89,10 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     context = settings.context or model.max_context
     if not context or context <= 0:
         raise ValueError("a context is needed: the model states none, so it must be given")
+    # The one place the workload meets the context: a named one longer is refused, a default one
+    # cut to fit; every engine then serves `settings.workload` as it is.
+    source = "command" if settings.given else ("--context" if settings.context else "model")
+    settings = replace(settings, workload=settings.workload.within(context, source))
     kv_dtype = None if settings.kv_cache_dtype == "auto" else settings.kv_cache_dtype
     shape = Shape.of(model, kv_dtype)
     pools = class_pools(fleet)
@@ -165,7 +169,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
     budget_notes: tuple[str, ...] = ()
     if settings.budget is not None:
         options, budget_notes = _within_budget(options, settings.budget)
-    workload = settings.workload.within(context)
+    workload = settings.workload
     serving_notes: tuple[str, ...] = ()
     gpu = [o for o in options if o.serving is not None]
     if gpu and all(o.serving.replicas is None for o in gpu if o.serving):
@@ -301,6 +305,9 @@ def _shorter(
     # A way on a class no refusal named (one that spans classes) is kept at the longest of all.
     top = max(longest.values(), default=0)
     for context in sorted(set(longest.values()), reverse=True):
+        if settings.workload.tokens > context:
+            # A context shorter than one request serves none of them.
+            continue
         narrower = replace(settings, context=context, precision="stored")
         again = plan(model, [art], fleet, narrower)
         out += [

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
+from llmfit.errors import UsageError
+
 if TYPE_CHECKING:  # an annotation only: the CLI reads this module's constants at start-up
     from llmfit.plan.launch import Given
     from llmfit.plan.layout import Layout
@@ -73,10 +75,15 @@ class Workload:
     output_len: int = 512
     concurrency: float | None = None
     rate: float | None = None
+    # Prompts sent at once with no cap (`bench serve` without --max-concurrency): served in
+    # waves as a replica admits them, reported as the run's means (plan/load.py `burst`).
+    requests: int | None = None
     ttft_s: float | None = 2.0
     tpot_s: float | None = 0.050
     # Whether the user named any of it (a flag or a preset); else it is the default, said so.
     named: bool = False
+    # A default workload cut to fit the context (`within`): its prompt and output before.
+    cut_from: tuple[int, int] | None = None
 
     @property
     def tokens(self) -> int:
@@ -85,16 +92,54 @@ class Workload:
 
     @property
     def load(self) -> float | None:
-        """The load named, in its own unit (requests in flight, or a second); None: none."""
-        return self.concurrency if self.concurrency is not None else self.rate
+        """The load named, in its own unit (requests in flight, a second, or sent at once);
+        None: none."""
+        if self.concurrency is not None:
+            return self.concurrency
+        if self.requests is not None:
+            return float(self.requests)
+        return self.rate
 
-    def within(self, context: int) -> Workload:
-        """The workload at a context no longer than `context`: a default one shrunk to fit
-        (prompt and output in proportion), a named one as it is (the planner refuses it)."""
-        if self.tokens <= context or self.named:
+    @property
+    def load_kind(self) -> str | None:
+        """Which load was asked: "concurrency", "rate", "requests", or None."""
+        if self.concurrency is not None:
+            return "concurrency"
+        if self.requests is not None:
+            return "requests"
+        return "rate" if self.rate is not None else None
+
+    def within(self, context: int, source: str = "--context") -> Workload:
+        """The workload at a context no longer than `context`, the one place a workload meets
+        the context (the planner's): a default one cut to fit (prompt and output in
+        proportion, `cut_from` keeping what it was), a named one refused, in one sentence
+        naming both numbers (an engine refuses a request longer than its --max-model-len).
+        `source` says where the context came from: "--context", "model" (the model's trained
+        context) or "command" (a checked command's own)."""
+        if self.tokens <= context:
             return self
+        if self.named:
+            where = {
+                "--context": f"--context {context:,}",
+                "model": f"the model's trained context of {context:,} tokens",
+                "command": f"the command's context of {context:,} tokens",
+            }.get(source, f"the context of {context:,} tokens")
+            fix = (
+                "a command with a longer context, or shorter --input-len and --output-len"
+                if source == "command"
+                else "a longer --context, or shorter --input-len and --output-len"
+            )
+            raise UsageError(
+                f"the workload's requests ({self.input_len:,} prompt and {self.output_len:,} "
+                f"generated tokens) are longer than {where}: give {fix}."
+            )
         out = max(1, self.output_len * context // self.tokens)
-        return replace(self, input_len=max(1, context - out), output_len=out)
+        return replace(
+            self,
+            input_len=max(1, context - out),
+            output_len=out,
+            cut_from=self.cut_from or (self.input_len, self.output_len),
+        )
 
 
 # Named workloads (`--workload NAME`): the request shapes and targets of common services. A
@@ -133,8 +178,8 @@ class PlanSettings:
     precision: str = "all"
     pins: Pins = field(default_factory=Pins)
     # Sequences of `context` tokens a layout must hold at once; None: one. (`--concurrency` names
-    # the workload's requests in flight, which a layout must hold; this is for callers that ask
-    # for whole sequences of the context.)
+    # the workload's requests in flight, of which a layout must hold one whole, the rest
+    # queueing; this is for callers that ask for whole sequences of the context.)
     concurrency: float | None = None
     # The load the layouts must serve (`--input-len`, `--concurrency`, `--rate`, `--ttft`, …).
     workload: Workload = field(default_factory=Workload)

@@ -71,7 +71,13 @@ def safe_dumps(value: object) -> str:
     string exactly as it was (cleaning them would change the data), the terminal is sent nothing
     it acts on, and everything else (×, a name in any script) stays readable, as
     ensure_ascii=True would not leave it."""
-    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    # No float that is not finite is ever written: Python would write Infinity or NaN, which
+    # no JSON reader takes. One reaching here is a bug (the figures are made finite, or null,
+    # where they are worked out): refused, an internal error, never half-valid JSON.
+    try:
+        text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except ValueError as e:
+        raise RuntimeError(f"a figure that is not finite reached the JSON ({e})") from None
     return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 

@@ -51,6 +51,8 @@ def load(w: Workload) -> str:
     """ "32 requests in flight", "20 requests a second", or "" where none is named."""
     if w.concurrency is not None:
         return f"{w.concurrency:g} request{'s' if w.concurrency != 1 else ''} in flight"
+    if w.requests is not None:
+        return f"{w.requests:,} request{'s' if w.requests != 1 else ''} sent at once"
     if w.rate is not None:
         return f"{w.rate:g} request{'s' if w.rate != 1 else ''} a second"
     return ""
@@ -74,8 +76,14 @@ def workload_line(w: Workload, rank: str) -> str:
     name = f"{w.name} (the default)" if not w.named else w.name
     named = load(w)
     at = named or "no load named (each layout at its capacity: --concurrency or --rate names one)"
+    cut = (
+        f" (cut from {_tokens(w.cut_from[0])} in / {_tokens(w.cut_from[1])} out to fit the context)"
+        if w.cut_from
+        else ""
+    )
     return (
-        f"workload: {name}: requests of {_tokens(w.input_len)} in / {_tokens(w.output_len)} out, "
+        f"workload: {name}: requests of {_tokens(w.input_len)} in / {_tokens(w.output_len)} out"
+        f"{cut}, "
         f"{targets(w)}, {at}; ranked by {RANKED_BY.get(rank, rank)}"
     )
 
@@ -167,6 +175,12 @@ def serving_lines(o: Option) -> list[str]:
         f"{load(w)} need {sv.replicas} replica{'s' if sv.replicas != 1 else ''} of it "
         f"({cards} card{'s' if cards != 1 else ''})"
     )
+    if w.requests is not None:
+        figures = (
+            f"{sv.output_tokens_per_s:,.0f} output tok/s over the run's "
+            f"{seconds(sv.makespan_s)} ({sv.output_tokens_per_s_per_gpu:,.0f} a card), mean "
+            f"TPOT {seconds(sv.tpot_s)}, mean TTFT {seconds(sv.ttft_s)}"
+        )
     lines = [f"{need}: {figures}"]
     if cost:
         lines.append(cost)
@@ -322,6 +336,7 @@ def document(sv: Serving | None, o: Option) -> dict[str, object] | None:
         "tpot_s": num(sv.tpot_s, 5),
         "ttft_s": num(sv.ttft_s, 4),
         "e2e_s": num(sv.e2e_s, 3),
+        "makespan_s": num(sv.makespan_s, 3) if sv.workload.requests is not None else None,
         "batch": num(sv.batch, 2),
         "capacity_rate": num(sv.capacity_rate),
         "capacity_concurrency": num(sv.capacity_concurrency, 2),
@@ -350,8 +365,13 @@ def workload_document(w: Workload) -> dict[str, object]:
         "named": w.named,
         "input_len": w.input_len,
         "output_len": w.output_len,
+        "load": w.load_kind,
         "concurrency": w.concurrency,
         "rate": w.rate,
+        "requests": w.requests,
+        "cut_from": (
+            {"input_len": w.cut_from[0], "output_len": w.cut_from[1]} if w.cut_from else None
+        ),
         "ttft_s": w.ttft_s,
         "tpot_s": w.tpot_s,
     }

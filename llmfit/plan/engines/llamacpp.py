@@ -980,7 +980,7 @@ def _serving(
         budget=llamacpp_speed.N_BATCH,
         mixed=True,
     )
-    return load.serve(r, settings.workload.within(context))
+    return load.serve(r, settings.workload)
 
 
 ENGINE = LlamaCpp()

@@ -297,20 +297,22 @@ def served(t: Tried, job: Job) -> Tried:
     r = t.sized.replica
     if r is None:
         return t
-    w = job.settings.workload.within(job.context)
+    w = job.settings.workload
     return replace(t, sized=replace(t.sized, serving=load.serve(r, w)))
 
 
 def hold_target(job: Job) -> float | None:
-    """Sequences of the context a layout must hold: `settings.concurrency`, else the workload's
-    requests in flight, each of its prompt and output."""
+    """Sequences of the context a layout must hold: `settings.concurrency`, else, where the
+    workload names requests in flight, one request whole (its prompt and output). More in
+    flight than a pool holds wait for a place (plan/load.py `admits`, the one count of what a
+    pool holds), as the engines queue them: not a reason to refuse the layout."""
     s = job.settings
     if s.concurrency is not None:
         return s.concurrency
-    w = s.workload.within(job.context)
+    w = s.workload
     if w.concurrency is None or not job.context:
         return None
-    return w.concurrency * w.tokens / job.context
+    return w.tokens / job.context
 
 
 def weights_share(layout: Layout, width: str, *, experts_over: int, copy: str) -> str:
@@ -619,7 +621,7 @@ class Serving(ABC, Generic[L]):
         here = where(t.spot.layout, pool.gpu_class, t.spot.fabric or None)
         if s.refusal is not None:
             return Rejection(art.name, self.key, here, s.refusal, nodes=t.spot.layout.nodes)
-        w = job.settings.workload.within(job.context)
+        w = job.settings.workload
         if s.fits_memory and target is not None:
             said = (
                 f"holds {s.concurrency:g} sequences of the context at once, "
@@ -628,8 +630,8 @@ class Serving(ABC, Generic[L]):
             if job.settings.concurrency is None and w.concurrency is not None:
                 held = s.concurrency * job.context / w.tokens
                 said = (
-                    f"holds {held:.3g} requests of {w.tokens:,} tokens at once, "
-                    f"fewer than the {w.concurrency:g} asked for"
+                    f"holds {held:.3g} requests of {w.tokens:,} tokens at once: not one whole "
+                    "request"
                 )
             return Rejection(
                 art.name,
