@@ -52,3 +52,16 @@ def test_the_readme_quotes_no_figure_the_plan_no_longer_prints():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for stale in ("at 133 output tokens", "up to 8 requests in flight", "take 86 ms a token"):
         assert stale not in readme
+
+
+def test_an_fp8_kv_format_vllm_takes_is_planned_as_fp8_and_passed_on(run):
+    # fp8_e5m2 is a byte a value, as fp8 is (vllm/config/cache.py CacheDType): the same card.
+    docs = {}
+    for dtype in ("fp8", "fp8_e5m2"):
+        code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--kv-cache-dtype", dtype,
+                             "--json")  # fmt: skip
+        assert code == 0, err
+        docs[dtype] = json.loads(out)["options"][0]
+    assert docs["fp8_e5m2"]["per_card"] == docs["fp8"]["per_card"]
+    argv = docs["fp8_e5m2"]["commands"][0]["argv"]
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e5m2"

@@ -72,7 +72,7 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 )
 @click.option(
     "--kv-cache-dtype",
-    type=click.Choice(["auto", "bf16", "fp8"]),
+    type=click.Choice(["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
     default="auto",
     show_default=True,
     help="KV cache dtype to plan (auto: the checkpoint's); passed on to vLLM.",
