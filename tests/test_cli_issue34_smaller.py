@@ -65,3 +65,19 @@ def test_an_fp8_kv_format_vllm_takes_is_planned_as_fp8_and_passed_on(run):
     assert docs["fp8_e5m2"]["per_card"] == docs["fp8"]["per_card"]
     argv = docs["fp8_e5m2"]["commands"][0]["argv"]
     assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e5m2"
+
+
+def test_models_shows_a_cards_capacity_at_120_columns(run, monkeypatch):
+    # With a load named, a card's output at the option's capacity, not the load's demand (10
+    # requests a second × 512 tokens = 5,120 over one card, the same for every model).
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = run("models", "--fleet", str(EXAMPLE_FLEET), "--rate", "10")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("# model"))
+    assert "tok/s/GPU" in header
+    code, doc, err = run("Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET), "--rate", "10", "--json")
+    o = json.loads(doc)["options"][0]
+    sv = o["serving"]
+    capacity = sv["capacity_rate"] * 512 / o["gpus"]
+    row = next(line for line in out.splitlines() if " Qwen/Qwen3-8B " in line)
+    assert f"{capacity:,.0f}" in row.split() and "5,120" not in row.split()

@@ -101,6 +101,19 @@ def meets(o: Option) -> str:
     return f"×{sv.replicas}"
 
 
+def capacity_per_gpu(o: Option) -> str:
+    """Output tokens a second a card at the option's capacity within the targets (`llmfit
+    models`: what a card can give, not what the named load asks of it, issue 34)."""
+    sv = o.serving
+    if sv is None or sv.replicas is None:
+        return "?" if sv is None and not o.cpu else "-"
+    cards = o.gpus / max(o.replicas, 1) if o.gpus else 0
+    if not cards:
+        return "-"
+    v = sv.capacity_rate * sv.workload.output_len / (o.gpus or 1)
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
 def per_gpu(o: Option) -> str:
     """Output tokens a second a card at the workload, as the table shows it."""
     sv = o.serving
