@@ -81,3 +81,32 @@ def test_models_shows_a_cards_capacity_at_120_columns(run, monkeypatch):
     capacity = sv["capacity_rate"] * 512 / o["gpus"]
     row = next(line for line in out.splitlines() if " Qwen/Qwen3-8B " in line)
     assert f"{capacity:,.0f}" in row.split() and "5,120" not in row.split()
+
+
+BAD_FLEET = """[[node]]
+name = "a"
+gpu = "h100-80g"
+gpus = 8
+zzz = 1
+
+[[node]]
+name = "b"
+gpu = "h100-80g"
+gpus = -2
+
+[[pool]]
+name = "c"
+gpu = "h10-80g"
+gpus = 8
+"""
+
+
+def test_a_fleet_file_with_three_mistakes_says_all_three(run, tmp_path):
+    f = tmp_path / "f.toml"
+    f.write_text(BAD_FLEET)
+    code, out, err = run("fleet", str(f))
+    assert code == 3
+    # Lines 5, 10 and 14, in the file's order, in one sentence.
+    assert err.startswith(f"llmfit: {f}:5: node[0].zzz is not a key llmfit knows;")
+    assert f"(and 2 more: {f}:10: node[1].gpus is -2; it cannot be negative; {f}:14: " in err
+    assert "pool[0].gpu is 'h10-80g', not a GPU class llmfit knows" in err
