@@ -57,6 +57,9 @@ def test_explain_says_the_cost(run, priced):
 
 
 def test_a_budget_leaves_out_what_costs_more_and_says_so(run, priced):
+    code, out, err = run(REPO, "--fleet", priced, *LOAD, "--json")
+    every = [o["serving"]["cost_per_hour"] for o in json.loads(out)["options"]]
+    over = sum(1 for c in every if c is not None and c > 20)
     code, out, err = run(REPO, "--fleet", priced, *LOAD, "--budget", "20", "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -64,9 +67,10 @@ def test_a_budget_leaves_out_what_costs_more_and_says_so(run, priced):
     # One H200 × 5 (17.95) and two H100s × 4 (19.92) are within 20 an hour; the next cheapest,
     # two H200s × 3 replicas, is 21.54.
     assert costs and all(c <= 20 for c in costs)
+    assert len(costs) == len(every) - over
     assert (
-        "--budget 20 an hour: 29 options that cost more left out (the cheapest of them $21.54 an "
-        "hour)"
+        f"--budget 20 an hour: {over} options that cost more left out (the cheapest of them "
+        "$21.54 an hour)"
     ) in doc["notes"]
 
 

@@ -36,7 +36,7 @@ fabric = "ib0"
 price_per_gpu_hour = 3.59
 """
 LOAD = ("--input-len", "2000", "--output-len", "500", "--rate", "20", "--ttft", "2", "--tpot", "50")
-VLLM = "vllm/vllm-openai:v0.33.0"
+VLLM = "vllm/vllm-openai:"  # at the release the plan models
 
 
 @pytest.fixture
@@ -107,7 +107,8 @@ def test_docker_starts_n_servers_on_their_own_cards_and_ports_behind_one_front(r
         # front keeps vLLM's 8000); the engine's words as the plan wrote them.
         assert words[words.index("--gpus") + 1] == f'"device={i}"'
         assert words[words.index("-p") + 1] == f"{8001 + i}:8000"
-        assert words[words.index(VLLM) + 1 :] == engine_args
+        image = next(i for i, w in enumerate(words) if w.startswith(VLLM))
+        assert words[image + 1 :] == engine_args
     assert f"# replica 1 of {n} on h200-1, card 0" in out
     words = shlex.split(front)
     assert words[:8] == ["docker", "run", "-d", "--name", "meta-llama-3-1-70b-front", "--network",
