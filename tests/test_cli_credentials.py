@@ -162,9 +162,11 @@ def test_the_secret_flags_are_those_the_engines_declare_by_name():
     "command, sentence",
     [
         (["vllm", "serve", "Qwen/Qwen3-8B", "--api-kye", "sk-typo-123"],
-         "llmfit: the command to check: vLLM 0.34 refuses it: --api-kye: not one of its flags.\n"),
+         "llmfit: the command to check: vLLM 0.34 refuses it: --api-kye: not one of its flags; "
+         "did you mean --api-key?\n"),
         (["vllm", "serve", "Qwen/Qwen3-8B", "--api-kye=sk-typo-123"],
-         "llmfit: the command to check: vLLM 0.34 refuses it: --api-kye: not one of its flags.\n"),
+         "llmfit: the command to check: vLLM 0.34 refuses it: --api-kye: not one of its flags; "
+         "did you mean --api-key?\n"),
         (["llama-server", "-hf", "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "--api-kye",
           "sk-typo-123"],
          "llmfit: the command to check: --api-kye is not a llama-server flag; it is spelt nearly "

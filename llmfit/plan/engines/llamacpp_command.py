@@ -93,6 +93,8 @@ def read(
     return Request(
         repo=repo, settings=settings, quant=quant, path=path, ignored=tuple(ignored),
         argv=launched, secrets=refs,
+        # Layers named for the cards (-ngl N), or RPC servers: the CPU alone is not this command.
+        on_cards=(opts.n_gpu_layers or 0) > 0 or bool(opts.rpc_hosts),
     )  # fmt: skip
 
 
