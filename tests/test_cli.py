@@ -108,8 +108,9 @@ def test_json_document_version_1(run):
     assert set(doc["model"]) == {
         "architecture", "model_type", "params", "active_params", "layers", "attention_heads",
         "kv_heads", "head_dim", "experts", "experts_active", "max_context",
-        "kv_bytes_per_token", "dtype", "quantization", "attention",
+        "kv_bytes_per_token", "dtype", "quantization", "attention", "unmodelled",
     }  # fmt: skip
+    assert doc["model"]["unmodelled"] == []  # Qwen3-235B-A22B gives no key llmfit leaves out
     assert doc["model"]["kv_bytes_per_token"] == 192_512
     assert doc["context"] == 40_960
     assert doc["fleet"] == {"source": FLEET, "nodes": 11, "gpus": 77}

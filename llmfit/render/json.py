@@ -130,6 +130,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 }
                 for a in plan.attention
             ],
+            # Added to version 1: config keys that change what the engine holds and that llmfit
+            # does not model; where any is named, every memory figure is an estimate.
+            "unmodelled": list(m.unmodelled),
         },
         "context": plan.context,
         # Added to version 1: the workload the options were judged at, and their order.
