@@ -60,7 +60,7 @@ def launch_lines(
 def bench_line(advice: Advice, o: Option, encoding: str | None = None) -> str | None:
     """The benchmark that checks the option's serving figure, as a commented shell line (plan/
     bench.py); None where the option has no serving figure to check."""
-    from llmfit.plan.bench import bench
+    from llmfit.plan.engines.bench import bench
 
     b = bench(o, advice.repo.id)
     if b is None:

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.text import Text
 
 from llmfit.plan.advice import Advice
-from llmfit.plan.bench import Bench, bench
 from llmfit.plan.engines import engine
+from llmfit.plan.engines.bench import Bench, bench
 from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
@@ -97,7 +97,7 @@ def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> lis
 
 def _measures(b: Bench) -> str:
     """What the benchmark measures, in words."""
-    if b.command.argv[0] == "llama-bench":
+    if b.load_kind == "single":
         return f"one sequence's {b.input_len:,}-token prefill and {b.output_len:,}-token generation"
     at = {
         "concurrency": f"{b.load:g} requests in flight",

@@ -95,9 +95,9 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
 
 
 def _benchmark(o: Option, repo_id: str) -> dict[str, Any] | None:
-    """The benchmark that checks an option's serving figure (plan/bench.py), as docs/json.md
+    """The benchmark that checks an option's serving figure (plan/engines/bench.py), as docs/json.md
     documents it."""
-    from llmfit.plan.bench import bench
+    from llmfit.plan.engines.bench import bench
 
     b = bench(o, repo_id)
     if b is None:

@@ -51,7 +51,7 @@ class Bench:
     result_file: str
     stdout: bool
     # The load one launch is measured at: requests in flight, a second, or sent at once (the
-    # kind is the workload's; "concurrency" at a capacity).
+    # kind is the workload's; "concurrency" at a capacity; "single": one sequence, llama-bench).
     load_kind: str
     load: float
     prompts: int
@@ -123,7 +123,7 @@ def bench(o: Option[Any], repo_id: str) -> Bench | None:
         argv += ["-fa", "1", "-o", "json"]
         name = f"llmfit-bench-{_slug(repo_id)}-{w.input_len}-{w.output_len}"
         cmd, out, stdout = Command("bench", tuple(argv)), f"{name}.json", True
-        kind, load, prompts = "concurrency", 1.0, 1
+        kind, load, prompts = "single", 1.0, 1
     else:
         return None
     return Bench(cmd, out, stdout, kind, load, prompts, w.input_len, w.output_len)
