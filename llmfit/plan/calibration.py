@@ -201,7 +201,17 @@ def fit(runs: Sequence[Run]) -> Scales:
     def f(x: tuple[float, float]) -> float:
         return _loss(runs, Scales(math.exp(x[0]), math.exp(x[1])))
 
-    x = _nelder_mead(f, (math.log(best.decode), math.log(best.prefill)), step, lo, hi)
+    # Restarted from where it stopped until a restart gains nothing: a triangle can collapse
+    # along the valley where the two trade off, short of its floor.
+    x = (math.log(best.decode), math.log(best.prefill))
+    fx = f(x)
+    for _ in range(8):
+        y = _nelder_mead(f, x, step, lo, hi)
+        fy = f(y)
+        if fy >= fx:
+            break
+        x, fx = y, fy
+        step = (step[0] / 2, step[1] / 2)
     best = Scales(math.exp(x[0]), math.exp(x[1]))
     return best
 
