@@ -9,7 +9,7 @@ the step model computes inside.
 
 The fit minimises, over the pool's runs, the squared log errors of output tokens a second, TPOT,
 and (weighted less: a mean TTFT is the noisiest of the three, its tail a few prompts that
-queued) TTFT, by a grid over the bounds refined by golden-section steps on each scale in turn.
+queued) TTFT, by a grid over the bounds refined by Nelder–Mead.
 
 Bounds (physical, docs/fleet.md):
 - a scale below the efficiency the engine's constants claim would have the card read its
@@ -37,7 +37,7 @@ MIN_SCALE = 0.25
 MAX_SCALE = 4.0
 # TTFT's weight in the fit beside throughput and TPOT.
 TTFT_WEIGHT = 0.25
-# The fit stops when a golden-section bracket is this share of its scale.
+# The fit stops when its triangle is this far across (in the scales' logarithms).
 PRECISION = 1e-4
 
 
@@ -133,11 +133,20 @@ def run_error(run: Run, scales: Scales) -> float:
     return (abs(tps) + abs(tpot)) / 2
 
 
-def _loss(runs: Sequence[Run], scales: Scales) -> float:
+# What the model says a run measures at some scales: `figures` at the run's replica so scaled,
+# or a caller's own reading of a run (benchmarks/calibrate_sweeps.py: the accuracy benchmark's).
+Model = Callable[[Run, Scales], Measured]
+
+
+def _figures_of(run: Run, scales: Scales) -> Measured:
+    return figures(replace(run.replica, scales=scales), run.workload, run.kind, run.load)
+
+
+def _loss(runs: Sequence[Run], scales: Scales, model: Model = _figures_of) -> float:
     total = 0.0
     for run in runs:
         m = run.measured
-        est = figures(replace(run.replica, scales=scales), run.workload, run.kind, run.load)
+        est = model(run, scales)
         total += _log_error(est.output_tokens_per_s, m.output_tokens_per_s) ** 2
         total += _log_error(est.tpot_s, m.tpot_s) ** 2
         if m.ttft_s and est.ttft_s is not None:
@@ -156,25 +165,7 @@ def bounds(r: Replica) -> tuple[tuple[float, float], tuple[float, float]]:
     return (lo_d, MAX_SCALE), (lo_p, MAX_SCALE)
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float) -> float:
-    """The x in [lo, hi] (log-spaced) at which f is least, by golden-section search."""
-    a, b = math.log(lo), math.log(hi)
-    g = (math.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
-    while b - a > PRECISION:
-        if fc <= fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(math.exp(d))
-    return math.exp((a + b) / 2)
-
-
-def fit(runs: Sequence[Run]) -> Scales:
+def fit(runs: Sequence[Run], model: Model = _figures_of) -> Scales:
     """The scales that bring the model's figures nearest the runs (all of one pool), within
     `bounds` (the tightest of the runs' replicas')."""
     if not runs:
@@ -189,7 +180,7 @@ def fit(runs: Sequence[Run]) -> Scales:
         d = math.exp(math.log(lo_d) + (math.log(hi_d) - math.log(lo_d)) * i / (grid - 1))
         for j in range(grid):
             p = math.exp(math.log(lo_p) + (math.log(hi_p) - math.log(lo_p)) * j / (grid - 1))
-            loss = _loss(runs, Scales(d, p))
+            loss = _loss(runs, Scales(d, p), model)
             if loss < best_loss:
                 best, best_loss = Scales(d, p), loss
     # Then refined by Nelder–Mead in log space (two scales: a triangle), clamped to the bounds:
@@ -199,7 +190,7 @@ def fit(runs: Sequence[Run]) -> Scales:
     step = ((hi[0] - lo[0]) / (grid - 1), (hi[1] - lo[1]) / (grid - 1))
 
     def f(x: tuple[float, float]) -> float:
-        return _loss(runs, Scales(math.exp(x[0]), math.exp(x[1])))
+        return _loss(runs, Scales(math.exp(x[0]), math.exp(x[1])), model)
 
     # Restarted from where it stopped until a restart gains nothing: a triangle can collapse
     # along the valley where the two trade off, short of its floor.
