@@ -330,3 +330,25 @@ def test_a_damaged_calibration_file_is_one_sentence_when_planning(run, fleet, tm
     assert "pool 1: decode is nan, not a finite number." in err
     code, _, _ = run("Qwen/Qwen3-8B", "--fleet", str(fleet), "--no-calibration")
     assert code == 0
+
+
+def test_the_launch_measured_can_be_given_as_the_command(run, fleet, tmp_path):
+    files = _vllm_runs(tmp_path)
+    code, out, err = run("calibrate", *files, "--fleet", str(fleet), "--dry-run",
+                         "--command", "vllm serve Qwen/Qwen3-8B --max-model-len 8192")  # fmt: skip
+    assert code == 0, err
+    assert "h100-80g with vLLM: decode × 1.300, prefill × 1.250, on 3 runs" in out
+    assert out.rstrip().endswith("--dry-run: nothing written.")
+    assert not (tmp_path / "fleet.calibration.toml").exists()
+
+
+def test_no_scale_passes_the_cards_datasheet_peak(run, fleet, tmp_path):
+    # Runs "measured" at decode × 0.5: weights streamed at 0.89 / 0.5 = 178 % of the H100's
+    # datasheet bandwidth (vLLM on Hopper reaches weight_efficiency 0.89 of it: plan/engines/
+    # serving_speed.py). The fit stops at 0.89, the card's peak, and says the error it keeps.
+    files = _vllm_runs(tmp_path, scales=(0.5, 1.25))
+    code, out, err = run("calibrate", *files, "--fleet", str(fleet))
+    assert code == 0, err
+    (pool,) = _pools(tmp_path / "fleet.calibration.toml")
+    assert pool["decode"] == pytest.approx(0.89, rel=1e-3)
+    assert pool["error_after"] > 0.1
