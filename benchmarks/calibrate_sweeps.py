@@ -12,7 +12,8 @@ the model's own figures (no calibration), and the errors on the run calibrated o
 A sweep is a deployment's rows at one pair of lengths (its loads); --lengths takes every length of
 a deployment together.
 
-Run from the repository root: PYTHONPATH=. python benchmarks/calibrate_sweeps.py [--rows] [--lengths]
+Run from the repository root:
+    PYTHONPATH=. python benchmarks/calibrate_sweeps.py [--rows] [--lengths]
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from benchmarks import accuracy_load as al
 from llmfit.plan.calibration import Measured, Run, fit
 from llmfit.plan.load import Scales
 from llmfit.plan.settings import Workload
-
 
 # --lengths: a deployment's rows at every length together (a calibration at one length
 # predicting another), not only the load sweeps of one length.
