@@ -81,12 +81,13 @@ def test_the_text_listing_is_one_line_a_model(run):
     # workload's targets: the plan's own figures.
     assert row.split()[-3:] == [_per_gpu(run, "Qwen/Qwen3-235B-A22B"), "yes", "free"]
     # Its best option's numbers, as the plan prints them: fp8 weights and KV cache on 2 × h200
-    # (a what-if on fewer cards than the checkpoint as stored takes), 115.8 of 126.0 GiB (weights
-    # 110.1, KV 1.8, overhead 3.8 with vLLM's fused-MoE workspace, issue 26), 6.53 sequences of
-    # 40,960 at once.
+    # (a what-if on fewer cards than the checkpoint as stored takes), 115.8 GiB (weights 110.1,
+    # KV 1.8, overhead 3.8 with vLLM's fused-MoE workspace, issue 26) of the card's 140.0 (vLLM
+    # 0.34's share is the whole card, its cache measured after warm-up: 6.53 sequences of 40,960
+    # at once under 0.33's 0.90, 13.33 now).
     assert re.search(
         r"fp8 weights(\+KV| and KV cache)\s+vllm\s+2 × h200-141g \(tp2\+ep\)\s+(8\.0\s+)?"
-        r"115\.8/126\.0\s+40,960\s+6\.53",
+        r"115\.8/140\.0\s+40,960\s+13\.33",
         row,
     ), row
     # Config-only snapshots are named once, together, with why they are not planned.
@@ -102,8 +103,8 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     # The name with what the listing ranks by (it meets the targets: nothing more is said).
     at = lines.index(f" 9 Qwen/Qwen3-235B-A22B · {_per_gpu(run, 'Qwen/Qwen3-235B-A22B')} tok/s/GPU")
     assert lines[at + 1 : at + 3] == [
-        "    fp8 weights and KV cache, vllm, 2 × h200-141g (tp2+ep), 115.8/126.0 GiB, ctx",
-        "        40,960, 6.53 seqs",
+        "    fp8 weights and KV cache, vllm, 2 × h200-141g (tp2+ep), 115.8/140.0 GiB, ctx",
+        "        40,960, 13.33 seqs",
     ]
     assert max(len(line) for line in lines) <= 80
 

@@ -157,11 +157,22 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+# The context a desktop plans at where none is asked: a fleet of consumer cards only (one person's
+# machine) is planned at this many tokens, not the trained context (131,072 for Llama 3, which
+# put 49 of a 70B's layers in RAM at 2.4 tok/s where 16k keeps them on the card: issue 34), and
+# the plan says so and how to ask for more (--context).
+DESKTOP_CONTEXT = 16_384
+
+
 @dataclass(frozen=True)
 class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
     gpu_memory_utilization: float = 0.90
+    # Whether the user named the share (--gpu-memory-utilization): where they did not, a vLLM
+    # release that resolves its own (0.34 on: 1.0 with the extensible KV cache) plans with that
+    # and its command leaves the flag out. None: named when it is not the default above.
+    utilization_given: bool | None = None
     # The share of a host's RAM one replica may be planned to use: the system keeps the rest.
     host_share: float = 0.85
     # "auto" keeps the model's own dtype for the cache (or the one its checkpoint was calibrated
@@ -196,6 +207,21 @@ class PlanSettings:
     # The fleet's calibration (`llmfit calibrate`, plan/calibration.py): each pool's scales on
     # the serving model's step times; empty: the model's own figures.
     calibration: tuple[Pool, ...] = ()
+    # Copies of the chosen option its launch starts (--replicas); None: as many as the named
+    # load needs.
+    replicas: int | None = None
+    # Plan a fleet of consumer cards at DESKTOP_CONTEXT where no context is given (the CLI's
+    # `llmfit REPO` and `llmfit models` ask for it; a library caller plans the trained context).
+    desktop: bool = False
+    # The most an option may cost an hour (--budget, in the fleet's prices' currency); None: any.
+    budget: float | None = None
+
+    @property
+    def utilization_named(self) -> bool:
+        """Whether --gpu-memory-utilization was set (see utilization_given)."""
+        if self.utilization_given is not None:
+            return self.utilization_given
+        return self.gpu_memory_utilization != 0.90
 
     def options(self, cls: type[T]) -> T:
         """The engine options of class `cls` this plan was asked for (its defaults if none)."""
