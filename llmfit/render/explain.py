@@ -9,6 +9,7 @@ from rich.text import Text
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import engine
+from llmfit.plan.engines.bench import Bench, bench
 from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
@@ -31,13 +32,22 @@ def _bar(part: int, whole: int) -> str:
     return "█" * min(n, BAR) + "·" * max(BAR - n, 0)
 
 
-def longest(o: Option, trained: int | None) -> str:
-    """ "one sequence of up to 163,840 tokens (the trained context)"."""
+def longest(o: Option, trained: int | None, as_given: bool = False) -> str:
+    """ "one sequence of up to 163,840 tokens (the trained context)"; for a command as given
+    (`llmfit check`), the longest its own context lets a sequence be, and what the cards would
+    hold where that is more."""
+    if as_given and o.context and o.context < o.max_context:
+        return (
+            f"one sequence of up to {o.context:,} tokens, as the command sets it (the cards "
+            f"would hold {o.max_context:,})"
+        )
     capped = " (the trained context)" if trained and o.max_context >= trained else ""
     return f"one sequence of up to {o.max_context:,} tokens{capped}"
 
 
-def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> list[str]:
+def explain_lines(
+    advice: Advice, o: Option, number: int, width: int = 0, as_given: bool = False
+) -> list[str]:
     m = advice.repo.model
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
@@ -70,12 +80,16 @@ def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> lis
         f"  inputs: {m.layers} layers · {m.attention_heads} attention heads · {heads} · "
         f"KV {advice.plan.kv_bytes_per_token:,} B a token for the whole model"
     )
-    lines.append(f"  holds: {longest(o, m.max_context)} · room for {sequences(o)}")
+    lines.append(f"  holds: {longest(o, m.max_context, as_given)} · room for {sequences(o)}")
     fast = speed_line(o)
     if fast and o.speed:
         lines.append(f"  speed: {fast}")
         lines.append(f"  speed assumes: {'; '.join(o.speed.assumptions)}")
     lines += serving_explained(o)
+    checked = bench(o, advice.repo.id)
+    if checked is not None:
+        # Cleaned, not refused: --explain is read; --commands prints the line to paste, exact.
+        lines.append(clean(f"  measure it ({_measures(checked)}): {checked.line}", 10_000))
     lines.append(f"  assumes: {told.assumes}")
     if o.what_if and o.engine_flags:
         lines.append(
@@ -88,6 +102,18 @@ def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> lis
             f"here, not the {m.max_context or 0:,} it was trained for"
         )
     return lines
+
+
+def _measures(b: Bench) -> str:
+    """What the benchmark measures, in words."""
+    if b.load_kind == "single":
+        return f"one sequence's {b.input_len:,}-token prefill and {b.output_len:,}-token generation"
+    at = {
+        "concurrency": f"{b.load:g} requests in flight",
+        "rate": f"{b.load:g} requests a second",
+        "requests": f"{b.load:g} requests sent at once",
+    }[b.load_kind]
+    return f"{b.prompts:,} prompts of {b.input_len:,} in / {b.output_len:,} out at {at}"
 
 
 def _tags(what_ifs: list[str | None]) -> str:
