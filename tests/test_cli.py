@@ -116,7 +116,7 @@ def test_json_document_version_1(run):
     assert doc["fleet"] == {"source": FLEET, "nodes": 11, "gpus": 77}
     assert doc["artifacts"] == [
         {"name": "safetensors", "format": "safetensors", "bytes": 470_187_269_120, "shards": 118,
-         "quant": "bf16", "bits_per_weight": 16}
+         "quant": "bf16", "bits_per_weight": 16, "estimated": False}
     ]  # fmt: skip
     best = doc["options"][0]
     assert set(best) >= {

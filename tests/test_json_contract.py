@@ -53,7 +53,7 @@ MODEL = {
 FLEET = {"source": STR, "nodes": INT, "gpus": INT}
 ARTIFACT = {
     "name": STR, "format": STR, "bytes": INT, "shards": INT, "quant": (STR, NONE),
-    "bits_per_weight": (NUM, NONE),
+    "bits_per_weight": (NUM, NONE), "estimated": BOOL,
 }  # fmt: skip
 OPTION = {
     "rank": INT, "artifact": STR, "engine": STR, "label": STR, "describe": STR, "cpu": BOOL,
