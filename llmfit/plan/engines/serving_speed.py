@@ -39,74 +39,109 @@ latency, NCCL's ~25 µs over a fabric.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
+from llmfit.plan import cards
 from llmfit.plan.speed import Constants, pick
 
-# What the two engines share before their fits: the prefill chunk the planner assumes where the
-# engine's own is not known, pipelined decode across stages (virtual engines), flash attention.
+# Architectures an engine's efficiencies are looked up by: cards of one architecture run the same
+# kernels (MI355X is CDNA 4, not the MI300X's CDNA 3; B300 is Blackwell, as B200). A card of none
+# takes its family's row (plan/cards.py FAMILIES), else its vendor's, else "default"; its own
+# peaks and bandwidth are always the card table's.
+ARCHITECTURES: tuple[tuple[str, str], ...] = (
+    (r"^(h100|h200|h800|h20|gh200)", "nvidia-hopper"),
+    (r"^(b200|b300|gb200|gb300)", "nvidia-blackwell"),
+    (r"^(a100|a800|a30)", "nvidia-ampere"),
+    (r"^(mi300|mi325)", "amd-cdna3"),
+    (r"^(mi350|mi355)", "amd-cdna4"),
+)
+
+
+def architecture(key: str) -> str:
+    """The architecture a card class's efficiencies are looked up by, else its family."""
+    base = key.strip().lower()
+    for pattern, name in ARCHITECTURES:
+        if re.match(pattern, base):
+            return name
+    return cards.family(key)
+
+
+# What the two engines share before their fits, and the priors the fit starts from: the prefill
+# chunk the planner assumes where the engine's own is not known, pipelined decode across stages
+# (virtual engines), flash attention; --enforce-eager's launches a layer (below).
 BASE = Constants(
     weight_efficiency=0.8,
     kv_efficiency=0.8,
-    layer_s=60e-6,
+    layer_s=20e-6,
     step_s=0.5e-3,
     sequence_s=30e-6,
     hop_s=30e-6,
-    prefill_efficiency=0.6,
-    quant_prefill_efficiency=0.6,
+    prefill_efficiency=0.7,
+    quant_prefill_efficiency=0.7,
     ttft_s=0.05,
     prefill_chunk=8192,  # --max-num-batched-tokens on large cards (plan/engines/vllm.py)
     decode_pipelined=True,
     eager_layer_s=510e-6,
     all_to_all_s=25e-6,
+    expert_efficiency=0.8,
+    expert_prefill_efficiency=0.7,
+    gemm_rows=64.0,
+    expert_rows=16.0,
 )
 
+# FITTED (see the module's text): each engine's shared values, then each architecture's share of
+# the bandwidth its weights stream at; an architecture whose runs come from one publisher, or
+# none, keeps its prior (benchmarks/accuracy_load.py ARCH_PRIOR): NVIDIA's 0.85, AMD's 0.65.
 _VLLM = replace(
     BASE,
-    layer_s=51e-6,
-    moe_layer_s=55e-6,
-    step_s=0.45e-3,
-    sequence_s=53e-6,
-    ttft_s=0.052,
-    prefill_efficiency=0.98,
-    quant_prefill_efficiency=0.98,
-    attention_efficiency=0.84,
-    expert_efficiency=0.69,
-    expert_prefill_efficiency=0.143,
+    layer_s=83e-6,
+    step_s=0.464e-3,
+    sequence_s=29e-6,
+    ttft_s=0.0458,
+    prefill_efficiency=0.88,
+    quant_prefill_efficiency=0.88,
+    attention_efficiency=0.93,
+    expert_efficiency=0.45,
+    expert_prefill_efficiency=0.174,
+    gemm_rows=63.0,
+    expert_rows=10.7,
 )
-# vLLM's runs on cards other than Hopper come from one source each (two of A100s, GPUStack's; 21
-# of B200s, one site's): those cards take Hopper's efficiency rather than a constant of their own.
 VLLM: dict[str, Constants] = {
-    "default": replace(_VLLM, weight_efficiency=0.89, kv_efficiency=0.89),
-    "nvidia-hopper": replace(_VLLM, weight_efficiency=0.89, kv_efficiency=0.89),
+    "default": replace(_VLLM, weight_efficiency=0.85, kv_efficiency=0.85),
+    "nvidia-hopper": replace(_VLLM, weight_efficiency=0.72, kv_efficiency=0.72),
+    # vLLM's B200 and A100 runs each come from one publisher: the prior.
+    "nvidia-blackwell": replace(_VLLM, weight_efficiency=0.85, kv_efficiency=0.85),
+    "nvidia-ampere": replace(_VLLM, weight_efficiency=0.85, kv_efficiency=0.85),
+    # No vLLM run on AMD: the AMD prior (ROCm's decode kernels).
+    "amd": replace(_VLLM, weight_efficiency=0.65, kv_efficiency=0.65),
 }
-
 _SGLANG = replace(
     BASE,
-    layer_s=75e-6,
-    moe_layer_s=60e-6,
-    step_s=0.53e-3,
-    sequence_s=46e-6,
-    ttft_s=0.079,
-    prefill_efficiency=0.51,
-    quant_prefill_efficiency=0.51,
-    attention_efficiency=0.86,
-    expert_efficiency=0.52,
-    expert_prefill_efficiency=0.44,
+    layer_s=100e-6,  # the top of its range (benchmarks/accuracy_load.py SHARED): see the text
+    step_s=0.50e-3,
+    sequence_s=52e-6,
+    ttft_s=0.0714,
+    prefill_efficiency=0.54,
+    quant_prefill_efficiency=0.54,
+    attention_efficiency=0.77,
+    expert_efficiency=0.41,
+    expert_prefill_efficiency=0.39,
+    gemm_rows=72.0,
+    expert_rows=16.4,
 )
 SGLANG: dict[str, Constants] = {
-    "default": replace(_SGLANG, weight_efficiency=0.95, kv_efficiency=0.95),
-    "nvidia-hopper": replace(_SGLANG, weight_efficiency=1.0, kv_efficiency=1.0),
-    "nvidia-blackwell": replace(_SGLANG, weight_efficiency=0.95, kv_efficiency=0.95),
-    "nvidia-ampere": replace(_SGLANG, weight_efficiency=0.72, kv_efficiency=0.72),
-    "amd-instinct": replace(_SGLANG, weight_efficiency=0.52, kv_efficiency=0.52),
+    "default": replace(_SGLANG, weight_efficiency=0.85, kv_efficiency=0.85),
+    "nvidia-hopper": replace(_SGLANG, weight_efficiency=0.96, kv_efficiency=0.96),
+    "nvidia-blackwell": replace(_SGLANG, weight_efficiency=0.80, kv_efficiency=0.80),
+    "nvidia-ampere": replace(_SGLANG, weight_efficiency=0.79, kv_efficiency=0.79),
+    "amd-cdna3": replace(_SGLANG, weight_efficiency=0.56, kv_efficiency=0.56),
+    # MI350X/MI355X: one publisher's two MI350X runs; the AMD prior, not MI300X's fit.
+    "amd": replace(_SGLANG, weight_efficiency=0.65, kv_efficiency=0.65),
 }
-# vLLM has no AMD run to fit: on AMD it takes SGLang's AMD efficiency (the same ROCm kernels,
-# AITER's), not NVIDIA's (which the issue measured 58 % too fast there).
-VLLM["amd-instinct"] = replace(_VLLM, weight_efficiency=0.52, kv_efficiency=0.52)
 TABLES: dict[str, dict[str, Constants]] = {"vllm": VLLM, "sglang": SGLANG}
 
 
-def constants(engine: str, family: str) -> Constants:
-    """The fitted constants of `engine` ("vllm" or "sglang") on a card family."""
-    return pick(TABLES[engine], family)
+def constants(engine: str, key: str) -> Constants:
+    """The fitted constants of `engine` ("vllm" or "sglang") on a card class (or a family)."""
+    return pick(TABLES[engine], architecture(key))
