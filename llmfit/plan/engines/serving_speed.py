@@ -1,40 +1,37 @@
 """vLLM's and SGLang's speed constants: the share of a card's peaks each reaches, and its fixed
-costs, fitted per engine and card family (plan/speed.py says what each constant means).
+costs, fitted per engine and card architecture (plan/speed.py says what each constant means).
 
 FITTED by benchmarks/accuracy_load.py --fit to fixtures/calibration/load.jsonl and the serving
 runs of speed.jsonl (copies of ../shared/calibration/): the 180 runs the model prices (vLLM 65,
-SGLang 115; H100, H200, H800, B200, A100, MI300X, MI350X), each planned as `llmfit` plans it
-with the run's layout pinned and compared at the run's load; least squares on the log errors of
-output tokens a second a GPU, TPOT and TTFT (TTFT at half weight), a saturating loss (Cauchy),
-every source weighted alike, each constant held loosely to a prior of what the kernels are known
-to reach; rounded to two or three figures. A card family whose runs come from one source alone
-(vLLM's A100 and B200 runs) takes its engine's Hopper efficiency; families without runs
-(workstation and GeForce cards, Apple) take the engine's "default" row.
+SGLang 115; H100, H200, H800, B200, A100, MI300X, MI350X), each planned as `llmfit` plans it with
+the run's layout, engine release and launch flags, compared at the run's load; least squares on
+the log errors of output tokens a second a GPU, TPOT and TTFT (TTFT at half weight), a saturating
+loss (Cauchy), every publisher weighted alike, each constant held loosely to a prior and bounded
+to a physical range (accuracy_load.py SHARED, ARCH_PRIOR); rounded to two or three figures. An
+architecture whose runs come from one publisher, or none, keeps its prior.
 
-Residuals (median absolute error; docs/accuracy.md "Serving under load" has every row, the
-breakdowns by engine, vendor and workload shape, and the runs the model misses with why):
+Scored on runs the fit never saw (each publisher's runs priced by a fit without that publisher
+nor any run of the same model × card family; docs/accuracy.md "Serving under load" has the split
+by MoE and dense, tuned and default flags, and the model before this one scored the same way):
 
 | | output tok/s a GPU | TPOT | TTFT |
 |---|---|---|---|
-| these constants, all 180 runs | 13.9 % | 16.0 % | 33.8 % |
-| leave-one-source-out | 14.0 % | 15.9 % | 33.5 % |
-| leave-one-model-out | 17.2 % | 18.4 % | 35.2 % |
-| dense models, these / by source held out | 10.6 / 10.9 % | 12.6 / 12.8 % | 26.8 / 26.7 % |
+| dense models (52 runs) | 9.9 % | 8.5 % | 31.5 % |
+| MoE models (128 runs) | 27.8 % | 27.8 % | 44.6 % |
+| all 180 | 16.9 % | 19.7 % | 39.5 % |
+| these constants, fitted to all 180 | 15.2 % | 19.0 % | 35.4 % |
 
-vLLM 0.11-0.24 and SGLang 0.5.x, as the runs used them. vLLM's weights stream at 89 % of a
-card's bandwidth in decode with 51 µs a layer and 55 µs more a MoE layer, its routed experts at
-69 % of that and its KV cache at 84 %; it prefills at 98 % of the tensor rate (the top of its
-range: docs/accuracy.md says what that may hide), its MoE experts at 14 % of that (Triton's fused
-MoE at thousands of tokens). SGLang streams at all of an H100's or H200's bandwidth (95 % of a
-B200's, 72 % of an A100's, 52 % of an MI300X's) with 75 µs a layer and 60 µs more a MoE layer,
-prefills at 51 % (its experts at 44 % of that).
+vLLM streams a Hopper card's weights at 72 % of its bandwidth with 83 µs a graphed layer, its
+routed experts at 45 % of that, prefills at 88 % of the dense tensor rate (its grouped GEMM at
+17 % of that at most); its CPU work (0.46 ms a step, 29 µs a sequence) overlaps the GPU's from
+0.14. SGLang streams at 96 % of a Hopper card's bandwidth (80 % of a B200's, 79 % of an A100's,
+56 % of an MI300X's), 100 µs a layer (the top of its range: its steps at few requests are slower
+than their bytes, docs/accuracy.md), prefills at 54 %.
 
-Not fitted (no run of it): --enforce-eager's cost a layer, 510 µs, from the one eager run of
+Not fitted (no run of it): --enforce-eager's launches a layer, 510 µs, from the one eager run of
 speed.jsonl (vllm#20469: Qwen3-14B-AWQ on an A100 decoding at 20.9 ms a token, 6.6 ms of it its
-bytes, 40 layers; the launches overlap the GPU's work, so they are what the step waits for:
-20.9 ms less the step's 0.5 and the graphed layers' 2.0 is 18.4 ms of launches beyond a graph's,
-460 µs a layer over the graphed 51); a pipeline hand-off, llama.cpp's 30 µs; an all-to-all's
-latency, NCCL's ~25 µs over a fabric.
+bytes, 40 layers); a pipeline hand-off, llama.cpp's 30 µs; an all-to-all's latency, NCCL's ~25 µs
+over a fabric.
 """
 
 from __future__ import annotations
