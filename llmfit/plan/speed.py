@@ -585,9 +585,10 @@ def step_total(
     n = batch + chunk
     gpu = st.hop_fixed + st.hop_token * n
     cpu = st.step_s + st.sequence_s * batch
-    if st.ubatch or st.eager_at(n) or n <= 0:
+    if st.ubatch or n <= 0:
         gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
     else:
+        eager = st.eager_at(n)
         share = 1.0 - st.keep**n if st.keep else 1.0
         held = batch * context
         attended = held + chunk * chunk_context
@@ -597,8 +598,11 @@ def step_total(
             w, g, e, eg = c.dense, c.token * rows, c.experts * share, c.expert_token * grouped
             kv = c.kv * held + c.state * batch
             att = c.attention * attended
-            gpu += (w if w > g else g) + (e if e > eg else eg) + (kv if kv > att else att)
-            gpu += c.graph + c.link_fixed + c.link_token * n
+            busy = (w if w > g else g) + (e if e > eg else eg) + (kv if kv > att else att)
+            gpu += busy + c.graph + c.link_fixed + c.link_token * n
+            if eager and c.eager - c.graph > busy:
+                # stage_parts' launches past a graph, where they outlast the GPU's work.
+                gpu += c.eager - c.graph - busy
     if inp.host is not None:
         gpu += _host(inp, batch, context, chunk).gpu
     if st.overlap:

@@ -382,6 +382,24 @@ def test_a_steps_total_is_the_sum_of_its_parts(batch, chunk):
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, ranks=4),
         replace(qwen3_8b(), eager=True, constants=replace(K, eager_layer_s=400e-6)),
         replace(qwen3_8b(), ubatch=512),
+        # Past the largest captured graph, overlapped CPU work, the GEMMs' efficiency curves.
+        replace(
+            qwen3_8b(),
+            graph_batch=8,
+            overlap=True,
+            constants=replace(K, eager_layer_s=400e-6, gemm_rows=64.0),
+        ),
+        replace(
+            inputs_for(
+                m,
+                layout,
+                H100,
+                constants=replace(K, expert_rows=16.0, gemm_rows=64.0),
+                context=CTX,
+                kv_bytes_per_token=98_304,
+            ),
+            overlap=True,
+        ),
     ):
         whole = step(inp, batch, CTX, chunk, 1024).total
         assert step_total(inp, batch, CTX, chunk, 1024) == pytest.approx(whole, rel=1e-12)
@@ -395,6 +413,18 @@ def test_a_round_with_and_without_a_chunk_in_one_pass(batch):
         qwen3_8b(tp=4),
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, ranks=4),
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, pp=2),
+        replace(
+            inputs_for(
+                m,
+                layout,
+                H100,
+                constants=replace(K, expert_rows=16.0, gemm_rows=64.0),
+                context=CTX,
+                kv_bytes_per_token=98_304,
+            ),
+            overlap=True,
+            graph_batch=512,
+        ),
     ):
         plain, full = round_pair(inp, batch, CTX, 2048, 1024)
         assert plain == pytest.approx(round_total(inp, batch, CTX), rel=1e-12)
