@@ -75,14 +75,15 @@ def test_a_stated_memory_keeps_a_name_the_table_lacks_with_a_warning(run, tmp_pa
 
 
 def test_an_unknown_class_is_planned_from_its_label_with_a_warning(run):
-    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "2xb300-288g", "--json")
+    # A Rubin card, newer than the table (the B300 was this test's card until the table had it).
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "2xr200-288g", "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert (
-        f"b300-288g is not a GPU class llmfit knows: {UNKNOWN} (known classes near it: "
-        "mi350x-288g, gb10-128g, b200-180g)"
+        f"r200-288g is not a GPU class llmfit knows: {UNKNOWN} (known classes near it: "
+        "b300-288g, gb300-288g, b200-180g)"
     ) in doc["notes"]
-    assert doc["options"][0]["gpu_class"] == "b300-288g"
+    assert doc["options"][0]["gpu_class"] == "r200-288g"
 
 
 def test_amd_cards_are_said_to_be_planned_as_cuda_sizes_them(run):

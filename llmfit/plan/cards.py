@@ -1,8 +1,11 @@
 """The cards llmfit knows: what each GPU class holds, how fast it reads and multiplies, and how it
 talks to the cards beside it.
 
-Data, not code paths: one `CardSpec` row per class, each naming its source. The figures are the
-makers' own (datasheets and architecture whitepapers, named per row), with these conventions:
+Data, not code paths: the table is llmfit/data/cards.toml, shipped in the package and read once at
+import into one `CardSpec` a class, each naming its source. (This is the one file the plan package
+reads: its own data, never the outside world; a bad row fails the import with the row and field
+named.) The figures are the makers' own (datasheets and architecture whitepapers, named per row),
+with these conventions:
 
 - `memory_bytes` is what the driver reports (CUDA's totalGlobalMem, HIP's, Metal's
   recommendedMaxWorkingSetSize), because an engine's share of a card is a share of that, not of
@@ -34,9 +37,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
-from collections.abc import Mapping
+import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib import resources
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -66,6 +72,11 @@ class CardSpec:
     notes: str = ""
     # Apple silicon: all the machine's memory, of which `memory_bytes` is Metal's share.
     unified_bytes: int | None = None
+    # The generation whose kernels and efficiencies the card shares (ARCHITECTURES): what a
+    # serving model keys its efficiency priors on. A B300 is "blackwell-ultra", not a B200's
+    # "blackwell"; an MI355X "cdna4", not an MI300X's "cdna3".
+    architecture: str = "unknown"
+    fp4_flops: float | None = None  # dense FP4 FLOP/s (None: the card has no FP4 units)
 
     @property
     def backend(self) -> str:
@@ -88,397 +99,6 @@ def _hbm_gib(gib: int) -> int:
 
 
 PCIE3, PCIE4, PCIE5 = 16 * G, 32 * G, 64 * G  # x16, one way (makers: 32, 64, 128 GB/s both ways)
-
-H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (2023)"
-H200_SHEET = "NVIDIA H200 Tensor Core GPU datasheet (2024)"
-A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (2021)"
-ADA_PAPER = "NVIDIA Ada Lovelace GPU architecture whitepaper v2.1, appendix A"
-GA102_PAPER = "NVIDIA Ampere GA102 GPU architecture whitepaper v2.1, appendix A"
-# Where a maker states only "AI TOPS" (Ada: FP8 with sparsity; Blackwell: FP4 with sparsity), the
-# dense rates follow the generation's ratios: FP8 and INT8 at half the Ada figure (a quarter of
-# Blackwell's), bf16 at half of FP8; GeForce cards halve FP8 and bf16 again with FP32 accumulate,
-# as the Ada whitepaper's RTX 4090 column does (660.6 TOPS INT8, 330.3 FP8, 165.2 BF16).
-ADA_AI_TOPS = "dense rates from the AI TOPS (FP8 sparse), Ada GeForce ratios"
-BLACKWELL_AI_TOPS = "dense rates from the AI TOPS (FP4 sparse), Blackwell ratios"
-
-# fmt: off
-CARDS: tuple[CardSpec, ...] = (
-    # --- NVIDIA datacenter -----------------------------------------------------------------
-    CardSpec(
-        "a100-40g", "NVIDIA A100 SXM4 40GB", "nvidia",
-        ("a100-40gb", "a100-sxm4-40gb", "A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),
-        42_298_834_944, "measured", 1555 * G, 312 * T, None, 624 * T,
-        "nvlink3", 300 * G, PCIE4, A100_SHEET,
-        notes="deviceQuery, A100-SXM4-40GB (bottlerocket#3873)",
-    ),
-    CardSpec(
-        "a100-pcie-40g", "NVIDIA A100 PCIe 40GB", "nvidia",
-        ("a100-pcie-40gb", "A100-PCIE-40GB", "NVIDIA A100-PCIE-40GB"),
-        42_298_834_944, "measured", 1555 * G, 312 * T, None, 624 * T,
-        "pcie4", PCIE4, PCIE4, A100_SHEET,
-        notes="memory: the SXM4 40GB's CUDA total; GFD gives both 40536 MiB (network-operator#211)",
-    ),
-    CardSpec(
-        "a100-80g", "NVIDIA A100 SXM4 80GB", "nvidia",
-        ("a100-80gb", "a100-sxm4-80gb", "a100-sxm-80gb", "A100-SXM4-80GB",
-         "NVIDIA A100-SXM4-80GB"),
-        85_100_068_864, "measured", 2039 * G, 312 * T, None, 624 * T,
-        "nvlink3", 300 * G, PCIE4, A100_SHEET,
-        notes="deviceQuery, A100-SXM4-80GB",
-    ),
-    CardSpec(
-        "a100-pcie-80g", "NVIDIA A100 PCIe 80GB", "nvidia",
-        ("a100-pcie-80gb", "A100 80GB PCIe", "NVIDIA A100 80GB PCIe"),
-        85_100_068_864, "measured", 1935 * G, 312 * T, None, 624 * T,
-        "pcie4", PCIE4, PCIE4, A100_SHEET,
-        notes="memory: the SXM4 80GB's CUDA total (both 81920 MiB in nvidia-smi)",
-    ),
-    CardSpec(
-        "h100-80g", "NVIDIA H100 SXM5 80GB", "nvidia",
-        ("h100", "h100-80gb", "h100-sxm", "h100-sxm5", "h100-sxm-80gb", "H100 80GB HBM3",
-         "NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
-        85_045_477_376, "measured", 3350 * G, 989.5 * T, 1979 * T, 1979 * T,
-        "nvlink4", 450 * G, PCIE5, H100_SHEET,
-        notes="deviceQuery, H100 80GB HBM3; vLLM prints 79.18-79.22 GiB",
-    ),
-    CardSpec(
-        "h800-80g", "NVIDIA H800 SXM5 80GB", "nvidia",
-        ("h800", "h800-80gb", "h800-sxm", "NVIDIA H800", "NVIDIA H800 80GB HBM3"),
-        85_045_477_376, "measured", 3350 * G, 989.5 * T, 1979 * T, 1979 * T,
-        "nvlink4", 200 * G, PCIE5, "NVIDIA H800 Tensor Core GPU datasheet (2023)",
-        notes="the H100 SXM's memory and rates, NVLink 400 GB/s both ways (the H100's 900)",
-    ),
-    CardSpec(
-        "h100-pcie-80g", "NVIDIA H100 PCIe 80GB", "nvidia",
-        ("h100-pcie", "h100-pcie-80gb", "NVIDIA H100 PCIe"),
-        85_045_477_376, "measured", 2000 * G, 756.5 * T, 1513 * T, 1513 * T,
-        "pcie5", PCIE5, PCIE5, H100_SHEET,
-        notes="memory: the SXM's CUDA total (both 81559 MiB in nvidia-smi)",
-    ),
-    CardSpec(
-        "h100-94g", "NVIDIA H100 NVL", "nvidia",
-        ("h100-nvl", "h100nvl", "h100-94gb", "NVIDIA H100 NVL"),
-        99_861_594_112, "measured", 3900 * G, 835.5 * T, 1670.5 * T, 1670.5 * T,
-        "nvlink4", 300 * G, PCIE5, H100_SHEET,
-        notes="deviceQuery, H100 NVL; NVLink 600 GB/s between the bridged pair",
-    ),
-    CardSpec(
-        "h200-141g", "NVIDIA H200 SXM 141GB", "nvidia",
-        ("h200", "h200-141gb", "h200-sxm", "NVIDIA H200"),
-        (143_771 - 454) * MIB, "smi-reserve", 4800 * G, 989.5 * T, 1979 * T, 1979 * T,
-        "nvlink4", 450 * G, PCIE5, H200_SHEET,
-        notes="nvidia-smi 143771 MiB (cuda-samples#311) less the H100's 454 MiB reserve",
-    ),
-    CardSpec(
-        "h200-nvl-141g", "NVIDIA H200 NVL", "nvidia",
-        ("h200-nvl", "h200nvl", "NVIDIA H200 NVL"),
-        (143_771 - 454) * MIB, "smi-reserve", 4800 * G, 835.5 * T, 1670.5 * T, 1670.5 * T,
-        "nvlink4", 450 * G, PCIE5, H200_SHEET,
-        notes="memory as the H200 SXM's; NVLink 900 GB/s over 2- or 4-way bridges",
-    ),
-    CardSpec(
-        "h20-96g", "NVIDIA H20", "nvidia",
-        ("h20", "h20-96gb", "NVIDIA H20"),
-        (97_871 - 454) * MIB, "smi-reserve", 4000 * G, 148 * T, 296 * T, 296 * T,
-        "nvlink4", 450 * G, PCIE5,
-        "NVIDIA H20 specification as server makers publish it (no public NVIDIA datasheet)",
-        notes="nvidia-smi 97871 MiB (nvtrust#128) less the H100's 454 MiB reserve",
-    ),
-    CardSpec(
-        "l4-24g", "NVIDIA L4", "nvidia",
-        ("l4", "l4-24gb", "NVIDIA L4"),
-        23_570_219_008, "measured", 300 * G, 121 * T, 242.5 * T, 242.5 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA L4 Tensor Core GPU datasheet (2023)",
-        notes="deviceQuery, L4",
-    ),
-    CardSpec(
-        "l40s-48g", "NVIDIA L40S", "nvidia",
-        ("l40s", "l40s-48gb", "NVIDIA L40S"),
-        47_803_596_800, "measured", 864 * G, 362.05 * T, 733 * T, 733 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA L40S GPU datasheet (2023)",
-        notes="deviceQuery, L40S",
-    ),
-    CardSpec(
-        "l40-48g", "NVIDIA L40", "nvidia",
-        ("l40", "l40-48gb", "NVIDIA L40"),
-        int(44.40 * GIB), "measured", 864 * G, 181.05 * T, 362.05 * T, 362.05 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA L40 GPU datasheet (2022)",
-        notes="PyTorch's 'total capacity' 44.40 GiB (gpu-memory-totals.md)",
-    ),
-    CardSpec(
-        "gh200-96g", "NVIDIA GH200 Grace Hopper Superchip 96GB", "nvidia",
-        ("gh200", "gh200-96gb", "NVIDIA GH200 480GB"),
-        97_280 * MIB, "measured", 4000 * G, 989.5 * T, 1979 * T, 1979 * T,
-        "nvlink4", 450 * G, 450 * G, "NVIDIA GH200 Grace Hopper Superchip datasheet (2023)",
-        notes="OpenCL's 97280 MB (gpu-memory-totals.md); the card to its Grace CPU: "
-        "NVLink-C2C, 900 GB/s both ways",
-    ),
-    CardSpec(
-        "gh200-144g", "NVIDIA GH200 Grace Hopper Superchip 144GB", "nvidia",
-        ("gh200-144gb", "NVIDIA GH200 144G HBM3e"),
-        _marketed(144), "marketed", 4900 * G, 989.5 * T, 1979 * T, 1979 * T,
-        "nvlink4", 450 * G, 450 * G, "NVIDIA GH200 Grace Hopper Superchip datasheet (2024)",
-        notes="the card to its Grace CPU: NVLink-C2C, 900 GB/s both ways",
-    ),
-    CardSpec(
-        "a10-24g", "NVIDIA A10", "nvidia",
-        ("a10", "a10-24gb", "NVIDIA A10"),
-        int(22.18 * GIB), "measured", 600 * G, 125 * T, None, 250 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA A10 Tensor Core GPU datasheet (2021)",
-        notes="PyTorch 'total capacity' 22.18 GiB",
-    ),
-    CardSpec(
-        "a10g-24g", "NVIDIA A10G (AWS)", "nvidia",
-        ("a10g", "a10g-24gb", "NVIDIA A10G"),
-        int(22.18 * GIB), "measured", 600 * G, None, None, None,
-        "pcie4", PCIE4, PCIE4, "AWS EC2 G5 instance page (memory and bandwidth only)",
-        notes="memory as the A10's (23028 MiB in nvidia-smi for both); tensor rates unpublished",
-    ),
-    CardSpec(
-        "t4-16g", "NVIDIA T4", "nvidia",
-        ("t4", "t4-16gb", "Tesla T4", "NVIDIA T4"),
-        int(14.75 * GIB), "measured", 320 * G, 65 * T, None, 130 * T,
-        "pcie3", PCIE3, PCIE3, "NVIDIA T4 Tensor Core GPU datasheet (2019)",
-        notes="PyTorch 'total capacity' 14.75 GiB (Colab); no bf16: the fp16 mixed-precision rate",
-    ),
-    CardSpec(
-        "p40-24g", "NVIDIA Tesla P40", "nvidia",
-        ("p40", "p40-24gb", "Tesla P40"),
-        _marketed(24), "marketed", 346 * G, 11.76 * T, None, 47 * T,
-        "pcie3", PCIE3, PCIE3, "NVIDIA Tesla P40 datasheet (2016)",
-        notes="no tensor cores: the 16-bit figure is its fp32 rate; int8 is dp4a",
-    ),
-    CardSpec(
-        "b200-180g", "NVIDIA B200", "nvidia",
-        ("b200", "b200-180gb", "NVIDIA B200"),
-        int(178.35 * GIB), "measured", 8000 * G, 2250 * T, 4500 * T, 4500 * T,
-        "nvlink5", 900 * G, PCIE5, "NVIDIA HGX B200 datasheet (2024), per GPU: platform ÷ 8",
-        notes="CUDA device properties 178.35 GiB (pytorch/ao#4002)",
-    ),
-    CardSpec(
-        "gb200-186g", "NVIDIA GB200 (Blackwell GPU of a GB200 superchip)", "nvidia",
-        ("gb200", "gb200-186gb", "gb200-192g", "NVIDIA GB200"),
-        _marketed(186), "marketed", 8000 * G, 2500 * T, 5000 * T, 5000 * T,
-        "nvlink5", 900 * G, 450 * G, "NVIDIA GB200 NVL72 datasheet (2024), per GPU: rack ÷ 72",
-        notes="host link is NVLink-C2C to Grace, 900 GB/s both ways",
-    ),
-    CardSpec(
-        "rtxpro6000-96g", "NVIDIA RTX PRO 6000 Blackwell", "nvidia",
-        ("rtxpro6000", "rtx-pro-6000", "rtx-pro-6000-96g", "rtxpro6000blackwell-96g",
-         "rtxpro6000blackwellmaxq-96g", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-         "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-         "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"),
-        (97_887 - 454) * MIB, "smi-reserve", 1792 * G, 500 * T, 1000 * T, 1000 * T,
-        "pcie5", PCIE5, PCIE5, "NVIDIA RTX PRO 6000 Blackwell datasheet (2025): 4,000 AI TOPS",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes="nvidia-smi 97887 MiB (Max-Q) less 454 MiB; " + BLACKWELL_AI_TOPS + " (no halving)",
-    ),
-    CardSpec(
-        "rtx4000ada-20g", "NVIDIA RTX 4000 Ada Generation", "nvidia",
-        ("rtx4000ada", "rtx-4000-ada", "rtx4000adageneration-20g",
-         "NVIDIA RTX 4000 Ada Generation"),
-        _marketed(20), "marketed", 360 * G, 76.7 * T, 153.4 * T, 153.4 * T,
-        "pcie4", PCIE4, PCIE4,
-        "NVIDIA RTX 4000 Ada datasheet (2023): 306.8 TFLOPS FP8 sparse, 360 GB/s",
-        fields_derived=("bf16_flops", "int8_ops"),
-        notes="bf16 = half the fp8 rate, int8 = the fp8 rate (Ada's ratios, as the RTX 6000 Ada)",
-    ),
-    CardSpec(
-        "rtx5000ada-32g", "NVIDIA RTX 5000 Ada Generation", "nvidia",
-        ("rtx5000ada", "rtx-5000-ada", "rtx5000adageneration-32g",
-         "NVIDIA RTX 5000 Ada Generation"),
-        _marketed(32), "marketed", 576 * G, 261.1 * T, 522.2 * T, 522.2 * T,
-        "pcie4", PCIE4, PCIE4,
-        "NVIDIA RTX 5000 Ada datasheet (2023): 1,044.4 TFLOPS FP8 sparse, 576 GB/s",
-        fields_derived=("bf16_flops", "int8_ops"),
-        notes="bf16 = half the fp8 rate, int8 = the fp8 rate (Ada's ratios, as the RTX 6000 Ada)",
-    ),
-    CardSpec(
-        "gb10-128g", "NVIDIA GB10 (DGX Spark)", "nvidia",
-        ("gb10", "dgx-spark", "dgxspark-128g", "NVIDIA GB10", "NVIDIA DGX Spark"),
-        _marketed(128), "marketed", 273 * G, 125 * T, 250 * T, 250 * T,
-        "none", 0.0, 273 * G,
-        "NVIDIA DGX Spark specifications (2025): 1 PFLOP FP4 sparse, 128 GB LPDDR5x at 273 GB/s",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes="one GPU sharing the machine's 128 GB with its Grace CPU; "
-        + BLACKWELL_AI_TOPS + " (no halving); the host link is the shared memory",
-    ),
-    CardSpec(
-        "rtxa5000-24g", "NVIDIA RTX A5000", "nvidia",
-        ("a5000", "rtx-a5000", "rtxa5000", "NVIDIA RTX A5000"),
-        (24_564 - 454) * MIB, "smi-reserve", 768 * G, 111.1 * T, None, 222.2 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA RTX A5000 datasheet (2021)",
-        fields_derived=("int8_ops",),
-        notes="nvidia-smi 24564 MiB (fixtures/fleet/nvidia-smi-csv-rtx-a5000-noheader.txt) "
-        "less the H100's reserve; int8 = 2 × fp16, as on the RTX A6000",
-    ),
-    CardSpec(
-        "rtxa6000-48g", "NVIDIA RTX A6000", "nvidia",
-        ("a6000", "rtx-a6000", "rtxa6000", "NVIDIA RTX A6000"),
-        47_803_596_800, "measured", 768 * G, 154.8 * T, None, 309.7 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA RTX A6000 datasheet (2020)",
-        fields_derived=("int8_ops",),
-        notes="memory: the L40S's CUDA total (both 46068 MiB in nvidia-smi); int8 = 2 × fp16",
-    ),
-    CardSpec(
-        "rtx6000ada-48g", "NVIDIA RTX 6000 Ada Generation", "nvidia",
-        ("rtx6000ada", "rtx-6000-ada", "rtx6000adageneration-48g",
-         "NVIDIA RTX 6000 Ada Generation"),
-        _marketed(48), "marketed", 960 * G, 364.25 * T, 728.5 * T, 728.5 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA RTX 6000 Ada datasheet (2022): 1,457 TFLOPS FP8 sparse",
-        fields_derived=("bf16_flops", "int8_ops"),
-        notes="bf16 = half the fp8 rate, int8 = the fp8 rate (Ada's ratios)",
-    ),
-    # --- NVIDIA desktop ---------------------------------------------------------------------
-    CardSpec(
-        "rtx2080ti-11g", "NVIDIA GeForce RTX 2080 Ti", "nvidia",
-        ("rtx2080ti", "2080ti", "NVIDIA GeForce RTX 2080 Ti"),
-        _marketed(11), "marketed", 616 * G, 53.8 * T, None, 215.2 * T,
-        "pcie3", PCIE3, PCIE3, "NVIDIA Turing GPU architecture whitepaper (2018), appendix A",
-        notes="no bf16: fp16 with FP32 accumulate",
-    ),
-    CardSpec(
-        "rtx3060-12g", "NVIDIA GeForce RTX 3060 12GB", "nvidia",
-        ("rtx3060", "3060", "NVIDIA GeForce RTX 3060"),
-        _marketed(12), "marketed", 360 * G, 25.5 * T, None, 101.9 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA GeForce RTX 3060 specifications (GA106, 112 tensor cores "
-        "at 1.78 GHz, 360 GB/s)",
-        fields_derived=("bf16_flops", "int8_ops"),
-        notes="rates from its tensor cores and clock, GA102's ratios (int8 4 × fp16 with FP32 "
-        "accumulate), as the RTX 3080's",
-    ),
-    CardSpec(
-        "rtx3070-8g", "NVIDIA GeForce RTX 3070", "nvidia",
-        ("rtx3070", "3070", "NVIDIA GeForce RTX 3070"),
-        _marketed(8), "marketed", 448 * G, 40.6 * T, None, 162.6 * T,
-        "pcie4", PCIE4, PCIE4, GA102_PAPER + " (its RTX 3070 column)",
-    ),
-    CardSpec(
-        "rtx3080-10g", "NVIDIA GeForce RTX 3080 10GB", "nvidia",
-        ("rtx3080", "3080", "NVIDIA GeForce RTX 3080"),
-        _marketed(10), "marketed", 760.3 * G, 59.5 * T, None, 238 * T,
-        "pcie4", PCIE4, PCIE4, GA102_PAPER,
-    ),
-    CardSpec(
-        "rtx3080ti-12g", "NVIDIA GeForce RTX 3080 Ti", "nvidia",
-        ("rtx3080ti", "3080ti", "NVIDIA GeForce RTX 3080 Ti"),
-        _marketed(12), "marketed", 912.4 * G, 68.2 * T, None, 272.8 * T,
-        "pcie4", PCIE4, PCIE4, GA102_PAPER,
-    ),
-    CardSpec(
-        "rtx3090-24g", "NVIDIA GeForce RTX 3090", "nvidia",
-        ("rtx3090", "3090", "NVIDIA GeForce RTX 3090"),
-        25_327_697_920, "measured", 936.2 * G, 71 * T, None, 284 * T,
-        "pcie4", PCIE4, PCIE4, GA102_PAPER,
-        notes="deviceQuery, RTX 3090; an NVLink bridge (112.5 GB/s both ways) is an override",
-    ),
-    CardSpec(
-        "rtx4060-8g", "NVIDIA GeForce RTX 4060", "nvidia",
-        ("rtx4060", "4060", "NVIDIA GeForce RTX 4060"),
-        _marketed(8), "marketed", 272 * G, 30.25 * T, 60.5 * T, 121 * T,
-        "pcie4", 16 * G, 16 * G, "NVIDIA GeForce RTX 4060 specifications: 242 AI TOPS, PCIe 4.0 x8",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes=ADA_AI_TOPS,
-    ),
-    CardSpec(
-        "rtx4060ti-16g", "NVIDIA GeForce RTX 4060 Ti 16GB", "nvidia",
-        ("rtx4060ti", "4060ti", "NVIDIA GeForce RTX 4060 Ti"),
-        _marketed(16), "marketed", 288 * G, 44.1 * T, 88.25 * T, 176.5 * T,
-        "pcie4", 16 * G, 16 * G,
-        "NVIDIA GeForce RTX 4060 Ti specifications: 353 AI TOPS, PCIe 4.0 x8",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes=ADA_AI_TOPS,
-    ),
-    CardSpec(
-        "rtx4070ti-12g", "NVIDIA GeForce RTX 4070 Ti", "nvidia",
-        ("rtx4070ti", "4070ti", "NVIDIA GeForce RTX 4070 Ti"),
-        _marketed(12), "marketed", 504 * G, 80.1 * T, 160.3 * T, 320.5 * T,
-        "pcie4", PCIE4, PCIE4, "NVIDIA GeForce RTX 4070 Ti specifications: 641 AI TOPS, 504 GB/s",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes=ADA_AI_TOPS,
-    ),
-    CardSpec(
-        "rtx4080-16g", "NVIDIA GeForce RTX 4080", "nvidia",
-        ("rtx4080", "4080", "NVIDIA GeForce RTX 4080"),
-        _marketed(16), "marketed", 716.8 * G, 97.5 * T, 194.9 * T, 389.9 * T,
-        "pcie4", PCIE4, PCIE4, ADA_PAPER,
-    ),
-    CardSpec(
-        "rtx4090-24g", "NVIDIA GeForce RTX 4090", "nvidia",
-        ("rtx4090", "4090", "NVIDIA GeForce RTX 4090"),
-        25_386_352_640, "measured", 1008 * G, 165.2 * T, 330.3 * T, 660.6 * T,
-        "pcie4", PCIE4, PCIE4, ADA_PAPER,
-        notes="deviceQuery, RTX 4090",
-    ),
-    CardSpec(
-        "rtx5090-32g", "NVIDIA GeForce RTX 5090", "nvidia",
-        ("rtx5090", "5090", "NVIDIA GeForce RTX 5090"),
-        33_677_180_928, "measured", 1792 * G, 209.5 * T, 419 * T, 838 * T,
-        "pcie5", PCIE5, PCIE5, "NVIDIA GeForce RTX 5090 specifications: 3,352 AI TOPS",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes="deviceQuery, RTX 5090; " + BLACKWELL_AI_TOPS,
-    ),
-    # --- AMD ------------------------------------------------------------------------------
-    CardSpec(
-        "mi300x-192g", "AMD Instinct MI300X", "amd",
-        ("mi300x", "mi300x-192gb", "AMD Instinct MI300X", "amdinstinctmi300x-192g"),
-        196_592 * MIB, "measured", 5300 * G, 1307.4 * T, 2614.9 * T, 2614.9 * T,
-        "infinity-fabric", 448 * G, PCIE5, "AMD Instinct MI300X data sheet (2023)",
-        notes="HIP totalGlobalMem 196592 MiB; Infinity Fabric 7 links, 896 GB/s both ways",
-    ),
-    CardSpec(
-        "mi325x-256g", "AMD Instinct MI325X", "amd",
-        ("mi325x", "mi325x-256gb", "AMD Instinct MI325X"),
-        _hbm_gib(256), "hbm-gib", 6000 * G, 1307.4 * T, 2614.9 * T, 2614.9 * T,
-        "infinity-fabric", 448 * G, PCIE5, "AMD Instinct MI325X data sheet (2024)",
-    ),
-    CardSpec(
-        "mi355x-288g", "AMD Instinct MI355X", "amd",
-        ("mi355x", "mi355x-288gb", "AMD Instinct MI355X"),
-        _hbm_gib(288), "hbm-gib", 8000 * G, 2516.6 * T, 5033.2 * T, 5033.2 * T,
-        "infinity-fabric", 537.6 * G, PCIE5, "AMD Instinct MI355X data sheet (2025)",
-        notes="Infinity Fabric 7 links at 153.6 GB/s both ways; SGLang logged 287.18 GiB free "
-        "(calibration/sglang-logs.jsonl, PR #18263)",
-    ),
-    CardSpec(
-        "mi350x-288g", "AMD Instinct MI350X", "amd",
-        ("mi350x", "mi350x-288gb", "AMD Instinct MI350X"),
-        _hbm_gib(288), "hbm-gib", 8000 * G, 2306.9 * T, 4613.8 * T, 4613.8 * T,
-        "infinity-fabric", 537.6 * G, PCIE5, "AMD Instinct MI350X data sheet (2025)",
-        fields_derived=("bf16_flops", "fp8_flops", "int8_ops"),
-        notes="the MI355X's CDNA 4 at 2.2 GHz, not 2.4: its rates × 2.2/2.4; memory and links "
-        "as the MI355X's",
-    ),
-    CardSpec(
-        "rx7900xtx-24g", "AMD Radeon RX 7900 XTX", "amd",
-        ("rx7900xtx", "7900xtx", "AMD Radeon RX 7900 XTX", "Radeon RX 7900 XTX"),
-        _marketed(24), "marketed", 960 * G, 122.8 * T, None, 122.8 * T,
-        "pcie4", PCIE4, PCIE4, "AMD Radeon RX 7900 XTX specifications (amd.com)",
-        fields_derived=("int8_ops",),
-        notes="fp16 (WMMA) rate; int8 WMMA runs at the fp16 rate on RDNA 3",
-    ),
-    CardSpec(
-        "radeon8060s-96g", "AMD Radeon 8060S (Ryzen AI Max+ 395, Strix Halo)", "amd",
-        ("radeon8060s", "8060s", "strix-halo", "strixhalo-96g", "AMD Radeon 8060S Graphics",
-         "AMD Radeon(TM) 8060S Graphics"),
-        _marketed(96), "marketed", 256 * G, 59.4 * T, None, 59.4 * T,
-        "none", 0.0, 256 * G,
-        "AMD Ryzen AI Max+ 395 specifications (2025): 40 RDNA 3.5 CUs at 2.9 GHz, 256-bit "
-        "LPDDR5X-8000",
-        fields_derived=("bf16_flops", "int8_ops"),
-        notes="one GPU sharing the machine's memory: 96 GB is the most its firmware gives the "
-        "GPU of 128 GB; fp16 WMMA 40 CUs × 512 × 2.9 GHz; int8 at the fp16 rate (RDNA 3)",
-    ),
-)
-
-# fmt: on
-
-# Apple silicon, for llama.cpp: one GPU sharing the machine's memory. A chip comes in several
-# memory sizes, each its own class. Bandwidth and memory options are Apple's (tech specs pages).
-# GPU FP32 TFLOPS are Apple's for M1 Max (10.4), M1 Ultra (21), M2 Max (13.6) and M2 Ultra (27.2);
-# for M3 and M4 Apple gives none: cores × 128 ALUs × 2 × the GPU clock (M3 1.398 GHz, M4 1.578 GHz),
-# derived. Apple GPUs run fp16 at the fp32 rate and have no int8 matrix units.
-APPLE_SPECS = "Apple tech specifications pages (memory options, bandwidth); GPU TFLOPS per notes"
 
 # The share of unified memory Metal lets one process use (recommendedMaxWorkingSetSize), by
 # memory size in GB, as llama.cpp printed it on real Macs (macOS 14-26): 8 GB 5726.63 MB, 16 GB
@@ -503,46 +123,202 @@ def metal_share(gb: int) -> float:
     return METAL_SHARE[max(k for k in METAL_SHARE if k <= gb)]
 
 
-# (chip, GPU cores, bandwidth GB/s, GPU TFLOPS, TFLOPS derived?, memory sizes in GB)
-_APPLE: tuple[tuple[str, int, float, float, bool, tuple[int, ...]], ...] = (
-    # The M1's GPU has 8 cores or, in the base MacBook Air and iMac, 7: 2.6 TFLOPS Apple's, the
-    # 7-core's in proportion.
-    ("m1", 7, 68.25, 2.29, True, (8, 16)),
-    ("m1-max", 32, 400, 10.4, False, (32, 64)),
-    ("m1-ultra", 64, 800, 21.0, False, (64, 128)),
-    ("m2-max", 38, 400, 13.6, False, (32, 64, 96)),
-    ("m2-ultra", 76, 800, 27.2, False, (64, 128, 192)),
-    ("m3", 10, 100, 3.6, True, (8, 16, 24)),
-    ("m3-max", 30, 300, 10.7, True, (36, 96)),  # the 30-core GPU comes with 36 or 96 GB
-    ("m3-max", 40, 400, 14.3, True, (48, 64, 128)),  # the 40-core with 48, 64 or 128 GB
-    ("m3-ultra", 80, 819, 28.6, True, (96, 256, 512)),
-    ("m4-max", 32, 410, 12.9, True, (36,)),
-    ("m4-max", 40, 546, 16.2, True, (48, 64, 128)),
+APPLE_SPECS = "Apple tech specifications pages (memory options, bandwidth); GPU TFLOPS per notes"
+VENDORS = ("nvidia", "amd", "apple")
+# Generations, each with its own kernels: NVIDIA by SM family ("blackwell" is sm_100 of B200 and
+# GB200, "blackwell-ultra" sm_103 of B300 and GB300, "blackwell-rtx" sm_120/121 of the RTX 50,
+# RTX PRO and GB10), AMD by CDNA/RDNA generation, Apple by M generation.
+ARCHITECTURES = (
+    "pascal",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+    "blackwell-ultra",
+    "blackwell-rtx",
+    "cdna3",
+    "cdna4",
+    "rdna3",
+    "rdna3.5",
+    "apple-m1",
+    "apple-m2",
+    "apple-m3",
+    "apple-m4",
 )
+LINKS = ("nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie3", "pcie4", "pcie5", "none")
+DATA_FILE = "data/cards.toml"
 
 
-def _apple(chip: str, cores: int, bw: float, tflops: float, derived: bool, gb: int) -> CardSpec:
-    words = chip.replace("-", " ").title()
+class _Row:
+    """One table of cards.toml as read, whose getters check each value's type and range and name
+    the row and field in the error."""
+
+    def __init__(self, where: str, table: object, allowed: frozenset[str]) -> None:
+        if not isinstance(table, dict):
+            raise ValueError(f"{DATA_FILE}: {where} is not a table")
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise ValueError(f"{DATA_FILE}: {where} has unknown fields {', '.join(unknown)}")
+        self.where, self.table = where, table
+
+    def has(self, field: str) -> bool:
+        return field in self.table
+
+    def text(self, field: str, default: str | None = None) -> str:
+        value = self.table.get(field, default)
+        if value is None:
+            raise ValueError(f"{DATA_FILE}: {self.where} lacks {field}")
+        if not isinstance(value, str) or (value == "" and default is None):
+            raise ValueError(f"{DATA_FILE}: {self.where} {field} is {value!r}, not a text")
+        return value
+
+    def texts(self, field: str) -> tuple[str, ...]:
+        value = self.table.get(field, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ValueError(f"{DATA_FILE}: {self.where} {field} is {value!r}, not a list of texts")
+        return tuple(value)
+
+    def number(self, field: str, *, zero: bool = False) -> float:
+        """A positive finite number (or zero where `zero`); int stays int, so a figure read is
+        the same float the old literals made (`1555 * G`)."""
+        value = self.table.get(field)
+        if value is None:
+            raise ValueError(f"{DATA_FILE}: {self.where} lacks {field}")
+        if (
+            isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value < 0 or (value == 0 and not zero)
+        ):  # fmt: skip
+            raise ValueError(f"{DATA_FILE}: {self.where} {field} is {value!r}; must be above 0")
+        return float(value)
+
+    def rate(self, field: str, unit: float) -> float | None:
+        return self.number(field) * unit if field in self.table else None
+
+
+_CARD_FIELDS = frozenset(
+    {
+        "key", "name", "vendor", "architecture", "aliases", "memory_kind", "memory_bytes",
+        "smi_mib", "hbm_gib", "marketed_gb", "bandwidth_gbs", "bf16_tflops", "fp8_tflops",
+        "fp4_tflops", "int8_tops", "link", "link_gbs", "pcie_gbs", "source", "fields_derived",
+        "notes",
+    }
+)  # fmt: skip
+
+
+def _smi_reserve(mib: float) -> int:
+    return (int(mib) - 454) * MIB
+
+
+# memory_kind → the field that gives it, and how that field becomes the bytes the card holds.
+_MEMORY: dict[str, tuple[str, Callable[[float], int]]] = {
+    "measured": ("memory_bytes", int),
+    "smi-reserve": ("smi_mib", _smi_reserve),
+    "hbm-gib": ("hbm_gib", lambda gib: _hbm_gib(int(gib))),
+    "marketed": ("marketed_gb", _marketed),
+}
+_DERIVABLE = frozenset({"bf16_flops", "fp8_flops", "fp4_flops", "int8_ops", "memory_bandwidth"})
+
+
+def _card(i: int, table: object) -> CardSpec:
+    named = table.get("key") if isinstance(table, dict) else None
+    row = _Row(
+        f"card {named!r}" if isinstance(named, str) else f"card {i + 1}", table, _CARD_FIELDS
+    )
+    key = row.text("key")
+    vendor = row.text("vendor")
+    if vendor not in VENDORS:
+        raise ValueError(f"{DATA_FILE}: card {key!r} vendor is {vendor!r}; one of {VENDORS}")
+    kind = row.text("memory_kind")
+    if kind not in _MEMORY:
+        raise ValueError(f"{DATA_FILE}: card {key!r} memory_kind is {kind!r}; one of {[*_MEMORY]}")
+    field, to_bytes = _MEMORY[kind]
+    given = [f for f, _ in _MEMORY.values() if row.has(f)]
+    if given != [field]:
+        raise ValueError(f"{DATA_FILE}: card {key!r} of memory_kind {kind!r} gives {field} alone")
+    arch = row.text("architecture")
+    if arch not in ARCHITECTURES:
+        raise ValueError(
+            f"{DATA_FILE}: card {key!r} architecture is {arch!r}; one of {ARCHITECTURES}"
+        )
+    link = row.text("link")
+    if link not in LINKS:
+        raise ValueError(f"{DATA_FILE}: card {key!r} link is {link!r}; one of {LINKS}")
+    derived = row.texts("fields_derived")
+    if not set(derived) <= _DERIVABLE:
+        raise ValueError(f"{DATA_FILE}: card {key!r} fields_derived names {derived}")
     return CardSpec(
-        f"{chip}-{gb}g", f"Apple {words} ({cores}-core GPU) {gb}GB", "apple",
-        (f"apple-{chip}-{gb}g", f"{chip}-{gb}gb", f"Apple {words} {gb}GB"),
-        int(gb * GIB * metal_share(gb)), "metal", bw * G, tflops * T, None, tflops * T,
-        "none", 0.0, bw * G, APPLE_SPECS,
-        fields_derived=("int8_ops",) + (("bf16_flops",) if derived else ()),
-        notes=f"Metal lets a process use {metal_share(gb):.0%} of {gb} GB",
-        unified_bytes=gb * GIB,
+        key, row.text("name"), vendor, row.texts("aliases"),
+        to_bytes(row.number(field)), kind, row.number("bandwidth_gbs") * G,
+        row.rate("bf16_tflops", T), row.rate("fp8_tflops", T), row.rate("int8_tops", T),
+        link, row.number("link_gbs", zero=True) * G, row.number("pcie_gbs") * G,
+        row.text("source"), fields_derived=derived, notes=row.text("notes", ""),
+        architecture=arch, fp4_flops=row.rate("fp4_tflops", T),
     )  # fmt: skip
 
 
-CARDS += tuple(_apple(c, n, bw, tf, d, gb) for c, n, bw, tf, d, sizes in _APPLE for gb in sizes)
-# The M1 Max with a 24-core GPU (and 32 GB) beside the 32-core one of the same memory: its own
-# class, 24/32 of the 32-core's 10.4 TFLOPS, the same 400 GB/s.
-CARDS += (
-    dataclasses.replace(
-        _apple("m1-max", 24, 400, 7.8, True, 32),
-        key="m1-max-24c-32g",
-        aliases=("apple-m1-max-24c-32g", "m1-max-24c-32gb", "Apple M1 Max 24-core 32GB"),
-    ),
+_APPLE_FIELDS = frozenset(
+    {"chip", "gpu_cores", "bandwidth_gbs", "gpu_tflops", "tflops_derived", "memory_gb", "key",
+     "aliases"}
+)  # fmt: skip
+
+
+def _apple(i: int, table: object) -> tuple[CardSpec, ...]:
+    """The classes of one Apple chip row: one a memory size it is sold with."""
+    row = _Row(f"apple {i + 1}", table, _APPLE_FIELDS)
+    chip, cores = row.text("chip"), int(row.number("gpu_cores"))
+    bw, tflops = row.number("bandwidth_gbs"), row.number("gpu_tflops")
+    derived = row.table.get("tflops_derived")
+    sizes = row.table.get("memory_gb")
+    if not isinstance(derived, bool):
+        raise ValueError(f"{DATA_FILE}: apple {chip!r} tflops_derived must be true or false")
+    if (
+        not isinstance(sizes, list)
+        or not sizes
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 8 <= s <= 1024 for s in sizes)
+    ):
+        raise ValueError(f"{DATA_FILE}: apple {chip!r} memory_gb is {sizes!r}, not GB sizes")
+    words = chip.replace("-", " ").title()
+    out = tuple(
+        CardSpec(
+            f"{chip}-{gb}g", f"Apple {words} ({cores}-core GPU) {gb}GB", "apple",
+            (f"apple-{chip}-{gb}g", f"{chip}-{gb}gb", f"Apple {words} {gb}GB"),
+            int(gb * GIB * metal_share(gb)), "metal", bw * G, tflops * T, None, tflops * T,
+            "none", 0.0, bw * G, f"{APPLE_SPECS}: {words}, {cores}-core GPU, {gb} GB",
+            fields_derived=("int8_ops",) + (("bf16_flops",) if derived else ()),
+            notes=f"Metal lets a process use {metal_share(gb):.0%} of {gb} GB",
+            unified_bytes=gb * GIB,
+            architecture="apple-" + chip.split("-")[0],
+        )
+        for gb in sizes
+    )  # fmt: skip
+    if row.has("key"):
+        # A variant sold beside a chip's usual GPU at the same memory (the M1 Max's 24-core GPU
+        # at 32 GB): its own class under its own names.
+        if len(out) != 1:
+            raise ValueError(f"{DATA_FILE}: apple {chip!r} with a key has one memory_gb")
+        out = (dataclasses.replace(out[0], key=row.text("key"), aliases=row.texts("aliases")),)
+    return out
+
+
+def parse_table(text: str) -> tuple[CardSpec, ...]:
+    """The cards a cards.toml text holds, each row checked: a bad one is a ValueError naming the
+    row and the field."""
+    doc = tomllib.loads(text)
+    unknown = sorted(set(doc) - {"card", "apple"})
+    if unknown:
+        raise ValueError(f"{DATA_FILE}: unknown tables {', '.join(unknown)}")
+    out = [_card(i, t) for i, t in enumerate(doc.get("card", []))]
+    for i, t in enumerate(doc.get("apple", [])):
+        out += _apple(i, t)
+    keys = [c.key for c in out]
+    if dupes := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ValueError(f"{DATA_FILE}: cards {', '.join(dupes)} appear more than once")
+    return tuple(out)
+
+
+CARDS: tuple[CardSpec, ...] = parse_table(
+    resources.files("llmfit").joinpath(DATA_FILE).read_text(encoding="utf-8")
 )
 
 
@@ -632,6 +408,7 @@ def spec(gpu_class: str) -> CardSpec | None:
             bf16_flops=scale(card.bf16_flops),
             fp8_flops=scale(card.fp8_flops),
             int8_ops=scale(card.int8_ops),
+            fp4_flops=scale(card.fp4_flops),
             link="none",
             link_bandwidth=0.0,
         )
@@ -661,7 +438,6 @@ OVERRIDE_KEYS: dict[str, tuple[str, float]] = {
 }
 # The most a fleet file may say of a card's bandwidth (GB/s) or tensor rate (TFLOPS, TOPS).
 MAX_FIGURE = 1_000_000
-LINKS = ("nvlink3", "nvlink4", "nvlink5", "infinity-fabric", "pcie3", "pcie4", "pcie5", "none")
 
 
 def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "") -> CardSpec:

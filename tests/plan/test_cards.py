@@ -1,10 +1,13 @@
 """The card table: the names people type, "did you mean", memory totals, overrides and fabrics.
 
-Sources of the figures are in llmfit/plan/cards.py, per row; memory totals in
+Sources of the figures are in llmfit/data/cards.toml, per row; memory totals in
 fixtures/fleet/gpu-memory-totals.md.
 """
 
 from __future__ import annotations
+
+import math
+import re
 
 import pytest
 
@@ -15,6 +18,7 @@ from llmfit.plan.cards import (
     fabric_bandwidth,
     metal_share,
     override,
+    parse_table,
     resolve,
     spec,
     suggest,
@@ -99,8 +103,10 @@ def test_every_row_is_sourced_and_sane():
         assert c.memory_bytes > 0 and c.memory_bandwidth > 0, c.key
         assert c.memory_kind in ("measured", "smi-reserve", "metal", "hbm-gib", "marketed"), c.key
         assert set(c.fields_derived) <= {"bf16_flops", "fp8_flops", "int8_ops"}, c.key
-        # FP8 and INT8 run at least at the 16-bit rate wherever a card has them.
-        for fast in (c.fp8_flops, c.int8_ops):
+        # FP8 and INT8 run at least at the 16-bit rate wherever a card has them; but Blackwell
+        # Ultra cut INT8 to a sliver (HGX B300: 2 POPS with sparsity for 8 GPUs).
+        int8 = None if c.architecture == "blackwell-ultra" else c.int8_ops
+        for fast in (c.fp8_flops, int8):
             if fast and c.bf16_flops:
                 assert fast >= c.bf16_flops, c.key
         assert (c.link == "none") == (c.link_bandwidth == 0), c.key
@@ -209,3 +215,108 @@ def test_fabric_bandwidth(text, bytes_per_s):
 def test_fabric_bandwidth_refuses_what_is_not_a_rate(text):
     with pytest.raises(ValueError):
         fabric_bandwidth(text)
+
+
+# --- The table as data (llmfit/data/cards.toml) --------------------------------------------
+
+
+def test_table_rows_become_the_figures_they_state():
+    # cards.toml's rows, worked by hand: the H100 SXM's row states bandwidth_gbs = 3350 and
+    # bf16_tflops = 989.5; the MI355X's hbm_gib = 288 (288 GiB less 16 MiB); the H200's
+    # smi_mib = 143771 (less the 454 MiB reserve); the GB200's smi_mib = 189471 likewise.
+    h100, mi355x, h200, gb200 = (
+        BY_KEY[k] for k in ("h100-80g", "mi355x-288g", "h200-141g", "gb200-186g")
+    )
+    assert h100.memory_bandwidth == 3350e9 and h100.bf16_flops == 989.5e12
+    assert mi355x.memory_bytes == 288 * 2**30 - 16 * 2**20 == 309_220_868_096
+    assert h200.memory_bytes == (143_771 - 454) * 2**20 == 150_278_766_592
+    assert gb200.memory_bytes == (189_471 - 454) * 2**20 == 198_198_689_792
+
+
+ROW = """[[card]]
+key = "x1-8g"
+name = "X1"
+vendor = "nvidia"
+architecture = "ampere"
+aliases = []
+memory_kind = "marketed"
+marketed_gb = 8
+bandwidth_gbs = 100
+link = "pcie4"
+link_gbs = 32
+pcie_gbs = 32
+source = "a test"
+"""
+
+
+def test_a_good_row_parses():
+    (card,) = parse_table(ROW)
+    assert (card.key, card.memory_bytes, card.memory_bandwidth) == ("x1-8g", 7_840_000_000, 1e11)
+    assert card.bf16_flops is None
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("bandwidth_gbs = 100", "bandwidth_gbs = -1"), "card 'x1-8g' bandwidth_gbs is -1"),
+        (("bandwidth_gbs = 100", "bandwidth_gbs = nan"), "card 'x1-8g' bandwidth_gbs is nan"),
+        (('link = "pcie4"', 'link = "pcie9"'), "card 'x1-8g' link is 'pcie9'"),
+        (('source = "a test"', 'sauce = "a test"'), "card 'x1-8g' has unknown fields sauce"),
+        (("marketed_gb = 8", "hbm_gib = 8"), "memory_kind 'marketed' gives marketed_gb alone"),
+        (('source = "a test"\n', ""), "card 'x1-8g' lacks source"),
+    ],
+)
+def test_a_bad_row_is_named(change, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_table(ROW.replace(*change))
+
+
+def test_two_rows_of_one_key_are_refused():
+    with pytest.raises(ValueError, match="cards x1-8g appear more than once"):
+        parse_table(ROW + "\n" + ROW)
+
+
+# --- Cards by their own generation ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("card", CARDS, ids=lambda c: c.key)
+def test_every_figure_is_positive_and_finite(card):
+    figures = [card.memory_bytes, card.memory_bandwidth, card.pcie_bandwidth]
+    figures += [
+        x for x in (card.bf16_flops, card.fp8_flops, card.fp4_flops, card.int8_ops) if x is not None
+    ]
+    assert all(math.isfinite(x) and x > 0 for x in figures)
+    assert math.isfinite(card.link_bandwidth) and card.link_bandwidth >= 0
+    assert (card.link_bandwidth == 0) == (card.link == "none")
+    assert card.architecture in cards.ARCHITECTURES
+
+
+def test_cards_of_one_family_each_name_their_own_source():
+    # A card that borrowed a sibling's figures (a B300 read as a B200) would carry the sibling's
+    # source string: within a family, no two cards may.
+    seen: dict[tuple[str, str], str] = {}
+    for c in CARDS:
+        k = (cards.family(c.key), c.source)
+        assert k not in seen, f"{c.key} and {seen[k]} share the source {c.source!r}"
+        seen[k] = c.key
+
+
+def test_a_new_generation_is_not_its_predecessor():
+    # HGX B300 datasheet ÷ 8: FP4 108 PFLOPS dense → 13.5 per GPU (the HGX B200's 72 → 9);
+    # AMD MI355X data sheet: 8 TB/s and 5,033.2 TFLOPS FP8 dense (MI300X: 5.3 TB/s, 2,614.9).
+    b200, b300 = BY_KEY["b200-180g"], BY_KEY["b300-288g"]
+    assert (b200.architecture, b300.architecture) == ("blackwell", "blackwell-ultra")
+    assert (b200.fp4_flops, b300.fp4_flops) == (9000e12, 13500e12)
+    assert b300.memory_bytes == (275_040 - 454) * 2**20  # nvidia-smi's total less the reserve
+    mi300x, mi355x = BY_KEY["mi300x-192g"], BY_KEY["mi355x-288g"]
+    assert (mi300x.architecture, mi355x.architecture) == ("cdna3", "cdna4")
+    assert (mi300x.memory_bandwidth, mi355x.memory_bandwidth) == (5300e9, 8000e9)
+    assert (mi300x.fp8_flops, mi355x.fp8_flops, mi300x.fp4_flops) == (2614.9e12, 5033.2e12, None)
+    assert resolve("NVIDIA B300 SXM6 AC") == "b300-288g" and resolve("gb300") == "gb300-288g"
+
+
+def test_fp4_is_only_where_the_card_has_it_and_outruns_fp8():
+    for c in CARDS:
+        if c.fp4_flops is not None:
+            assert c.architecture in ("blackwell", "blackwell-ultra", "blackwell-rtx", "cdna4")
+            assert c.fp8_flops is not None and c.fp4_flops >= c.fp8_flops

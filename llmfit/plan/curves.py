@@ -1,0 +1,293 @@
+"""Measured kernel efficiencies, as curves in the work's size: what share of a card's datasheet
+bandwidth or peak a GEMM, a grouped MoE GEMM or an attention read reaches, and how long a
+collective takes, for the cards and engines aiconfigurator measured.
+
+The curves are data: llmfit/data/kernel_curves.json, derived once by
+benchmarks/derive_kernel_curves.py from aiconfigurator 0.12.0's measured tables (Apache-2.0), and
+read here from the package's own files on first use (the plan package reads nothing else). Every
+efficiency is
+
+    efficiency = roofline time / measured time,
+    roofline time = max(bytes / the card's datasheet memory bandwidth,
+                        FLOPs / its dense peak at the dtype),
+
+with the figures of llmfit's card table (plan/cards.py), so a serving model prices an operation
+as `roofline time / curve.at(size)`, and no rate it prints can pass the card's peak.
+
+A card aiconfigurator does not cover takes the curves of a covered card of its own architecture
+(an H800 Hopper's are the H100's), and a card of no covered architecture (AMD, Apple, Turing, …)
+the priors: at each point the lowest efficiency any covered card reaches. `KernelCurves.source`
+says which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+from llmfit.plan import cards
+
+DATA_FILE = "data/kernel_curves.json"
+
+# A covered card whose curves an uncovered card of the same architecture takes.
+REPRESENTATIVE: dict[str, str] = {
+    "ampere": "a100-80g",
+    "ada": "l40s-48g",
+    "hopper": "h100-80g",
+    "blackwell": "b200-180g",
+    "blackwell-ultra": "b300-288g",
+    "blackwell-rtx": "rtxpro6000-96g",
+}
+# A dtype a card's tables lack is read from the nearest they hold (same weight bytes first),
+# then from 16-bit.
+DTYPE_ALIASES: dict[str, str] = {
+    "bfloat16": "bf16", "fp16": "bf16", "float16": "bf16", "nvfp4": "fp4", "mxfp4": "fp4",
+    "int4": "w4a16", "awq": "w4a16", "gptq": "w4a16",
+}  # fmt: skip
+DTYPE_NEAREST: dict[str, tuple[str, ...]] = {
+    "fp8": ("fp8_block",),
+    "fp8_block": ("fp8",),
+    "w4a8": ("fp8_block", "fp8"),
+    "fp4": ("w4a8",),
+}
+# A collective on a link no table measured: a ring's 2(n-1)/n of the bytes each way for an
+# all-reduce, (n-1)/n for an all-to-all, over the card's link, after a fixed 10 µs (the
+# smallest NVLink all-reduce measured is 4.4-5 µs; PCIe's are slower: 10 is the conservative side).
+PRIOR_COLLECTIVE_LATENCY = 10e-6
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Points (x, y), x ascending and positive: y at any x by linear interpolation in log x,
+    held at the end values outside them."""
+
+    points: tuple[tuple[float, float], ...]
+
+    def __post_init__(self) -> None:
+        xs = [x for x, _ in self.points]
+        if not self.points or any(not (math.isfinite(x) and x > 0) for x in xs):
+            raise ValueError(f"a curve needs positive finite x values, not {xs}")
+        if any(b <= a for a, b in zip(xs, xs[1:], strict=False)):
+            raise ValueError(f"a curve's x values must ascend: {xs}")
+        if any(not (math.isfinite(y) and y > 0) for _, y in self.points):
+            raise ValueError(f"a curve's values must be positive and finite: {self.points}")
+
+    def at(self, x: float) -> float:
+        pts = self.points
+        if not x > pts[0][0]:  # also NaN and anything at or below the first point
+            return pts[0][1]
+        if x >= pts[-1][0]:
+            return pts[-1][1]
+        lx = math.log(x)
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+            if x == x1:
+                return y1
+            if x < x1:
+                w = (lx - math.log(x0)) / (math.log(x1) - math.log(x0))
+                return y0 + w * (y1 - y0)
+        return pts[-1][1]  # unreachable: x < the last point's x
+
+
+def efficiency_curve(points: object) -> Curve:
+    """A curve of efficiencies: every value in (0, 1], so any value between them is too."""
+    curve = Curve(_pairs(points))
+    if any(y > 1 for _, y in curve.points):
+        raise ValueError(f"an efficiency is at most 1: {curve.points}")
+    return curve
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A collective's measured seconds by message bytes (every rank's buffer): interpolated in
+    log-log between the points, the first point's latency below them, and past the last at the
+    last point's bandwidth (time in proportion to bytes)."""
+
+    points: tuple[tuple[float, float], ...]
+
+    def at(self, nbytes: float) -> float:
+        pts = self.points
+        if not nbytes > pts[0][0]:
+            return pts[0][1]
+        if nbytes >= pts[-1][0]:
+            return pts[-1][1] * nbytes / pts[-1][0]
+        ly = math.log(nbytes)
+        for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
+            if nbytes == x1:
+                return y1
+            if nbytes < x1:
+                w = (ly - math.log(x0)) / (math.log(x1) - math.log(x0))
+                return math.exp(math.log(y0) + w * (math.log(y1) - math.log(y0)))
+        return pts[-1][1]
+
+
+def _ring(link_bandwidth: float, share: float) -> Collective:
+    """A prior collective: a fixed latency then `share` × bytes over the link, on a grid of
+    sizes from 1 KiB to 1 GiB."""
+    bw = link_bandwidth if link_bandwidth > 0 else cards.PCIE4
+    sizes = [float(1 << e) for e in range(10, 31, 2)]
+    return Collective(tuple((b, PRIOR_COLLECTIVE_LATENCY + share * b / bw) for b in sizes))
+
+
+@dataclass(frozen=True)
+class KernelCurves:
+    """One card's curves under one engine, and where they came from."""
+
+    card: str  # the card asked for
+    backend: str
+    # "aiconfigurator 0.12.0: measured on h100-80g under vllm", "… on h100-80g (the hopper
+    # card measured) under vllm", "… on h100-80g under sglang (no vllm table)" or "prior: …"
+    source: str
+    measured: bool  # False: the priors
+    gemms: Mapping[str, Curve]  # by dtype: efficiency by tokens (m)
+    moes: Mapping[str, Curve]  # by dtype: efficiency by tokens an active expert gets
+    attention_decode: Curve  # efficiency vs bandwidth by batch × context tokens read
+    attention_prefill: Curve  # efficiency vs 16-bit peak by a sequence's prompt tokens
+    mla_decode: Curve | None  # as attention_decode, for MLA's latent cache (SGLang's tables)
+    allreduces: Mapping[int, Collective]  # by ranks: seconds by bytes
+    alltoalls: Mapping[int, Collective]
+    link_bandwidth: float  # the card's, one way: for ranks no table measured
+
+    def gemm(self, dtype: str) -> Curve:
+        return _by_dtype(self.gemms, dtype, "gemm")
+
+    def moe(self, dtype: str) -> Curve:
+        return _by_dtype(self.moes, dtype, "moe")
+
+    def allreduce(self, ranks: int) -> Collective:
+        return _by_ranks(self.allreduces, ranks, self.link_bandwidth, 2 * (ranks - 1) / ranks)
+
+    def alltoall(self, ranks: int) -> Collective:
+        return _by_ranks(self.alltoalls, ranks, self.link_bandwidth, (ranks - 1) / ranks)
+
+
+def _by_dtype(table: Mapping[str, Curve], dtype: str, kind: str) -> Curve:
+    """The curve of `dtype`, else of the nearest dtype the table holds, else the priors'."""
+    d = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+    chain = (d, *DTYPE_NEAREST.get(d, ()), "bf16")
+    for name in chain:
+        if name in table:
+            return table[name]
+    priors = _curves(_priors(), kind)
+    return next(priors[name] for name in chain if name in priors)
+
+
+def _by_ranks(table: Mapping[int, Collective], ranks: int, link: float, share: float) -> Collective:
+    if ranks < 2:
+        raise ValueError(f"a collective needs 2 or more ranks, not {ranks}")
+    if ranks in table:
+        return table[ranks]
+    # Ranks between measured counts take the next larger count's times (more ranks are no
+    # faster); more than any measured, or none measured, the link's prior.
+    bigger = [n for n in table if n > ranks]
+    if bigger:
+        return table[min(bigger)]
+    return _ring(link, share)
+
+
+@cache
+def _doc() -> dict[str, object]:
+    text = resources.files("llmfit").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    doc = json.loads(text)
+    if not isinstance(doc, dict) or not {"cards", "priors", "source"} <= set(doc):
+        raise ValueError(f"{DATA_FILE} lacks cards, priors or source")
+    return doc
+
+
+def _priors() -> dict[str, object]:
+    priors = _doc()["priors"]
+    if not isinstance(priors, dict):
+        raise ValueError(f"{DATA_FILE}: priors is not a table")
+    return priors
+
+
+def _pairs(points: object) -> tuple[tuple[float, float], ...]:
+    if not isinstance(points, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(v, (int, float)) for v in p)
+        for p in points
+    ):
+        raise ValueError(f"{DATA_FILE}: {points!r} is not a list of [x, y] pairs")
+    return tuple((float(x), float(y)) for x, y in points)
+
+
+def _curves(got: Mapping[str, object], kind: str) -> dict[str, Curve]:
+    table = got.get(kind, {})
+    if not isinstance(table, dict):
+        raise ValueError(f"{DATA_FILE}: {kind} is not a table by dtype")
+    return {str(k): efficiency_curve(v) for k, v in table.items()}
+
+
+def _collectives(got: Mapping[str, object], kind: str) -> dict[int, Collective]:
+    table = got.get(kind, {})
+    if not isinstance(table, dict):
+        raise ValueError(f"{DATA_FILE}: {kind} is not a table by ranks")
+    return {int(n): Collective(_pairs(v)) for n, v in table.items() if _pairs(v)}
+
+
+def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] | None:
+    """The covered card, engine and tables that stand for `key` under `backend`, if any."""
+    covered = _doc()["cards"]
+    assert isinstance(covered, dict)
+    entry = covered.get(key)
+    if not isinstance(entry, dict):
+        return None
+    got = entry.get("backends", {})
+    assert isinstance(got, dict)
+    if backend in got:
+        return key, backend, got[backend]
+    for other in sorted(got):
+        return key, other, got[other]
+    return None
+
+
+def _engines() -> set[str]:
+    """The engines some table was measured under (the file's to say, not this module's)."""
+    covered = _doc()["cards"]
+    assert isinstance(covered, dict)
+    return {b for c in covered.values() if isinstance(c, dict) for b in c.get("backends", {})}
+
+
+@cache
+def curves_for(card_key: str, architecture: str, backend: str) -> KernelCurves:
+    """The curves a serving model prices `card_key` by under `backend`, an engine's name as the
+    file keys it; an engine no table was measured under takes the priors (its kernels were not
+    measured)."""
+    card = cards.spec(card_key)
+    link = card.link_bandwidth if card is not None else 0.0
+    src = f"aiconfigurator {_source_version()}"
+    found, how = None, ""
+    if backend in _engines():
+        found = _measured(card_key, backend)
+        if found is None and architecture in REPRESENTATIVE:
+            found = _measured(REPRESENTATIVE[architecture], backend)
+            how = f" (the {architecture} card measured)"
+    if found is None:
+        priors = _priors()
+        return KernelCurves(
+            card_key, backend,
+            f"prior: the lowest efficiency any card {src} measured reaches, at each size",
+            False, _curves(priors, "gemm"), _curves(priors, "moe"),
+            efficiency_curve(priors["attention_decode"]),
+            efficiency_curve(priors["attention_prefill"]),
+            efficiency_curve(priors["mla_decode"]), {}, {}, link,
+        )  # fmt: skip
+    key, engine, got = found
+    said = f"{src}: measured on {key}{how} under {engine}"
+    if engine != backend:
+        said += f" (no {backend} table)"
+    mla = got.get("mla_decode")
+    return KernelCurves(
+        card_key, backend, said, True, _curves(got, "gemm"), _curves(got, "moe"),
+        efficiency_curve(got["attention_decode"]), efficiency_curve(got["attention_prefill"]),
+        efficiency_curve(mla) if mla else None,
+        _collectives(got, "allreduce"), _collectives(got, "alltoall"), link,
+    )  # fmt: skip
+
+
+def _source_version() -> str:
+    source = _doc()["source"]
+    assert isinstance(source, dict)
+    return str(source["version"])
