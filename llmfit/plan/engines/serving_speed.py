@@ -36,32 +36,32 @@ over a fabric.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from llmfit.plan import cards
 from llmfit.plan.speed import Constants, pick
 
-# Architectures an engine's efficiencies are looked up by: cards of one architecture run the same
-# kernels (MI355X is CDNA 4, not the MI300X's CDNA 3; B300 is Blackwell, as B200). A card of none
-# takes its family's row (plan/cards.py FAMILIES), else its vendor's, else "default"; its own
-# peaks and bandwidth are always the card table's.
+# Architectures an engine's efficiencies are looked up by (the card table's `architecture`):
+# cards of one architecture run the same kernels (MI355X is CDNA 4, not the MI300X's CDNA 3; B300
+# is Blackwell Ultra, priced as Blackwell). A card of none of these takes its family's row
+# (plan/cards.py FAMILIES), else its vendor's, else "default"; its own peaks and bandwidth are
+# always the card table's.
 ARCHITECTURES: tuple[tuple[str, str], ...] = (
-    (r"^(h100|h200|h800|h20|gh200)", "nvidia-hopper"),
-    (r"^(b200|b300|gb200|gb300)", "nvidia-blackwell"),
-    (r"^(a100|a800|a30)", "nvidia-ampere"),
-    (r"^(mi300|mi325)", "amd-cdna3"),
-    (r"^(mi350|mi355)", "amd-cdna4"),
+    ("hopper", "nvidia-hopper"),
+    ("blackwell", "nvidia-blackwell"),
+    ("blackwell-ultra", "nvidia-blackwell"),
+    ("ampere", "nvidia-ampere"),
+    ("cdna3", "amd-cdna3"),
+    ("cdna4", "amd-cdna4"),
 )
+_BY_ARCH = dict(ARCHITECTURES)
 
 
 def architecture(key: str) -> str:
     """The architecture a card class's efficiencies are looked up by, else its family."""
-    base = key.strip().lower()
-    for pattern, name in ARCHITECTURES:
-        if re.match(pattern, base):
-            return name
-    return cards.family(key)
+    card = cards.spec(key)
+    found = _BY_ARCH.get(card.architecture) if card is not None else None
+    return found or cards.family(key)
 
 
 # What the two engines share before their fits, and the priors the fit starts from: the prefill
@@ -141,4 +141,5 @@ TABLES: dict[str, dict[str, Constants]] = {"vllm": VLLM, "sglang": SGLANG}
 
 def constants(engine: str, key: str) -> Constants:
     """The fitted constants of `engine` ("vllm" or "sglang") on a card class (or a family)."""
-    return pick(TABLES[engine], architecture(key))
+    # A key that is no card is taken for an architecture or family itself ("nvidia-hopper").
+    return pick(TABLES[engine], architecture(key) if cards.spec(key) is not None else key)
