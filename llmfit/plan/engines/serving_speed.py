@@ -1,10 +1,13 @@
 """vLLM's and SGLang's speed constants: the share of a card's peaks each reaches, and its fixed
 costs, fitted per engine and card architecture (plan/speed.py says what each constant means).
 
-FITTED by benchmarks/accuracy_load.py --fit to fixtures/calibration/load.jsonl and the serving
-runs of speed.jsonl (copies of ../shared/calibration/): the 180 runs the model prices (vLLM 65,
-SGLang 115; H100, H200, H800, B200, A100, MI300X, MI350X), each planned as `llmfit` plans it with
-the run's layout, engine release and launch flags, compared at the run's load; least squares on
+The constants are data: llmfit/data/serving_speed.toml, each architecture's row with its
+provenance ("fitted" or "prior"), read and checked here (every share of a datasheet figure in
+(0, 1]). FITTED by benchmarks/accuracy_load.py --fit to fixtures/calibration/load.jsonl and the
+serving runs of speed.jsonl (copies of ../shared/calibration/): the 180 runs the model prices
+(vLLM 65, SGLang 115; H100, H200, H800, B200, A100, MI300X, MI350X), each planned as `llmfit`
+plans it with the run's layout, engine release and launch flags, compared at its load; least
+squares on
 the log errors of output tokens a second a GPU, TPOT and TTFT (TTFT at half weight), a saturating
 loss (Cauchy), every publisher weighted alike, each constant held loosely to a prior and bounded
 to a physical range (accuracy_load.py SHARED, ARCH_PRIOR); rounded to two or three figures. An
@@ -36,7 +39,10 @@ over a fabric.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+import tomllib
+from dataclasses import fields, replace
+from importlib import resources
 
 from llmfit.plan import cards
 from llmfit.plan.speed import Constants, pick
@@ -64,79 +70,61 @@ def architecture(key: str) -> str:
     return found or cards.family(key)
 
 
-# What the two engines share before their fits, and the priors the fit starts from: the prefill
-# chunk the planner assumes where the engine's own is not known, pipelined decode across stages
-# (virtual engines), flash attention; --enforce-eager's launches a layer (below).
-BASE = Constants(
-    weight_efficiency=0.8,
-    kv_efficiency=0.8,
-    layer_s=20e-6,
-    step_s=0.5e-3,
-    sequence_s=30e-6,
-    hop_s=30e-6,
-    prefill_efficiency=0.7,
-    quant_prefill_efficiency=0.7,
-    ttft_s=0.05,
-    prefill_chunk=8192,  # --max-num-batched-tokens on large cards (plan/engines/vllm.py)
-    decode_pipelined=True,
-    eager_layer_s=510e-6,
-    all_to_all_s=25e-6,
-    expert_efficiency=0.8,
-    expert_prefill_efficiency=0.7,
-    gemm_rows=64.0,
-    expert_rows=16.0,
-)
+DATA_FILE = "data/serving_speed.toml"
+# Fields of Constants that are shares of a card's datasheet figure: each in (0, 1].
+_SHARES = frozenset(
+    {"weight_efficiency", "kv_efficiency", "prefill_efficiency", "quant_prefill_efficiency",
+     "attention_efficiency", "expert_efficiency", "expert_prefill_efficiency",
+     "quant_weight_efficiency"}
+)  # fmt: skip
+_FIELDS = frozenset(f.name for f in fields(Constants))
 
-# FITTED (see the module's text): each engine's shared values, then each architecture's share of
-# the bandwidth its weights stream at; an architecture whose runs come from one publisher, or
-# none, keeps its prior (benchmarks/accuracy_load.py ARCH_PRIOR): NVIDIA's 0.85, AMD's 0.65.
-_VLLM = replace(
-    BASE,
-    layer_s=83e-6,
-    step_s=0.464e-3,
-    sequence_s=29e-6,
-    ttft_s=0.0458,
-    prefill_efficiency=0.88,
-    quant_prefill_efficiency=0.88,
-    attention_efficiency=0.93,
-    expert_efficiency=0.45,
-    expert_prefill_efficiency=0.174,
-    gemm_rows=63.0,
-    expert_rows=10.7,
-)
-VLLM: dict[str, Constants] = {
-    "default": replace(_VLLM, weight_efficiency=0.85, kv_efficiency=0.85),
-    "nvidia-hopper": replace(_VLLM, weight_efficiency=0.72, kv_efficiency=0.72),
-    # vLLM's B200 and A100 runs each come from one publisher: the prior.
-    "nvidia-blackwell": replace(_VLLM, weight_efficiency=0.85, kv_efficiency=0.85),
-    "nvidia-ampere": replace(_VLLM, weight_efficiency=0.85, kv_efficiency=0.85),
-    # No vLLM run on AMD: the AMD prior (ROCm's decode kernels).
-    "amd": replace(_VLLM, weight_efficiency=0.65, kv_efficiency=0.65),
-}
-_SGLANG = replace(
-    BASE,
-    layer_s=100e-6,  # the top of its range (benchmarks/accuracy_load.py SHARED): see the text
-    step_s=0.50e-3,
-    sequence_s=52e-6,
-    ttft_s=0.0714,
-    prefill_efficiency=0.54,
-    quant_prefill_efficiency=0.54,
-    attention_efficiency=0.77,
-    expert_efficiency=0.41,
-    expert_prefill_efficiency=0.39,
-    gemm_rows=72.0,
-    expert_rows=16.4,
-)
-SGLANG: dict[str, Constants] = {
-    "default": replace(_SGLANG, weight_efficiency=0.85, kv_efficiency=0.85),
-    "nvidia-hopper": replace(_SGLANG, weight_efficiency=0.96, kv_efficiency=0.96),
-    "nvidia-blackwell": replace(_SGLANG, weight_efficiency=0.80, kv_efficiency=0.80),
-    "nvidia-ampere": replace(_SGLANG, weight_efficiency=0.79, kv_efficiency=0.79),
-    "amd-cdna3": replace(_SGLANG, weight_efficiency=0.56, kv_efficiency=0.56),
-    # MI350X/MI355X: one publisher's two MI350X runs; the AMD prior, not MI300X's fit.
-    "amd": replace(_SGLANG, weight_efficiency=0.65, kv_efficiency=0.65),
-}
-TABLES: dict[str, dict[str, Constants]] = {"vllm": VLLM, "sglang": SGLANG}
+
+def _values(table: dict[str, object], where: str) -> dict[str, object]:
+    """A table's Constants fields, each checked: a known field, a finite number not below 0, a
+    share of a datasheet figure at most 1."""
+    out: dict[str, object] = {}
+    for name, value in table.items():
+        if name == "provenance":
+            continue
+        if name not in _FIELDS:
+            raise ValueError(f"{DATA_FILE}: {where}.{name} is not a speed constant")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if name == "decode_pipelined" and isinstance(value, bool):
+                out[name] = value
+                continue
+            raise ValueError(f"{DATA_FILE}: {where}.{name} = {value!r} is not a number")
+        if not math.isfinite(value) or value < 0 or (name in _SHARES and not 0 < value <= 1):
+            raise ValueError(f"{DATA_FILE}: {where}.{name} = {value!r} is out of its range")
+        out[name] = int(value) if name == "prefill_chunk" else float(value)
+    return out
+
+
+def _load() -> tuple[Constants, dict[str, dict[str, Constants]]]:
+    doc = tomllib.loads(resources.files("llmfit").joinpath(DATA_FILE).read_text("utf-8"))
+    base = Constants(**_values(doc["base"], "base"))  # type: ignore[arg-type]
+    tables: dict[str, dict[str, Constants]] = {}
+    for engine in ("vllm", "sglang"):
+        shared = dict(doc[engine])
+        archs = shared.pop("architectures")
+        common = replace(base, **_values(shared, engine))  # type: ignore[arg-type]
+        rows: dict[str, Constants] = {}
+        for arch, row in archs.items():
+            own = _values(row, f"{engine}.architectures.{arch}")
+            # The KV cache streams at the weights' share (flash attention: times
+            # attention_efficiency).
+            own.setdefault("kv_efficiency", own["weight_efficiency"])
+            rows[arch] = replace(common, **own)  # type: ignore[arg-type]
+        if "default" not in rows:
+            raise ValueError(f"{DATA_FILE}: {engine} has no default architecture row")
+        tables[engine] = rows
+    return base, tables
+
+
+# The priors the fit starts from (benchmarks/accuracy_load.py), and each engine's table.
+BASE, TABLES = _load()
+VLLM: dict[str, Constants] = TABLES["vllm"]
+SGLANG: dict[str, Constants] = TABLES["sglang"]
 
 
 def constants(engine: str, key: str) -> Constants:
