@@ -306,7 +306,8 @@ def test_the_listing_is_in_the_order_asked(run):
     as_shipped = [o for _, o in best if not o["what_if"]]
     assert best[: len(as_shipped)] == [(i, o) for i, o in best if not o["what_if"]]
     per_gpu = [o["serving"]["output_tokens_per_s_per_gpu"] for o in as_shipped]
-    assert per_gpu == sorted(per_gpu, reverse=True) and len(per_gpu) == 5
+    # Six under vLLM 0.34, whose measured cache gives each card its whole memory (five at 0.90).
+    assert per_gpu == sorted(per_gpu, reverse=True) and len(per_gpu) == 6
     # --rank concurrency: the most sequences first whatever the what-if.
     _, out, _ = run("models", "--fleet", "1xh100-80g", "--rank", "concurrency")
     held = [r[3] for r in rows(out)]
@@ -375,7 +376,8 @@ def test_why_not_names_the_heads_a_width_does_not_divide(run):
 
 def test_data_parallel_ranks_of_pipelines_are_refused_by_their_rule(run):
     code, out, _ = run(
-        "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--tp", "2", "--pp", "2", "--dp", "4",
+        "Qwen/Qwen3-8B", "--vllm-version", "0.33",
+        "--fleet", "8xh100-80g", "--tp", "2", "--pp", "2", "--dp", "4",
         "--precision", "stored",
     )  # fmt: skip
     assert code == 1
@@ -391,7 +393,8 @@ def test_data_parallel_ranks_of_pipelines_are_refused_by_their_rule(run):
         "(--tp 2 --pp 1 --dp 4)"
     )
     _, why, _ = run(
-        "Qwen/Qwen3-8B", "--fleet", "8xh100-80g", "--tp", "2", "--pp", "2", "--dp", "4",
+        "Qwen/Qwen3-8B", "--vllm-version", "0.33",
+        "--fleet", "8xh100-80g", "--tp", "2", "--pp", "2", "--dp", "4",
         "--precision", "stored", "--why-not",
     )  # fmt: skip
     assert "No way was refused" not in why
@@ -524,7 +527,15 @@ YARN_128K = (
 
 def test_qwen3_at_128k_is_served_with_yarn_not_the_override(run):
     code, out, err = run(
-        "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--context", "128k", "--precision", "stored"
+        "Qwen/Qwen3-8B",
+        "--vllm-version",
+        "0.33",
+        "--fleet",
+        "1xh100-80g",
+        "--context",
+        "128k",
+        "--precision",
+        "stored",
     )
     assert code == 0, err
     assert out.rstrip().splitlines()[-1] == (

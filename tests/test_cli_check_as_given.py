@@ -32,7 +32,7 @@ def test_a_misspelt_flag_is_refused_as_vllm_refuses_it(run):
                          "--tensor-paralel-size", "8")  # fmt: skip
     assert (code, out) == (2, "")
     assert err == (
-        "llmfit: the command to check: vLLM 0.33 refuses it: --tensor-paralel-size 8: not one of "
+        "llmfit: the command to check: vLLM 0.34 refuses it: --tensor-paralel-size 8: not one of "
         "its flags.\n"
     )
 
@@ -76,7 +76,7 @@ def test_a_docker_launch_takes_the_credential_from_the_callers_environment(run, 
     # The variable is passed by name; a shell of llmfit's own text puts its value in its word's
     # place inside the container, the command's words being the shell's arguments.
     assert words[words.index("VLLM_API_KEY") - 1] == "-e"
-    at = words.index("vllm/vllm-openai:v0.33.0")
+    at = words.index("vllm/vllm-openai:v0.34.0")
     assert words[at - 2 : at] == ["--entrypoint", "/bin/sh"]
     script_args = words[at + 1 :]
     assert script_args[0] == "-c" and script_args[2] == "sh"

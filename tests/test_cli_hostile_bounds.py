@@ -264,7 +264,7 @@ def test_a_gguf_of_impossible_heads_is_refused_not_planned(
     ("version", "sentence"),
     [
         ("0.33.99999999999999999999", "vLLM version '0.33.99999999999999999999' is not a release "
-         "number like 0.33 or 0.27.1; llmfit models vLLM 0.11 to 0.33."),
+         "number like 0.33 or 0.27.1; llmfit models vLLM 0.11 to 0.34."),
         ("0.33.10", "vLLM 0.33.10 is not a release: vLLM has made at most a few patch releases "
          "of a version (0.33.0 to 0.33.9 at the most)."),
     ],

@@ -56,7 +56,7 @@ def test_json_after_the_double_dash_is_the_checked_commands(run):
     # command is refused as vLLM would refuse it, in a sentence, not as a JSON document.
     assert (code, out) == (2, "")
     assert (
-        err == "llmfit: the command to check: vLLM 0.33 refuses it: --json: not one of its flags.\n"
+        err == "llmfit: the command to check: vLLM 0.34 refuses it: --json: not one of its flags.\n"
     )
 
 

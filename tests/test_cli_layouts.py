@@ -16,7 +16,8 @@ H200_HAVE = -(-(143_771 - 454) * (1 << 20) * 9 // 10)
 
 
 def options(run, *args: str) -> list[dict]:
-    code, out, err = run(*args, "--json")
+    # At vLLM 0.33, the release these layouts were worked by hand against (H200_HAVE's 0.90).
+    code, out, err = run(*args, "--vllm-version", "0.33", "--json")
     assert code == 0, err
     return json.loads(out)["options"]
 
@@ -97,6 +98,8 @@ def test_deepseek_v3_on_eight_h200_offers_data_parallel_attention_with_expert_pa
 def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
     code, out, _ = run(
         "deepseek-ai/DeepSeek-V3",
+        "--vllm-version",
+        "0.33",
         "--fleet",
         "8xh200-141g",
         "--precision",
@@ -149,7 +152,8 @@ def test_pins_give_exactly_the_pinned_layout(run):
 
 def test_a_pinned_layout_that_does_not_fit_says_what_it_needs_and_holds(run):
     code, out, _ = run(
-        "meta-llama/Meta-Llama-3.1-70B", "--fleet", "8xh100-80g", "--tp", "1", "--pp", "1",
+        "meta-llama/Meta-Llama-3.1-70B", "--vllm-version", "0.33",
+        "--fleet", "8xh100-80g", "--tp", "1", "--pp", "1",
         "--dp", "1", "--precision", "stored", "--context", "8192",
     )  # fmt: skip
     assert code == 1
@@ -193,8 +197,8 @@ def test_check_plans_exactly_the_command_and_agrees_with_the_plan(run):
         "--context", "8192",
     )  # fmt: skip
     code, out, err = run(
-        "check", "--fleet", "2xh100-80g", "--json", "--", "vllm", "serve", "Qwen/Qwen3-8B",
-        "--tensor-parallel-size", "2", "--max-model-len", "8192",
+        "check", "--vllm-version", "0.33", "--fleet", "2xh100-80g", "--json", "--", "vllm",
+        "serve", "Qwen/Qwen3-8B", "--tensor-parallel-size", "2", "--max-model-len", "8192",
     )  # fmt: skip
     assert code == 0, err
     (checked,) = json.loads(out)["options"]
@@ -211,7 +215,8 @@ def test_check_plans_exactly_the_command_and_agrees_with_the_plan(run):
 
 def test_check_says_when_the_command_does_not_fit(run):
     code, out, _ = run(
-        "check", "--fleet", "1xh100-80g", "--", "vllm", "serve", "meta-llama/Meta-Llama-3.1-70B",
+        "check", "--vllm-version", "0.33",
+        "--fleet", "1xh100-80g", "--", "vllm", "serve", "meta-llama/Meta-Llama-3.1-70B",
         "--max-model-len", "8192",
     )  # fmt: skip
     assert code == 1
@@ -224,12 +229,14 @@ def test_check_refuses_eight_lora_slots_on_qwen3_30b_on_one_h100(run):
     # a slot of rank 16 (tests/plan/test_vllm_memory.py works it out), 12.67 GiB for 8, which
     # the card's share does not hold beside the 56.87 GiB checkpoint; without LoRA it starts.
     code, out, _ = run(
-        "check", "--fleet", "1xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B",
+        "check", "--vllm-version", "0.33",
+        "--fleet", "1xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B",
         "--enable-lora", "--max-loras", "8", "--max-model-len", "32768",
     )  # fmt: skip
     assert code == 1 and "does not fit:" in out
     code, out, _ = run(
-        "check", "--fleet", "1xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B",
+        "check", "--vllm-version", "0.33",
+        "--fleet", "1xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B",
         "--max-model-len", "32768",
     )  # fmt: skip
     assert code == 0 and out.splitlines()[1].startswith("fits:")
@@ -241,7 +248,7 @@ def test_check_refuses_eight_lora_slots_on_qwen3_30b_on_one_h100(run):
         (("python", "x.py"), "'python' is not a command llmfit can check"),
         (("vllm", "bench"), "the command to check: a vLLM command to check starts `vllm serve"),
         (("vllm", "serve", "Qwen/Qwen3-8B", "-tp", "two"),
-         "the command to check: vLLM 0.33 refuses it: --tensor-parallel-size/-tp 'two' is not a "
+         "the command to check: vLLM 0.34 refuses it: --tensor-parallel-size/-tp 'two' is not a "
          "whole number."),
         (("llama-server", "-c", "4096"),
          "the command to check: the llama-server command names no model"),

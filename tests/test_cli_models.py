@@ -89,10 +89,11 @@ def test_the_text_listing_is_one_line_a_model(run):
     assert row.split()[-2:] == ["yes", "free"]
     assert _same(row.split()[-3], _per_gpu(run, "Qwen/Qwen3-235B-A22B"))
     # Its best option's numbers, as the plan prints them: the checkpoint as stored (bf16) on
-    # 8 × h200 at TP 8 with expert parallelism, 60.6 of 126.0 GiB (weights 54.9, KV 1.8,
-    # overhead 3.8 with vLLM's fused-MoE workspace, issue 26), 36.60 sequences of 40,960 at once.
+    # 8 × h200 at TP 8 with expert parallelism, 60.6 GiB (weights 54.9, KV 1.8, overhead 3.8 with
+    # vLLM's fused-MoE workspace, issue 26) of the card's 140.0 (vLLM 0.34's share is the whole
+    # card, its cache measured after warm-up), 43.41 sequences of 40,960 at once.
     assert re.search(
-        r"bf16\s+vllm\s+8 × h200-141g \(tp8\+ep\)\s+16\.0\s+60\.6/126\.0\s+40,960\s+36\.60",
+        r"bf16\s+vllm\s+8 × h200-141g \(tp8\+ep\)\s+16\.0\s+60\.6/140\.0\s+40,960\s+43\.41",
         row,
     ), row
     # Config-only snapshots are named once, together, with why they are not planned.
@@ -110,7 +111,7 @@ def test_a_narrow_terminal_gets_two_lines_a_model(run, monkeypatch):
     shown = lines[at].split(" · ")[1].removesuffix(" tok/s/GPU")
     assert _same(shown, _per_gpu(run, "Qwen/Qwen3-235B-A22B"))
     assert lines[at + 1] == (
-        "    bf16, vllm, 8 × h200-141g (tp8+ep), 60.6/126.0 GiB, ctx 40,960, 36.60 seqs"
+        "    bf16, vllm, 8 × h200-141g (tp8+ep), 60.6/140.0 GiB, ctx 40,960, 43.41 seqs"
     )
     assert lines[at + 2].startswith("10 ")
     assert max(len(line) for line in lines) <= 80

@@ -64,21 +64,30 @@ def test_a_context_past_the_trained_one_puts_vllms_variable_in_front(run):
     # Past Llama 3.1's 131,072, which its card documents no way beyond (Qwen3's documented YaRN
     # needs no variable: tests/test_cli_act_on_it.py).
     model = "meta-llama/Llama-3.1-8B-Instruct"
-    code, out, err = run(model, "--fleet", "1xh200-141g", "--context", "262144",
+    code, out, err = run(model, "--vllm-version", "0.33",
+                         "--fleet", "1xh200-141g", "--context", "262144",
                          "--precision", "stored", "--commands")  # fmt: skip
     assert code == 0, err
     assert out.splitlines() == [
         f"VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 vllm serve {model} --tensor-parallel-size 1 "
         "--max-model-len 262144 --gpu-memory-utilization 0.90"
     ]
-    code, out, _ = run(model, "--fleet", "1xh200-141g", "--context", "262144",
+    code, out, _ = run(model, "--vllm-version", "0.33",
+                       "--fleet", "1xh200-141g", "--context", "262144",
                        "--precision", "stored", "--json")  # fmt: skip
     cmd = json.loads(out)["options"][0]["commands"][0]
     assert cmd["env"] == {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
 
 
 def test_the_checkpoint_as_shipped_at_a_shorter_context_is_an_option(run):
-    code, out, err = run("meta-llama/Llama-3.1-8B-Instruct", "--fleet", "1xrtx4090-24g", "--json")
+    code, out, err = run(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--vllm-version",
+        "0.33",
+        "--fleet",
+        "1xrtx4090-24g",
+        "--json",
+    )
     assert code == 0, err
     opts = json.loads(out)["options"]
     # At the trained 131,072 tokens only the fp8 weights-and-cache what-if fits an RTX 4090; the

@@ -115,10 +115,7 @@ def test_an_ascii_console_gets_ascii_fallbacks_and_exact_commands():
     assert lines[0] == (
         "Qwen/Qwen3-8B qwen3 . 36 layers . 8 KV heads x 128 . KV 147,456 B/token . context 40,960"
     )
-    assert lines[-1] == (
-        "vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --max-model-len 40960 "
-        "--gpu-memory-utilization 0.90"
-    )
+    assert lines[-1] == ("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1 --max-model-len 40960")
 
 
 def test_a_latin1_console_gets_its_bars_in_ascii(tmp_path):

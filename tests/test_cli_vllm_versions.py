@@ -19,7 +19,7 @@ def best(run, *args: str) -> dict:
 
 def test_the_json_names_the_release_modelled(run):
     o = best(run, "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored")
-    assert o["vllm_version"] == "0.33"
+    assert o["vllm_version"] == "0.34"
     o = best(run, "Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored",
              "--vllm-version", "0.11")  # fmt: skip
     assert o["vllm_version"] == "0.11"
@@ -28,7 +28,7 @@ def test_the_json_names_the_release_modelled(run):
 def test_an_unknown_release_is_one_sentence(run):
     code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--vllm-version", "0.5")
     assert code == 2
-    assert err == "llmfit: vLLM 0.5 is not a version llmfit models: it knows vLLM 0.11 to 0.33.\n"
+    assert err == "llmfit: vLLM 0.5 is not a version llmfit models: it knows vLLM 0.11 to 0.34.\n"
 
 
 def test_flags_that_change_memory_are_passed_on(run):
@@ -39,7 +39,9 @@ def test_flags_that_change_memory_are_passed_on(run):
         '{"method": "mtp", "num_speculative_tokens": 1}',
     )  # fmt: skip
     argv = o["commands"][0]["argv"]
-    tail = argv[argv.index("--gpu-memory-utilization") + 2 :]
+    # 0.34 resolves its own share (1.0 with the extensible KV cache): no --gpu-memory-utilization.
+    assert "--gpu-memory-utilization" not in argv
+    tail = argv[argv.index("--max-model-len") + 2 :]
     assert tail == [
         "--max-num-batched-tokens", "4096", "--max-num-seqs", "64", "--enforce-eager",
         "--no-enable-prefix-caching", "--speculative-config",
@@ -114,8 +116,8 @@ def test_a_verdict_that_differs_from_the_newest_release_is_said():
     # An option the newest release fits and 0.11 does not (the list of one, as stand-ins).
     sentence = _verdicts([], [_stand_in()], VllmVersion(11))
     assert sentence == (
-        "under vLLM 0.33 (the newest llmfit models) the verdict differs from vLLM 0.11's: "
-        "1 layout more fit (plan with --vllm-version 0.33 to see them)"
+        "under vLLM 0.34 (the newest llmfit models) the verdict differs from vLLM 0.11's: "
+        "1 layout more fit (plan with --vllm-version 0.34 to see them)"
     )
 
 
@@ -126,3 +128,43 @@ def _stand_in():
 
     return Option(Artifact("x", "safetensors", 1), "vllm", Layout(), Card("h100-80g", 1),
                   PerCard(1, 0, 0), 2, None)  # fmt: skip
+
+
+def _hub_repos() -> list[str]:
+    from tests.conftest import HUB
+
+    return sorted(
+        p.name.removeprefix("models--").replace("--", "/", 1)
+        for p in HUB.glob("models--*")
+        if not p.name.startswith("models--llmfit-fixtures")
+    )
+
+
+@pytest.mark.parametrize("repo", _hub_repos())
+def test_every_fixture_model_plans_under_0_34(run, repo):
+    # Issue 32: `llmfit MODEL --vllm-version 0.34` works for every fixture model: a plan (0), or
+    # nothing that fits (1) with the reason, never a usage error or a traceback; and no printed
+    # command passes --gpu-memory-utilization, which 0.34 resolves itself.
+    code, out, err = run(repo, "--fleet", "8xh200-141g", "--vllm-version", "0.34", "--json")
+    assert code in (0, 1), err
+    for option in json.loads(out)["options"]:
+        for command in option["commands"]:
+            assert "--gpu-memory-utilization" not in command["argv"]
+
+
+def test_the_extensible_kv_cache_can_be_turned_off_and_only_from_0_34(run):
+    # Qwen3-8B on one H100 at 32,768 tokens: 13.48 sequences with the cache measured after
+    # warm-up (vLLM 0.34 works out 13.46: tests/plan/test_vllm_034.py), 12.4 without it, where
+    # vLLM resolves its share to 0.92 (CacheConfig.resolved_gpu_memory_utilization) as 0.33 did.
+    args = ("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--precision", "stored", "--context", "32k")
+    assert best(run, *args)["concurrency"] == 13.48
+    off = best(run, *args, "--no-enable-extensible-kv-cache")
+    assert off["concurrency"] == 12.4
+    argv = off["commands"][0]["argv"]
+    assert "--no-enable-extensible-kv-cache" in argv and "--gpu-memory-utilization" not in argv
+    code, _, err = run(*args, "--no-enable-extensible-kv-cache", "--vllm-version", "0.33")
+    assert code == 2
+    assert err == (
+        "llmfit: --no-enable-extensible-kv-cache is a flag of vLLM 0.34 on, and vLLM 0.33 has "
+        "none.\n"
+    )

@@ -122,7 +122,7 @@ def check_docker(advice: Advice, word: str) -> None:
     assert unshowable(text.replace("\n", "")) is None
     runs = [shlex.split(line) for line in text.splitlines() if not line.startswith("# ")]
     for argv, cmd in zip(runs, expected(advice), strict=True):
-        image = argv.index("vllm/vllm-openai:v0.33.0")
+        image = argv.index("vllm/vllm-openai:v0.34.0")
         assert argv[image + 1 :] == list(cmd.argv[2:])
 
 

@@ -14,29 +14,29 @@ from llmfit.sources.siblings import quantised_siblings
         (
             "--max-model-len",
             "inf",
-            "vLLM 0.33 refuses it: --max-model-len 'inf' is not a token count.",
+            "vLLM 0.34 refuses it: --max-model-len 'inf' is not a token count.",
         ),
         (
             "--max-model-len",
             "nan",
-            "vLLM 0.33 refuses it: --max-model-len 'nan' is not a token count.",
+            "vLLM 0.34 refuses it: --max-model-len 'nan' is not a token count.",
         ),
         (
             "--max-model-len",
             "1e400",
-            "vLLM 0.33 refuses it: --max-model-len '1e400' is not a token count.",
+            "vLLM 0.34 refuses it: --max-model-len '1e400' is not a token count.",
         ),
         # vLLM's human_readable_int takes G as 2^30, but no decimal with a binary suffix and no
         # exponent (vllm/utils/argparse_utils.py).
         (
             "--max-model-len",
             "2.5G",
-            "vLLM 0.33 refuses it: --max-model-len '2.5G' is not a token count.",
+            "vLLM 0.34 refuses it: --max-model-len '2.5G' is not a token count.",
         ),
         (
             "--max-model-len",
             "1e5",
-            "vLLM 0.33 refuses it: --max-model-len '1e5' is not a token count.",
+            "vLLM 0.34 refuses it: --max-model-len '1e5' is not a token count.",
         ),
         (
             "--max-model-len",

@@ -179,6 +179,8 @@ def plan_cmd(
     settings = PlanSettings(
         context=asked,
         gpu_memory_utilization=gpu_memory_utilization,
+        utilization_given=click.get_current_context().get_parameter_source("gpu_memory_utilization")
+        in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT),
         kv_cache_dtype={"bf16": "bfloat16"}.get(kv_cache_dtype, kv_cache_dtype),
         precision=precision,
         pins=Pins(tp=tp, pp=pp, dp=dp, ep=ep, gpus=gpus),

@@ -38,8 +38,14 @@ class LayerGroup:
     state_bytes: int = 0
     # SLIDING: chunked local attention (Llama 4), which vLLM sizes without the window's -1 and +1.
     chunked: bool = False
-    # LINEAR: which recurrence ("gated_delta_net", "mamba2", "mamba1"), for saying so.
+    # LINEAR: which recurrence ("gated_delta_net", "kda", "mamba2", "mamba1"), for saying so.
     state_kind: str = ""
+    # MLA with a sparse-attention indexer (DeepSeek-V3.2, GLM-5): how many of the layers keep
+    # the indexer's own key cache, and the bytes a token costs each of them whatever the cache
+    # dtype (index_head_dim fp8 bytes + a 4-byte scale per 128: vllm/models/deepseek_v32/
+    # attention.py DeepseekV32Indexer, a uint8 DeepseekV32IndexerCache replicated on every rank).
+    indexer_layers: int = 0
+    indexer_bytes: int = 0
 
     @property
     def value_dim(self) -> int:
@@ -116,7 +122,7 @@ class MambaShape:
     """The state a Mamba or linear-attention layer keeps, as vLLM sizes it
     (vllm/model_executor/layers/mamba/mamba_utils.py MambaStateShapeCalculator)."""
 
-    # "mamba2", "mamba1" or "gated_delta_net".
+    # "mamba2", "mamba1", "gated_delta_net" or "kda" (Kimi Delta Attention).
     kind: str
     conv_kernel: int
     # mamba2: heads × head_dim is the inner size; n_groups share B and C.
@@ -133,7 +139,8 @@ class MambaShape:
     v_head_dim: int = 0
     # The Mamba-2 kernels' chunk size (config chunk_size / mamba_chunk_size).
     chunk_size: int = 0
-    # --mamba-ssm-cache-dtype as the config states it (Nemotron-H may); None when it does not.
+    # The SSM (recurrent) state's dtype as the config states it (Nemotron-H's
+    # mamba_ssm_cache_dtype, Qwen3.5's mamba_ssm_dtype); None when it does not.
     ssm_dtype: str | None = None
 
 
@@ -162,6 +169,11 @@ class ModelShapes:
     # (DeepSeek-V3 num_nextn_predict_layers; Qwen3-Next's mtp.*): vLLM skips them unless
     # speculative decoding runs them.
     mtp_layers: int = 0
+    # A sparse-attention indexer (DeepSeek-V3.2, GLM-5): the layers that build one, its heads
+    # and their size (index_n_heads, index_head_dim).
+    indexer_layers: tuple[int, ...] = ()
+    index_heads: int = 0
+    index_head_dim: int = 0
     # Rotary embedding: dimensions rotated a head, and how many distinct caches vLLM builds
     # (Gemma 3: a local and a global one).
     rotary_dim: int = 0
@@ -272,6 +284,9 @@ class Model:
     param_split: ParamSplit | None = None
     # The config names code of its own (auto_map): engines load it only when trusted to.
     custom_code: bool = False
+    # Config keys that change what an engine holds but that llmfit does not model: a plan of
+    # such a model is an estimate, and its notes name them.
+    unmodelled: tuple[str, ...] = ()
     # What vLLM's memory model needs besides (llmfit/plan/engines/vllm_memory.py); each has a
     # default so that a Model built without them (GGUF headers, tests) still plans.
     shapes: ModelShapes | None = None
@@ -362,6 +377,7 @@ class Shape:
         for g in self.layer_groups:
             if g.kind in (AttentionKind.FULL, AttentionKind.MLA):
                 total += -(-g.layers // pp) * g.token_bytes(elem, tp)
+                total += -(-g.indexer_layers // pp) * g.indexer_bytes
         return int(total)
 
     def fixed_kv_bytes(

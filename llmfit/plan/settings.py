@@ -161,6 +161,10 @@ class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
     gpu_memory_utilization: float = 0.90
+    # Whether the user named the share (--gpu-memory-utilization): where they did not, a vLLM
+    # release that resolves its own (0.34 on: 1.0 with the extensible KV cache) plans with that
+    # and its command leaves the flag out. None: named when it is not the default above.
+    utilization_given: bool | None = None
     # The share of a host's RAM one replica may be planned to use: the system keeps the rest.
     host_share: float = 0.85
     # "auto" keeps the model's own dtype for the cache (or the one its checkpoint was calibrated
@@ -192,6 +196,13 @@ class PlanSettings:
     # The command being checked (`llmfit check`): its launch runs these words as given, adding only
     # what places it on its nodes.
     given: Given | None = None
+
+    @property
+    def utilization_named(self) -> bool:
+        """Whether --gpu-memory-utilization was set (see utilization_given)."""
+        if self.utilization_given is not None:
+            return self.utilization_given
+        return self.gpu_memory_utilization != 0.90
 
     def options(self, cls: type[T]) -> T:
         """The engine options of class `cls` this plan was asked for (its defaults if none)."""

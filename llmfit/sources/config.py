@@ -12,6 +12,7 @@ from typing import Any
 
 from llmfit.errors import ConfigError
 from llmfit.plan.model import (
+    DTYPE_BYTES,
     AttentionKind,
     LayerGroup,
     MambaShape,
@@ -49,21 +50,27 @@ ACTIVE_EXPERT_KEYS = (
     "moe_top_k",
     "top_k",
 )
-# Model types whose attention is DeepSeek's multi-head latent attention when the config carries
-# a kv_lora_rank (vLLM ModelConfig.is_deepseek_mla).
-MLA_TYPES = frozenset(
+# vLLM 0.34's list of the model types whose attention it runs as DeepSeek's multi-head latent
+# attention when the config carries a kv_lora_rank (vllm/transformers_utils/
+# model_arch_config_convertor.py ModelArchConfigConvertor.is_deepseek_mla). llmfit reads MLA from
+# the config's own keys (`_is_mla`), so a new family is planned as MLA before anyone names it;
+# this list only says which of those vLLM has been seen to run that way (a type off it gets a note).
+VLLM_MLA_TYPES = frozenset(
     {
-        "deepseek_v2",
-        "deepseek_v3",
-        "deepseek_v32",
-        "deepseek_mtp",
-        "kimi_k2",
-        "kimi_linear",
-        "longcat_flash",
-        "pangu_ultra_moe",
-        "pangu_ultra_moe_mtp",
+        "axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_v4", "deepseek_v41",
+        "dots3_note", "deepseek_mtp", "k3_dspark", "glm5_next", "glm5_next_text", "glm_moe_dsa",
+        "glm4_moe_lite", "glm4_moe_lite_mtp", "kimi_k2", "kimi_linear", "longcat_flash",
+        "mistral_large_4", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "bailing_hybrid",
+        "bailing_hybrid_mtp", "bailing_hybrid_v3_mtp", "hy_v4", "hy_v4_mtp",
     }
-)
+)  # fmt: skip
+
+
+def _is_mla(merged: dict[str, Any]) -> bool:
+    """Whether the layers that attend keep DeepSeek's compressed latent: the config gives the
+    latent's rank and its rotary part (kv_lora_rank, qk_rope_head_dim), the keys every MLA
+    family's config class has (DeepseekV2Config, Glm4MoeLiteConfig, KimiLinearConfig, ...)."""
+    return _size(merged, "kv_lora_rank") > 0 and _size(merged, "qk_rope_head_dim") > 0
 
 
 # What a repository cloned without git-lfs holds in place of a file: three lines pointing at it.
@@ -149,13 +156,14 @@ def _which(cfg: dict[str, Any], keys: tuple[str, ...]) -> str:
 
 # Model types llmfit has read real configs of, or whose layout vLLM documents; any other is planned
 # from the fields it gives, with a note saying so.
-KNOWN_TYPES = MLA_TYPES | frozenset(
+KNOWN_TYPES = VLLM_MLA_TYPES | frozenset(
     {
         "llama", "llama4", "llama4_text", "mistral", "mistral3", "mixtral", "qwen2", "qwen2_moe",
         "qwen2_vl", "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl", "qwen3_vl_moe",
         "gemma", "gemma2", "gemma3", "gemma3_text", "gpt_oss", "glm4", "glm4_moe", "phi3",
         "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "bert", "xlm-roberta", "roberta",
-        "cohere", "cohere2", "granite", "granitemoe", "olmo2", "starcoder2",
+        "cohere", "cohere2", "granite", "granitemoe", "olmo2", "starcoder2", "gemma4",
+        "gemma4_text", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text",
     }
 )  # fmt: skip
 
@@ -362,10 +370,21 @@ def _need(cfg: dict[str, Any], keys: tuple[str, ...], path: Path, what: str) -> 
 
 
 def _state_bytes(
-    kind: str, merged: dict[str, Any], hidden: int | None, elem: int, path: Path
+    kind: str, merged: dict[str, Any], hidden: int | None, elem: int, ssm_elem: int, path: Path
 ) -> int:
     """One sequence's state in one layer, before tensor parallelism, as vLLM sizes it
-    (MambaStateShapeCalculator in vllm/model_executor/layers/mamba/mamba_utils.py)."""
+    (MambaStateShapeCalculator in vllm/model_executor/layers/mamba/mamba_utils.py): the conv
+    state at `elem` bytes, the SSM (recurrent) state at `ssm_elem`."""
+    if kind == "kda":
+        # Kimi Delta Attention (kda_state_shape): a conv state of (kernel - 1) × 3 × heads ×
+        # head_dim (q, k and v) and a heads × head_dim × head_dim recurrent state.
+        lin = merged.get("linear_attn_config")
+        lin = lin if isinstance(lin, dict) else {}
+        what = "KDA"
+        heads = _need(lin, ("num_heads",), path, what)
+        head = _need(lin, ("head_dim",), path, what)
+        kernel = _need(lin, ("short_conv_kernel_size",), path, what)
+        return (kernel - 1) * 3 * heads * head * elem + heads * head * head * ssm_elem
     if kind == "gated_delta_net":
         what = "linear-attention"
         kernel = _need(merged, ("linear_conv_kernel_dim",), path, what)
@@ -395,7 +414,7 @@ def _state_bytes(
         inner = expand * hidden
         conv = (kernel - 1) * inner
         temporal = inner * state
-    return (conv + temporal) * elem
+    return conv * elem + temporal * ssm_elem
 
 
 def _window(merged: dict[str, Any], path: Path) -> int | None:
@@ -421,6 +440,20 @@ def _layer_kinds(
                 f"num_hidden_layers {layers}."
             )
         return [{"M": ("mamba2",), "*": ("full",)}.get(c, ()) for c in pattern]
+    lin = merged.get("linear_attn_config")
+    if isinstance(lin, dict) and lin.get("kda_layers") is not None:
+        # Kimi-Linear: the KDA layers, numbered from 1, and every other layer attends
+        # (vllm/transformers_utils/configs/kimi_linear.py KimiLinearConfig.is_kda_layer).
+        kda = lin.get("kda_layers")
+        if not isinstance(kda, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= layers for i in kda
+        ):
+            raise ConfigError(
+                f"{path}: linear_attn_config.kda_layers is {show(kda)}; it must list layer "
+                f"numbers from 1 to {layers}."
+            )
+        numbers = set(kda)
+        return [("kda",) if i + 1 in numbers else ("full",) for i in range(layers)]
     types = merged.get("layer_types") or merged.get("layers_block_type")
     if isinstance(types, list) and types:
         if len(types) != layers:
@@ -486,6 +519,51 @@ def _layer_kinds(
     return [("full",)] * layers
 
 
+def layer_kinds_of(
+    merged: dict[str, Any], text_type: str | None, layers: int, path: Path, notes: list[str]
+) -> list[tuple[str, ...]]:
+    """Each layer's kinds, from the layer-type keys (`_layer_kinds`), with what the attention
+    keys say of the attending layers: MLA's latent where the config gives one (`_is_mla`), and
+    nothing cached for the layers that reuse an earlier layer's K and V (Gemma 4's last
+    num_kv_shared_layers: vllm/model_executor/models/gemma4.py Gemma4Attention, whose
+    kv_sharing_target_layer_name gives them no cache of their own)."""
+    kinds = _layer_kinds(merged, text_type, layers, path, notes)
+    if _is_mla(merged):
+        kinds = [tuple("mla" if k == "full" else k for k in ks) for ks in kinds]
+    shared = _size(merged, "num_kv_shared_layers")
+    if 0 < shared < layers:
+        kinds = kinds[: layers - shared] + [()] * shared
+    return kinds
+
+
+# Keys that change what vLLM holds for a model and that llmfit does not model, and what they are:
+# a config that gives one plans as an estimate, with a note naming it.
+UNMODELLED_KEYS = {
+    # DeepSeek-V4's compressed attention (is_deepseek_mla reads get_compress_ratios).
+    "compress_ratios": "compressed attention",
+    # MiniMax's lightning (linear) attention layers (attn_type 0).
+    "attn_type_list": "linear attention layers",
+    "full_attn_idxs": "linear attention layers",
+    "swa_layers": "sliding-window layers",
+    "kv_lora_rank": "a latent cache without its rotary part",
+}
+
+
+def _unmodelled(merged: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of UNMODELLED_KEYS the config gives with a value that changes the cache."""
+    out = []
+    for key in UNMODELLED_KEYS:
+        v = merged.get(key)
+        if v is None or v == [] or v == {}:
+            continue
+        if key == "attn_type_list" and isinstance(v, list) and all(t == 1 for t in v):
+            continue  # every layer softmax attention: nothing to model
+        if key == "kv_lora_rank" and _is_mla(merged):
+            continue
+        out.append(key)
+    return tuple(out)
+
+
 def _groups(
     kinds: list[tuple[str, ...]],
     merged: dict[str, Any],
@@ -501,12 +579,37 @@ def _groups(
             counts[k] = counts.get(k, 0) + 1
     out: list[LayerGroup] = []
     window = _window(merged, path)
-    for kind in ("full", "sliding", "chunked", "gated_delta_net", "mamba2", "mamba1"):
+    for kind in ("full", "mla", "sliding", "chunked", "gated_delta_net", "kda", "mamba2", "mamba1"):
         n = counts.get(kind)
         if not n:
             continue
         if kind == "full":
-            out.append(LayerGroup(AttentionKind.FULL, n, kv_heads=kv_heads, head_dim=head_dim))
+            # Gemma 4's global layers have heads of their own (transformers' per_layer_config,
+            # read by vllm/model_executor/models/gemma4.py Gemma4DecoderLayer): fewer KV heads
+            # (num_global_key_value_heads, else the sliding layers' count) twice as wide
+            # (global_head_dim).
+            out.append(
+                LayerGroup(
+                    AttentionKind.FULL,
+                    n,
+                    kv_heads=_int(merged, ("num_global_key_value_heads",), path) or kv_heads,
+                    head_dim=_int(merged, ("global_head_dim",), path) or head_dim,
+                )
+            )
+        elif kind == "mla":
+            # vLLM's get_head_size for MLA: the latent (kv_lora_rank + qk_rope_head_dim), one
+            # "head", and a sparse-attention indexer's keys beside it where the config has one.
+            latent = _size(merged, "kv_lora_rank") + _size(merged, "qk_rope_head_dim")
+            index_layers, index_bytes = _indexer(merged, kinds, path)
+            out.append(
+                LayerGroup(
+                    AttentionKind.MLA,
+                    n,
+                    latent_dim=latent,
+                    indexer_layers=index_layers,
+                    indexer_bytes=index_bytes,
+                )
+            )
         elif kind == "sliding":
             if not isinstance(window, int) or window <= 0:
                 raise ConfigError(f"{path} has sliding-window layers but no sliding_window size.")
@@ -528,9 +631,64 @@ def _groups(
                 )
             )
         else:
-            state = _state_bytes(kind, merged, hidden, elem, path)
+            state = _state_bytes(kind, merged, hidden, elem, _ssm_elem(merged, kind, elem), path)
             out.append(LayerGroup(AttentionKind.LINEAR, n, state_bytes=state, state_kind=kind))
     return tuple(out)
+
+
+def _ssm_dtype(merged: dict[str, Any]) -> str | None:
+    """The SSM state's dtype as the config names it: Nemotron-H's mamba_ssm_cache_dtype
+    (model_executor/models/config.py NemotronHForCausalLMConfig), Qwen3.5's mamba_ssm_dtype
+    (Qwen3_5ForConditionalGenerationConfig)."""
+    for key in ("mamba_ssm_cache_dtype", "mamba_ssm_dtype"):
+        v = merged.get(key)
+        if isinstance(v, str) and v in DTYPE_BYTES:
+            return v
+    return None
+
+
+def _ssm_elem(merged: dict[str, Any], kind: str, elem: int) -> int:
+    """Bytes an element of a layer's SSM (recurrent) state takes: the config's dtype where it
+    names one, KDA's float32 (MambaStateDtypeCalculator.kda_state_dtype, whatever
+    --mamba-ssm-cache-dtype auto), else the conv state's."""
+    named = _ssm_dtype(merged)
+    if kind == "kda":
+        return 4 if named in (None, "float32") else 2
+    return int(DTYPE_BYTES[named]) if named else elem
+
+
+def _indexer(merged: dict[str, Any], kinds: list[tuple[str, ...]], path: Path) -> tuple[int, int]:
+    """(layers that keep a sparse-attention indexer cache, bytes a token costs each).
+
+    DeepSeek-V3.2's indexer (vllm/models/deepseek_v32/attention.py DeepseekV32Indexer) caches
+    each token's index key in fp8, index_head_dim bytes, and a 4-byte scale for every 128 of
+    them (head_dim + head_dim // 128 × 4, uint8), whatever the cache dtype."""
+    if merged.get("index_topk") is None:
+        return 0, 0
+    dim = _need(merged, ("index_head_dim",), path, "sparse-attention indexer")
+    return len(_indexer_layers(merged, kinds)), dim + dim // 128 * 4
+
+
+def _indexer_layers(merged: dict[str, Any], kinds: list[tuple[str, ...]]) -> tuple[int, ...]:
+    """The attending layers that build a sparse-attention indexer of their own: layers that
+    reuse an earlier layer's top-k build none (vllm/model_executor/models/utils.py
+    compute_skip_topk_layers: indexer_types' "shared", else index_topk_pattern's "S", else
+    index_topk_freq counted from index_skip_topk_offset)."""
+    if merged.get("index_topk") is None:
+        return ()
+    attending = [i for i, ks in enumerate(kinds) if "mla" in ks]
+    types = merged.get("indexer_types")
+    if isinstance(types, list) and len(types) == len(kinds):
+        return tuple(i for i in attending if types[i] != "shared")
+    freq = _size(merged, "index_topk_freq") or 1
+    pattern = merged.get("index_topk_pattern")
+    offset = merged.get("index_skip_topk_offset")
+    offset = offset if isinstance(offset, int) and not isinstance(offset, bool) else 2
+    if isinstance(pattern, (str, list)):
+        keep = [i for i in attending if not (i < len(pattern) and pattern[i] == "S")]
+    else:
+        keep = [i for i in attending if max(i - offset + 1, 0) % freq == 0]
+    return tuple(keep)
 
 
 def _task(arch: str | None) -> tuple[str, str]:
@@ -599,7 +757,8 @@ def model_from_config(
                 f"{path}: hidden_size {hidden:,} is smaller than its {heads:,} attention heads "
                 "and no head_dim is given, so a head would be 0 wide."
             )
-        if hidden % heads:
+        if hidden % heads and not _is_mla(merged):
+            # (An MLA model's heads are sized by its own keys, not by hidden_size.)
             notes.append(
                 f"hidden_size {hidden} does not divide by {heads} heads: head_dim is taken as "
                 f"{head_dim}, as vLLM's integer division takes it."
@@ -626,23 +785,31 @@ def model_from_config(
     state_elem = 4 if dtype == "float32" else 2
 
     task, what = _task(arch)
-    kv_lora = merged.get("kv_lora_rank")
+    # MLA's sizes, refused where they are not whole numbers rather than read as absent.
+    for key in ("kv_lora_rank", "qk_rope_head_dim", "index_head_dim"):
+        _int(merged, (key,), path)
+    mla = _is_mla(merged)
+    kinds: list[tuple[str, ...]] = []
     if task != "generate":
         notes.append(
             f"{arch} is {what}, not a text generator: planned as its weights and the runtime, "
             "with no KV cache."
         )
         groups: tuple[LayerGroup, ...] = ()
-    elif text_type in MLA_TYPES and kv_lora:
-        # vLLM's get_head_size for MLA: the latent (kv_lora_rank + qk_rope_head_dim), one "head".
-        rope = _int(merged, ("qk_rope_head_dim",), path) or 0
-        head_dim = (_int(merged, ("kv_lora_rank",), path) or 0) + rope
-        groups = (LayerGroup(AttentionKind.MLA, layers, latent_dim=head_dim),)
-        kv_heads = 1
-        kinds: list[tuple[str, ...]] = [("mla",)] * layers
     else:
-        kinds = _layer_kinds(merged, text_type, layers, path, notes)
+        kinds = layer_kinds_of(merged, text_type, layers, path, notes)
         groups = _groups(kinds, merged, hidden, kv_heads, head_dim, state_elem, path)
+        if mla:
+            # vLLM's get_head_size for MLA: the latent, one "head" (kv_lora_rank +
+            # qk_rope_head_dim), and get_num_kv_heads 1.
+            head_dim = _size(merged, "kv_lora_rank") + _size(merged, "qk_rope_head_dim")
+            kv_heads = 1
+            if text_type not in VLLM_MLA_TYPES:
+                notes.append(
+                    f"model_type {show(text_type)} gives kv_lora_rank and qk_rope_head_dim, so "
+                    "its attention is planned as MLA (a latent a token); vLLM 0.34 runs MLA for "
+                    "the model types it lists (is_deepseek_mla), and this is not one of them."
+                )
 
     if text_type not in KNOWN_TYPES:
         assumed = ", ".join(f"{g.layers} {g.kind.value}" for g in groups) or "no KV cache"
@@ -656,10 +823,12 @@ def model_from_config(
             notes.append(
                 f"No model_type is given: planned from the fields the config gives {given}."
             )
-    if text_type == "kimi_linear":
+    unmodelled = _unmodelled(merged) if task == "generate" else ()
+    if unmodelled:
         notes.append(
-            "Kimi-Linear's KDA (linear-attention) layers are charged as MLA layers, "
-            "which over-counts their cache."
+            f"The config's {', '.join(unmodelled)} change{'s' if len(unmodelled) == 1 else ''} "
+            "what the engine keeps, which llmfit does not model: the memory figures are "
+            "estimates."
         )
 
     experts = _int(merged, EXPERT_KEYS, path)
@@ -705,7 +874,8 @@ def model_from_config(
         custom_code=any(
             isinstance(c.get("auto_map"), dict) and bool(c["auto_map"]) for c in (cfg, text)
         ),
-        shapes=_model_shapes(cfg, merged, text_type, layers, head_dim, task, path),
+        unmodelled=unmodelled,
+        shapes=_model_shapes(cfg, merged, text_type, kinds, layers, head_dim, task, path),
         vision_tower=_vision_tower(cfg),
         yarn=_documented_yarn(merged, text_type, path),
     )
@@ -851,9 +1021,18 @@ def _vision(cfg: dict[str, Any], text_hidden: int) -> dict[str, Any]:
 def _mamba_shape(merged: dict[str, Any], kinds: list[tuple[str, ...]]) -> MambaShape | None:
     """The state shape of the model's Mamba or GDN layers (MambaStateShapeCalculator)."""
     present = {k for ks in kinds for k in ks}
-    ssm_dtype = merged.get("mamba_ssm_cache_dtype")
-    ssm_dtype = ssm_dtype if isinstance(ssm_dtype, str) else None
+    ssm_dtype = _ssm_dtype(merged)
     chunk = _size(merged, "mamba_chunk_size", "chunk_size")
+    if "kda" in present:
+        lin = merged.get("linear_attn_config")
+        lin = lin if isinstance(lin, dict) else {}
+        return MambaShape(
+            "kda",
+            conv_kernel=_size(lin, "short_conv_kernel_size"),
+            heads=_size(lin, "num_heads"),
+            head_dim=_size(lin, "head_dim"),
+            ssm_dtype=ssm_dtype,
+        )
     if "gated_delta_net" in present:
         return MambaShape(
             "gated_delta_net",
@@ -895,6 +1074,7 @@ def _model_shapes(
     cfg: dict[str, Any],
     merged: dict[str, Any],
     text_type: str | None,
+    kinds: list[tuple[str, ...]],
     layers: int,
     head_dim: int,
     task: str,
@@ -902,13 +1082,7 @@ def _model_shapes(
 ) -> ModelShapes:
     """What vLLM's memory model needs of the network beyond its KV layout."""
     hidden = _size(merged, "hidden_size", "n_embd", "d_model")
-    mla = text_type in MLA_TYPES and bool(merged.get("kv_lora_rank"))
-    if task != "generate":
-        kinds: list[tuple[str, ...]] = []
-    elif mla:
-        kinds = [("mla",)] * layers
-    else:
-        kinds = _layer_kinds(merged, text_type, layers, path, [])
+    mla = _is_mla(merged)
     tied = merged.get("tie_word_embeddings")
     if not isinstance(tied, bool):
         tied = cfg.get("tie_word_embeddings")
@@ -941,6 +1115,9 @@ def _model_shapes(
         qk_rope_head_dim=_size(merged, "qk_rope_head_dim") if mla else 0,
         v_head_dim=_size(merged, "v_head_dim") if mla else 0,
         mtp_layers=mtp,
+        indexer_layers=_indexer_layers(merged, kinds) if mla else (),
+        index_heads=_size(merged, "index_n_heads") if mla else 0,
+        index_head_dim=_size(merged, "index_head_dim") if mla else 0,
         rotary_dim=rotary,
         # Gemma 3 builds a local (rope_local_base_freq) and a global rotary cache.
         rope_caches=2 if merged.get("rope_local_base_freq") else 1,

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.fleet import GIB, Fleet, PoolKind, PoolNode
 from llmfit.plan.fleet_summary import summarize
 from llmfit.plan.planner import PlanSettings, plan
@@ -96,7 +97,8 @@ def test_rpc_over_a_counted_pool_is_the_rpc_over_its_nodes(tmp_path, card):
 def test_10_to_the_12_nodes_plan_at_once(deepseek):
     pool = PoolNode("h100", (H100,), "ib0", 2048 * GIB, 2048 * GIB, count=10**12, first=1)
     p = plan(deepseek.model, deepseek.artifacts, Fleet((pool,)),
-             PlanSettings(context=8192, rank="cards"))  # fmt: skip
+             PlanSettings(context=8192, rank="cards").with_options(
+                 VllmOptions(version="0.33")))  # fmt: skip
     # The fewest cards (--rank cards): eleven, one pipeline stage a node (TP 2 over five stages,
     # ten cards, no longer holds: each stage keeps its MoE workspace, 8,192 tokens × 8 experts
     # × (7,168 + 7,168) × 2 B = 1.75 GiB, and a stage after the first its 0.22 GiB of received

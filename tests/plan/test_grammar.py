@@ -1,4 +1,4 @@
-"""Checked commands are read as the engines read them (issue 24): vLLM 0.33's FlexibleArgumentParser
+"""Checked commands are read as the engines read them (issue 24): vLLM 0.34's FlexibleArgumentParser
 and SGLang 0.5.23's argparse, from the flags each defines (fixtures/engines/*.json, dumped from the
 engines' own parsers). Each case is what the engine's parser makes of the words, read from its
 code (vllm/utils/argparse_utils.py, sglang/srt/server_args.py prepare_server_args)."""
@@ -21,7 +21,7 @@ from llmfit.plan.settings import PlanSettings
 ENGINES = Path(__file__).resolve().parents[2] / "llmfit" / "plan" / "engines"
 
 
-@pytest.mark.parametrize("key", ["vllm", "sglang"])
+@pytest.mark.parametrize("key", ["vllm", "vllm_033", "sglang"])
 def test_the_grammar_modules_are_the_engines_dumps(key):
     assert (ENGINES / f"{key}_grammar.py").read_text() == module(key)
 
@@ -122,3 +122,45 @@ def test_sglang_refuses_an_ambiguous_prefix_and_an_unknown_flag():
 def test_sglang_refuses_a_kv_dtype_outside_its_choices():
     with pytest.raises(ValueError, match="--kv-cache-dtype invalid choice: 'fp9'"):
         sglang("--kv-cache-dtype", "fp9")
+
+
+def vllm_at(version: str, *words: str):
+    settings = PlanSettings().with_options(VllmOptions(version=version))
+    return read_vllm(["vllm", "serve", "Qwen/Qwen3-8B", *words], settings)
+
+
+def test_vllm_0_34_takes_its_new_flags_and_0_33_refuses_them():
+    # fixtures/engines/vllm-0.34.0-serve-args.json: --enable-extensible-kv-cache (and its
+    # --disable- form), --max-num-inflight-kv-loads, --cache-aware-admission-window, new in 0.34.
+    r = vllm_at("0.34", "--enable-extensible-kv-cache", "--max-num-inflight-kv-loads", "4",
+                "--cache-aware-admission-window", "8")  # fmt: skip
+    # The cache switch changes memory and is read; the other two are read and not modelled.
+    assert r.settings.options(VllmOptions).enable_extensible_kv_cache is True
+    assert r.ignored == ("--max-num-inflight-kv-loads 4", "--cache-aware-admission-window 8")
+    with pytest.raises(ValueError) as e:
+        vllm_at("0.33", "--enable-extensible-kv-cache")
+    assert str(e.value) == (
+        "vLLM 0.33 refuses it: --enable-extensible-kv-cache: not one of its flags."
+    )
+
+
+def test_vllm_0_34_refuses_the_quantization_it_removed_in_its_words():
+    # vllm/model_executor/layers/quantization/__init__.py: fp_quant is gone from 0.34's
+    # QuantizationMethods; ModelConfig._verify_quantization: "Unknown quantization method: …".
+    with pytest.raises(ValueError) as e:
+        vllm_at("0.34", "--quantization", "fp_quant")
+    assert str(e.value).startswith(
+        "vLLM 0.34 refuses it: Unknown quantization method: fp_quant. Must be one of ['awq', "
+    )
+    # 0.33 still takes it (and plans it as not modelled), and 0.34 takes its new w4afp8.
+    assert "--quantization fp_quant" in vllm_at("0.33", "--quantization", "fp_quant").ignored
+    assert "--quantization w4afp8" in vllm_at("0.34", "--quantization", "w4afp8").ignored
+
+
+def test_a_0_34_command_without_a_share_leaves_it_to_vllm():
+    # 0.34's --gpu-memory-utilization is optional_type(float): absent or "None", vLLM resolves it
+    # (1.0 with the extensible KV cache), and the plan follows.
+    assert vllm_at("0.34").settings.utilization_named is False
+    assert vllm_at("0.34", "--gpu-memory-utilization", "None").settings.utilization_named is False
+    named = vllm_at("0.34", "--gpu-memory-utilization", "0.8").settings
+    assert (named.utilization_named, named.gpu_memory_utilization) == (True, 0.8)

@@ -5,10 +5,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.fleet import GIB, MIB, Fleet, PoolKind, PoolNode
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
-from llmfit.plan.planner import PlanSettings, plan
+from llmfit.plan.planner import PlanSettings as Settings
+from llmfit.plan.planner import plan
 from tests.plan.test_model import model
+
+
+def PlanSettings(**kw) -> Settings:  # noqa: N802
+    """The plan settings, at vLLM 0.33: the release these cases were worked by hand against."""
+    return Settings(**kw).with_options(VllmOptions(version="0.33"))
+
 
 H200 = (143_771 - 454) * MIB  # nvidia-smi total less the framebuffer reserve
 H100 = 85_045_477_376  # deviceQuery totalGlobalMem

@@ -1,7 +1,7 @@
 """vLLM releases as data: parsing, and each switch dated by the release whose code first has it.
 
 Each date was found by reading the function named in the switch's `source` in every wheel from
-0.11.0 to 0.33.0; the tests pin the release on either side of each change.
+0.11.0 to 0.34.0; the tests pin the release on either side of each change.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ def test_parse_accepts_release_numbers_as_people_write_them():
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("0.34", "is not a version llmfit models: it knows vLLM 0.11 to 0.33."),
-        ("0.10.2", "is not a version llmfit models: it knows vLLM 0.11 to 0.33."),
-        ("1.0", "is not a release number like 0.33 or 0.27.1; llmfit models vLLM 0.11 to 0.33."),
+        ("0.35", "is not a version llmfit models: it knows vLLM 0.11 to 0.34."),
+        ("0.10.2", "is not a version llmfit models: it knows vLLM 0.11 to 0.34."),
+        ("1.0", "is not a release number like 0.33 or 0.27.1; llmfit models vLLM 0.11 to 0.34."),
         ("latest", "is not a release number like 0.33 or 0.27.1"),
     ],
 )
@@ -38,13 +38,13 @@ def test_an_unknown_or_malformed_version_is_one_sentence_naming_the_range(text: 
 
 
 def test_the_default_is_the_newest_release_modelled():
-    assert NEWEST == V("0.33") == KNOWN[-1] and KNOWN[0] == V("0.11")
+    assert NEWEST == V("0.34") == KNOWN[-1] and KNOWN[0] == V("0.11")
 
 
 def test_every_switch_names_the_file_it_was_read_from():
     for s in SWITCHES:
         assert s.source.startswith("vllm/"), s.name
-        assert 11 <= s.since <= 33 and (s.until is None or s.until > s.since), s.name
+        assert 11 <= s.since <= 34 and (s.until is None or s.until > s.since), s.name
 
 
 @pytest.mark.parametrize(
@@ -67,6 +67,14 @@ def test_every_switch_names_the_file_it_was_read_from():
         # mamba_mixer2.py get_kv_cache_spec sets num_prefill_checkpoint_blocks=1 from 0.32.0.
         ("mamba2_checkpoint_page", "0.31", "0.32"),
         ("gdn_checkpoint_page", "0.32", "0.33"),
+        # config/cache.py: enable_extensible_kv_cache, resolved_gpu_memory_utilization and
+        # DEFAULT_BLOCK_SIZE = 64 first appear in 0.34.0; v1/worker/gpu/warmup.py
+        # run_kv_cache_sizing_warmup and VllmConfig._split_cudagraph_capture_sizes likewise.
+        ("extensible_kv_cache", "0.33", "0.34"),
+        ("gpu_memory_utilization_1_extensible", "0.33", "0.34"),
+        ("block_size_64", "0.33", "0.34"),
+        ("sizing_warmup", "0.33", "0.34"),
+        ("blackwell_split_capture_sizes", "0.33", "0.34"),
         # config.py NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE = "float32" in 0.20.
         ("nemotron_h_ssm_fp32", "0.19", "0.20"),
         ("kv_tokens_from_concurrency", "0.20", "0.21"),

@@ -117,7 +117,7 @@ def test_single_node_vllm_is_a_deployment_of_one_pod_with_the_plans_cards_and_co
     assert spec["strategy"] == {"type": "Recreate"}
     pod = spec["template"]["spec"]
     c = only_container(pod)
-    assert c["image"] == "vllm/vllm-openai:v0.33.0"
+    assert c["image"] == "vllm/vllm-openai:v0.34.0"
     # The image's ENTRYPOINT is `vllm serve`: the pod is given the rest, word for word.
     assert c["args"] == list(cmd.argv[2:])
     # One card: its card, 2 + 2 × 1 cores and the 8 GiB every GPU pod asks for beyond the plan's
@@ -334,7 +334,7 @@ def test_docker_line_carries_exactly_the_plans_engine_arguments():
     (cmd,) = commands(o, "Qwen/Qwen3-8B")
     (line,) = docker_lines(advice, o)
     words = shlex.split(line)
-    image = words.index("vllm/vllm-openai:v0.33.0")
+    image = words.index("vllm/vllm-openai:v0.34.0")
     assert words[image + 1 :] == list(cmd.argv[2:])
     assert words[:image] == [
         "docker", "run", "-d", "--name", "qwen3-8b",
@@ -360,7 +360,7 @@ def test_docker_env_of_a_command_is_passed_and_a_long_context_keeps_its_variable
         "-e",
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1",
     ]
-    assert words[words.index("vllm/vllm-openai:v0.33.0") + 1 :] == list(cmd.argv[2:])
+    assert words[words.index("vllm/vllm-openai:v0.34.0") + 1 :] == list(cmd.argv[2:])
 
 
 def test_docker_multi_node_lines_run_on_each_node_with_the_hosts_network():
@@ -373,7 +373,7 @@ def test_docker_multi_node_lines_run_on_each_node_with_the_hosts_network():
     assert lines[0] == "# head on h100-80g-1" and lines[2] == "# worker on h100-80g-2"
     for line, cmd in ((lines[1], head), (lines[3], worker)):
         words = shlex.split(line)
-        assert words[words.index("vllm/vllm-openai:v0.33.0") + 1 :] == list(cmd.argv[2:])
+        assert words[words.index("vllm/vllm-openai:v0.34.0") + 1 :] == list(cmd.argv[2:])
         assert ["--network", "host"] == words[
             words.index("--network") : words.index("--network") + 2
         ]
@@ -389,7 +389,7 @@ def test_docker_ray_form_runs_ray_in_containers_and_serves_in_the_heads():
     cmds = commands(o, advice.repo.id, ray=True)
     lines = [line for line in docker_lines(advice, o, ray=True) if not line.startswith("#")]
     head, worker, serve = (shlex.split(line) for line in lines)
-    image = "vllm/vllm-openai:v0.33.0"
+    image = "vllm/vllm-openai:v0.34.0"
     assert head[head.index("--entrypoint") + 1] == "ray"
     assert head[head.index(image) + 1 :] == ["start", "--head", "--port=6379", "--block"]
     assert worker[worker.index(image) + 1 :] == [*cmds[1].argv[1:], "--block"]

@@ -1,6 +1,6 @@
-"""Every `vllm serve` line llmfit prints parses with vLLM's own parser, as vLLM 0.33 defines it.
+"""Every `vllm serve` line llmfit prints parses with vLLM's own parser, as vLLM 0.34 defines it.
 
-fixtures/engines/vllm-0.33.0-serve-args.json is that parser's options (their spellings, how many
+fixtures/engines/vllm-0.34.0-serve-args.json is that parser's options (their spellings, how many
 values each takes, their choices and value types), dumped from vLLM itself by
 fixtures/engines/dump_vllm_args.py; an argparse parser is rebuilt from it here, so the check runs
 without vLLM installed. (With vLLM 0.33 installed, the same commands were parsed by
@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import EXAMPLE_FLEET
 
-SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "engines" / "vllm-0.33.0-serve-args.json"
+SPEC = Path(__file__).resolve().parents[2] / "fixtures" / "engines" / "vllm-0.34.0-serve-args.json"
 
 
 def _tokens(text: str) -> int:

@@ -186,10 +186,12 @@ class Grammar:
         return self.flags.get(flag)
 
     def spelling(self, dest: str) -> str:
-        """The flag a sentence names for a dest: its first long option string."""
+        """The flag a sentence names for a dest: its first long option string that is not a
+        negation (0.34's --disable-extensible-kv-cache sorts before the flag it negates)."""
         for d, flags, *_ in self.rows:
             if d == dest:
-                return next((f for f in flags if f.startswith("--")), flags[0])
+                positive = [f for f in flags if not f.startswith(("--disable-", "--no-"))]
+                return next((f for f in positive if f.startswith("--")), _long(flags))
         return "--" + dest.replace("_", "-")
 
 

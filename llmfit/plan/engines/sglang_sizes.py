@@ -382,6 +382,12 @@ def cells(shape: Shape, attn_tp: int, *, swa_pool: bool) -> Cells:
     for g in shape.layer_groups:
         if g.kind is AttentionKind.MLA:
             full += g.layers * g.latent_dim * elem
+            # A sparse-attention indexer's keys, fp8 and a scale a token, beside the latent:
+            # SGLang's cell size adds indexer_size_per_token × num_layers for a DeepSeek NSA
+            # model (is_deepseek_nsa; NSATokenToKVPool.index_k_with_scale_buffer, uint8), on
+            # every layer whether or not the model shares its top-k.
+            if g.indexer_layers:
+                full += g.layers * g.indexer_bytes
         elif g.kind is AttentionKind.FULL or (g.kind is AttentionKind.SLIDING and not swa_pool):
             full += g.layers * g.kv_heads_per_rank(attn_tp) * (g.head_dim + g.value_dim) * elem
         elif g.kind is AttentionKind.SLIDING:
@@ -413,6 +419,10 @@ def _state_layer(m: MambaShape, tp: int) -> int:
     if m.kind == "gated_delta_net":
         conv = rows * (2 * m.k_heads * m.k_head_dim + m.v_heads * m.v_head_dim)
         ssm = m.v_heads * m.v_head_dim * m.k_head_dim
+    elif m.kind == "kda":
+        # Kimi Delta Attention: q, k and v convolved, heads × head_dim each; heads × head_dim².
+        conv = rows * 3 * m.heads * m.head_dim
+        ssm = m.heads * m.head_dim * m.head_dim
     elif m.kind == "mamba2":
         conv = rows * (m.inner + 2 * m.n_groups * m.state_size)
         ssm = m.heads * m.head_dim * m.state_size

@@ -107,6 +107,9 @@ class VllmLaunch:
     memory: vm.VllmMemory | None = None
     # A command being checked, which the launch runs as given (llmfit check).
     given: Given | None = None
+    # Whether the command passes --gpu-memory-utilization: always before 0.34; from 0.34 only
+    # where the user named one (vLLM resolves its own, 1.0 with the extensible KV cache).
+    pass_utilization: bool = True
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -147,6 +150,16 @@ def version_of(opts: VllmOptions) -> VllmVersion:
     return VllmVersion.parse(opts.version) if opts.version else NEWEST
 
 
+def planned_utilization(s: PlanSettings, version: VllmVersion) -> float | None:
+    """The --gpu-memory-utilization a plan passes: the user's, or the plan's default where the
+    release has no resolution of its own; None (vLLM's own: 1.0 with the extensible KV cache,
+    CacheConfig.resolved_gpu_memory_utilization) from 0.34 where the user named none."""
+    if version.has("gpu_memory_utilization_1_extensible") and not s.utilization_named:
+        # Off, the release's 0.92 is resolved by vLLM too (resolved_gpu_memory_utilization).
+        return None
+    return s.gpu_memory_utilization
+
+
 def memory_settings(job: Job, v: Variant) -> vm.Settings:
     """What vllm_memory needs of the plan's settings, for one variant of the checkpoint."""
     s = job.settings
@@ -154,13 +167,14 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
     kv = v.kv_dtype if v.kv_dtype != job.model.kv_dtype or s.kv_cache_dtype != "auto" else "auto"
     return vm.Settings(
         version=version_of(o),
-        gpu_memory_utilization=s.gpu_memory_utilization,
+        gpu_memory_utilization=planned_utilization(s, version_of(o)),
         max_model_len=job.context,
         kv_cache_dtype="fp8" if kv.startswith(("fp8", "float8")) else kv,
         max_num_seqs=o.max_num_seqs,
         max_num_batched_tokens=o.max_num_batched_tokens,
         enforce_eager=o.enforce_eager,
         enable_prefix_caching=o.enable_prefix_caching,
+        enable_extensible_kv_cache=o.enable_extensible_kv_cache,
         lora=vm.LoRA(*o.lora) if o.lora else None,
         speculative=o.speculative,
         limit_mm_per_prompt=o.limits,
@@ -356,9 +370,10 @@ class Vllm(serving.Serving[VllmLaunch]):
         model, settings = job.model, job.settings
         memory = t.sized.extra
         assert isinstance(memory, vm.VllmMemory)
+        share = memory.gpu_memory_utilization
         launch = VllmLaunch(
             max_model_len=job.context,
-            gpu_memory_utilization=settings.gpu_memory_utilization,
+            gpu_memory_utilization=share,
             kv_cache_dtype=engine_kv_dtype(model, settings),
             flags=(),
             batched_tokens=memory.max_num_batched_tokens,
@@ -370,10 +385,9 @@ class Vllm(serving.Serving[VllmLaunch]):
             version=memory.version,
             memory=memory,
             given=settings.given,
+            pass_utilization=planned_utilization(settings, memory.version) is not None,
         )
-        return serving.option_of(
-            job, self.key, art, pool, t, launch, share=settings.gpu_memory_utilization
-        )
+        return serving.option_of(job, self.key, art, pool, t, launch, share=share)
 
     # -- launching ------------------------------------------------------------------------------
 
@@ -398,13 +412,12 @@ class Vllm(serving.Serving[VllmLaunch]):
             argv.append("--enable-expert-parallel")
         argv += o.engine_flags
         # Every value the plan relied on is passed explicitly, so the engine's defaults (which
-        # have changed between releases: 0.9 then 0.92 utilisation) cannot change the plan.
-        argv += [
-            "--max-model-len",
-            str(launch.max_model_len),
-            "--gpu-memory-utilization",
-            f"{launch.gpu_memory_utilization:.2f}",
-        ]
+        # have changed between releases: 0.9 then 0.92 utilisation) cannot change the plan;
+        # from 0.34 the share is vLLM's own to resolve (1.0 with the extensible KV cache, which
+        # warns at a share below it) unless the user named one.
+        argv += ["--max-model-len", str(launch.max_model_len)]
+        if launch.pass_utilization:
+            argv += ["--gpu-memory-utilization", f"{launch.gpu_memory_utilization:.2f}"]
         if launch.kv_cache_dtype and "--kv-cache-dtype" not in o.engine_flags:
             argv += ["--kv-cache-dtype", launch.kv_cache_dtype]
         if launch.rope_overrides:
@@ -541,6 +554,13 @@ class Vllm(serving.Serving[VllmLaunch]):
             f"vLLM {m.version} (--vllm-version); --gpu-memory-utilization is a share of the "
             "card's total, so other processes' memory must fit in the rest"
         )
+        if m.extensible_kv_cache:
+            assumes = (
+                f"vLLM {m.version} (--vllm-version); the KV cache is measured after warm-up and "
+                "CUDA-graph capture, from the memory then free less a margin of max(1 GiB, 0.75 × "
+                f"the transient peak), within {m.gpu_memory_utilization:.2f} of the card's total "
+                "(--gpu-memory-utilization), so other processes' memory must fit in the rest"
+            )
         if not m.cuda_graphs_in_budget and m.cuda_graphs:
             assumes += (
                 f"; its CUDA graphs ({m.cuda_graphs / (1 << 30):.2f} GiB) are captured after the "

@@ -1,5 +1,5 @@
-"""A `vllm serve` line read back into a plan request (`llmfit check -- vllm serve …`), as vLLM 0.33
-reads it.
+"""A `vllm serve` line read back into a plan request (`llmfit check -- vllm serve …`), as the
+release checked reads it (0.34's parser, or 0.33's for `--vllm-version 0.33` and older).
 
 vLLM's FlexibleArgumentParser (vllm/utils/argparse_utils.py) first rewrites the words: `--model X`
 moves to the front as the model tag, underscores in a flag's name become dashes
@@ -23,10 +23,10 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from llmfit.plan.engines import NO_ENV, Request, knobs
+from llmfit.plan.engines import NO_ENV, Request, knobs, vllm_033_grammar, vllm_grammar
 from llmfit.plan.engines.grammar import Beyond, Grammar, number, positive, said, whole
-from llmfit.plan.engines.vllm_grammar import FLAGS, POSITIONAL
 from llmfit.plan.engines.vllm_options import VllmOptions, human_readable_int
+from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.settings import Pins, PlanSettings
 
 # Flags that shape a launch but not a card's memory: read, and not reported as unmodelled.
@@ -83,7 +83,11 @@ TYPES: dict[str, Callable[[str], Any]] = {
     "_optional_type": _optional(str),
 }  # fmt: skip
 # Readers the dump cannot name (optional_type of what): vllm/engine/arg_utils.py add_cli_args.
-BY_DEST: dict[str, Callable[[str], Any]] = {"speculative_config": _optional(_json)}
+BY_DEST: dict[str, Callable[[str], Any]] = {
+    "speculative_config": _optional(_json),
+    # 0.34: optional_type(float), None leaving the share to vLLM's resolution.
+    "gpu_memory_utilization": _optional(number),
+}
 
 
 def _hidden(flag: str) -> list[str]:
@@ -93,8 +97,38 @@ def _hidden(flag: str) -> list[str]:
 
 
 @cache
-def grammar() -> Grammar:
-    return Grammar(FLAGS, TYPES, POSITIONAL, hidden_negations=_hidden, by_dest=BY_DEST)
+def grammar(version: VllmVersion = NEWEST) -> Grammar:
+    """The flags of `version`'s `vllm serve`: 0.34's parser from 0.34, 0.33's before (the
+    releases whose parsers were dumped; 0.34 adds flags and removes none)."""
+    g = vllm_grammar if version.minor >= 34 else vllm_033_grammar
+    return Grammar(g.FLAGS, TYPES, g.POSITIONAL, hidden_negations=_hidden, by_dest=BY_DEST)
+
+
+# vllm/model_executor/layers/quantization/__init__.py QuantizationMethods of the releases whose
+# parsers were dumped: 0.34 adds w4afp8, lut_b_moe and mxfp4_hadamard32 and removes fp_quant.
+# vLLM refuses any other name (vllm/config/model.py ModelConfig._verify_quantization).
+QUANTIZATION_033 = (
+    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4",
+    "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin",
+    "humming", "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
+    "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
+    "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
+)  # fmt: skip
+QUANTIZATION_034 = (
+    "awq", "auto_awq", "fp8", "w4afp8", "fbgemm_fp8", "modelopt", "modelopt_fp4",
+    "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin",
+    "humming", "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
+    "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
+    "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8", "lut_b_moe",
+    "mxfp4_hadamard32",
+)  # fmt: skip
+
+
+def quantization_methods(version: VllmVersion) -> tuple[str, ...] | None:
+    """The --quantization names `version` takes; None for a release whose list was not read."""
+    if version.minor >= 34:
+        return QUANTIZATION_034
+    return QUANTIZATION_033 if version.minor == 33 else None
 
 
 _DASHES = re.compile(r"(?<=--)[^.]*")
@@ -177,26 +211,35 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         args = args[1:]
     if args[:1] != ["serve"]:
         raise ValueError("a vLLM command to check starts `vllm serve REPO`.")
-    g = grammar()
+    asked = defaults.options(VllmOptions).version
+    version = VllmVersion.parse(asked) if asked else NEWEST
+    g = grammar(version)
     try:
         parsed = g.parse(flexible(args[1:]))
     except Beyond:
         raise
     except ValueError as e:
-        raise ValueError(f"vLLM 0.33 refuses it: {e}") from None
+        raise ValueError(f"vLLM {version} refuses it: {e}") from None
     got = parsed.values
     repo = parsed.positional.get("model_tag") or got.get("model")
     if not repo:
         raise ValueError("the vLLM command names no model: vllm serve REPO ….")
     kv = got.get("kv_cache_dtype") or "auto"
     quant = got.get("quantization")
+    methods = quantization_methods(version)
+    if quant is not None and methods is not None and quant not in methods:
+        raise ValueError(
+            f"vLLM {version} refuses it: Unknown quantization method: {quant}. Must be one of "
+            f"{list(methods)}."
+        )
     ignored: list[str] = []
     precision = "stored"
     if quant in ("fp8", "fp8_per_tensor"):
         precision = "fp8"
     elif quant is not None:
         ignored.append(f"--quantization {quant}")
-    gmu = got.get("gpu_memory_utilization", defaults.gpu_memory_utilization)
+    named = got.get("gpu_memory_utilization") is not None
+    gmu = float(got["gpu_memory_utilization"]) if named else defaults.gpu_memory_utilization
     if not 0 < gmu <= 1:
         raise ValueError(f"--gpu-memory-utilization {gmu:g} must be in (0, 1].")
     pins = Pins(
@@ -227,6 +270,7 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         defaults,
         context=None if length == -1 else positive("--max-model-len", length),
         gpu_memory_utilization=gmu,
+        utilization_given=named,
         kv_cache_dtype={"auto": "auto", "bfloat16": "bfloat16", "bf16": "bfloat16"}.get(
             kv, "fp8" if kv.startswith("fp8") else kv
         ),

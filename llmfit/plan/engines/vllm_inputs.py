@@ -162,13 +162,15 @@ class Settings:
     # --quantization for online quantisation of a 16-bit checkpoint ("fp8"), else None.
     quantization: str | None = None
     disable_hybrid_kv_cache_manager: bool = False
+    # --enable-extensible-kv-cache (0.34 on); None: vLLM's default, on for CUDA and ROCm.
+    enable_extensible_kv_cache: bool | None = None
 
 
 # ------------------------------------------------------------------------------------------------
 # Layers, and the KV spec of each
 # ------------------------------------------------------------------------------------------------
 
-STATE_KINDS = ("mamba2", "mamba1", "gated_delta_net")
+STATE_KINDS = ("mamba2", "mamba1", "gated_delta_net", "kda")
 _GROUP_KIND = {
     AttentionKind.FULL: "full",
     AttentionKind.MLA: "mla",

@@ -34,6 +34,10 @@ class KvGroup:
     # Blocks one request of max_model_len takes in each of these groups.
     blocks_per_request: int
     window: int = 0
+    # Tokens a block of this kind holds where vLLM grew it to the largest page (a layer kind
+    # whose token costs less: Gemma 4's sliding layers beside its wider global ones,
+    # kv_cache_planning.py unify_kv_cache_spec_page_size); 0 = the layout's block size.
+    block_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,10 @@ def mamba_state_dtypes(
     ssm_name = shape.ssm_dtype if shape else None
     if ssm_name is None and model.model_type == "nemotron_h":
         ssm_name = version.nemotron_h_ssm_dtype
+    if shape is not None and shape.kind == "kda":
+        # MambaStateDtypeCalculator.kda_state_dtype: the recurrent state in float32 unless
+        # bfloat16 is asked for (KimiGatedDeltaNetAttention passes no SSM dtype: always auto).
+        return conv, 4
     return conv, _dtype_size(ssm_name, model.dtype) if ssm_name else conv
 
 
@@ -129,6 +137,10 @@ def mamba_page_bytes(model: Model, version: VllmVersion, tp: int, num_spec: int 
     elif s.kind == "gated_delta_net":
         conv = rows * ((2 * s.k_heads * s.k_head_dim + s.v_heads * s.v_head_dim) // tp)
         ssm = (s.v_heads // tp) * s.v_head_dim * s.k_head_dim
+    elif s.kind == "kda":
+        # kda_state_shape: q, k and v convolved, heads × head_dim each; heads × head_dim².
+        conv = rows * (3 * s.heads * s.head_dim // tp)
+        ssm = (s.heads // tp) * s.head_dim * s.head_dim
     else:
         conv = (s.conv_kernel - 1) * (s.inner // tp)
         ssm = (s.inner // tp) * s.state_size
@@ -239,9 +251,17 @@ def kv_layout(ctx: Context, notes: list[str]) -> KvLayout | None:
         kinds = ["full" if k in ("sliding", "chunked") else k for k in kinds]
 
     mode, _ = mamba_mode(ctx, hybrid)
-    block = s.block_size or (_mla_block_size(ctx) if "mla" in kinds else 16)
-    attn_kind = next((k for k in kinds if k in ("full", "mla", "sliding", "chunked")), "")
-    per_token = attention_token_bytes(m, attn_kind, rank.tp, elem) if attn_kind else 0
+    if s.block_size:
+        block = s.block_size
+    elif v.has("block_size_64"):
+        block = v.default_block_size
+    else:
+        block = _mla_block_size(ctx) if "mla" in kinds else 16
+    attn_kinds = [k for k in ("full", "mla", "sliding", "chunked") if k in kinds]
+    token_of: dict[str, int] = {k: attention_token_bytes(m, k, rank.tp, elem) for k in attn_kinds}
+    # Every page is the largest kind's (unify_kv_cache_spec_page_size): a kind whose token costs
+    # less holds more tokens a block, where its token divides the page.
+    per_token = max(token_of.values()) if token_of else 0
     draft_token = spec.draft_token_bytes if spec and spec.draft_token_bytes else per_token
     state_page = mamba_page_bytes(m, v, rank.tp, ctx.num_spec if hybrid else 0)
     mamba_block = 0
@@ -290,13 +310,21 @@ def kv_layout(ctx: Context, notes: list[str]) -> KvLayout | None:
     if spec and spec.method in ("mtp", "eagle", "eagle3") and v.minor >= 28:
         # get_global_kv_cache_groups: multi-module MTP retains lookahead − 1 tokens more.
         retained = max(0, (spec.num_speculative_tokens if spec.method == "mtp" else 1) - 1)
-    kinds_out = [KvGroup(kind, here, n, 0, window) for kind, window, here, n in groups]
+    kinds_out = []
+    for kind, window, here, n in groups:
+        pt = token_of.get(kind, per_token)
+        grown = block * per_token // pt if pt and pt != per_token and per_token % pt == 0 else 0
+        kinds_out.append(KvGroup(kind, here, n, 0, window, grown))
+    # A sparse-attention indexer's keys are MLA specs of their own, one a token like the
+    # latent's, so vLLM keeps them in the same group (UniformTypeKVCacheSpecs): each block
+    # carries them beside the latents, on the rank's share of the indexer layers.
+    index = _indexer_block_bytes(ctx, kinds, block)
     layout = KvLayout(
         block_size=block,
         page_bytes=page,
         group_size=group_size,
         kinds=tuple(kinds_out),
-        bytes_per_block=fullest * page,
+        bytes_per_block=fullest * page + index,
         mamba_mode=mode,
         mamba_page_bytes=state_page if hybrid else 0,
         mamba_block_size=mamba_block,
@@ -310,6 +338,18 @@ def kv_layout(ctx: Context, notes: list[str]) -> KvLayout | None:
             replace(k, blocks_per_request=b) for k, b in zip(layout.kinds, blocks, strict=True)
         ),
     )
+
+
+def _indexer_block_bytes(ctx: Context, kinds: list[str], block: int) -> int:
+    """Bytes a block's indexer keys take on this rank: the indexer layers in the proportion of
+    the model's MLA layers the rank holds (all of them without pipeline parallelism)."""
+    g = group_of(ctx.model, "mla")
+    if g is None or not g.indexer_layers:
+        return 0
+    start, end = ctx.rank.layer_range(ctx.model.layers)
+    here = sum(1 for k in kinds[start:end] if k == "mla")
+    total = sum(1 for k in kinds[: ctx.model.layers] if k == "mla") or 1
+    return cdiv(g.indexer_layers * here, total) * g.indexer_bytes * block
 
 
 # Like rank_weights' layer sums: the same stage recurs on every card class a plan tries.
@@ -378,7 +418,7 @@ def kind_blocks(ctx: Context, layout: KvLayout, max_model_len: int) -> list[int]
             k.kind,
             k.window,
             max_model_len,
-            layout.block_size,
+            k.block_size or layout.block_size,
             inflight,
             layout.retained_tokens,
             layout.mamba_mode,

@@ -47,6 +47,8 @@ from llmfit.plan.engines.vllm_inputs import (
     Rank,
     Settings,
     Speculative,
+    card_arch,
+    card_family,
     layer_kinds,
     pp_indices,
 )
@@ -118,6 +120,8 @@ class VllmMemory:
     # The vision encoder's profile run, and what its peak adds above the decoder's.
     encoder: EncoderProfile = field(default_factory=EncoderProfile)
     encoder_peak: int = 0
+    # Whether the cache was sized after warm-up from measured memory (0.34 on, CUDA and ROCm).
+    extensible_kv_cache: bool = False
 
     @property
     def runtime(self) -> int:
@@ -150,6 +154,56 @@ class VllmMemory:
 
 
 # ------------------------------------------------------------------------------------------------
+# The extensible KV cache (0.34 on)
+# ------------------------------------------------------------------------------------------------
+
+# Memory the CUDA context holds before vLLM's start-up snapshot (gpu_worker init_snapshot), which
+# the extensible cache's measurement of free memory sees and a share of the total does not:
+# 512 MiB, what brings Qwen3-8B on one H100 at 32,768 tokens to the 13.46 sequences vLLM 0.34's
+# measurement gives (issue 32; worked in tests/plan/test_vllm_034.py).
+CUDA_CONTEXT = 512 << 20
+# vllm/v1/worker/extensible_kv_cache.py KV_CACHE_MARGIN_FLOOR_BYTES and KV_CACHE_MARGIN_FRACTION.
+MARGIN_FLOOR = 1 << 30
+MARGIN_FLOOR_ROCM = 3 << 30
+MARGIN_FRACTION = 0.75
+
+
+def extensible_kv_cache(v: VllmVersion, card: Card, settings: Settings) -> bool:
+    """Whether the cache is sized after warm-up: from 0.34 on CUDA and ROCm unless turned off
+    (CacheConfig.enable_extensible_kv_cache, None → on for those platforms)."""
+    if not v.has("extensible_kv_cache") or settings.enable_extensible_kv_cache is False:
+        return False
+    return card_family(card) not in ("", "cpu")
+
+
+def measured_kv_bytes(card: Card, requested: int, resident: int, transient: int) -> int:
+    """What measure_kv_cache_bytes gives the cache: within the requested share, and within the
+    memory free after warm-up (the card less the CUDA context and what stays resident) less a
+    margin of max(1 GiB, 0.75 × the transient peak), less the transient peak kept free."""
+    floor = MARGIN_FLOOR_ROCM if card_family(card).startswith("mi") else MARGIN_FLOOR
+    margin = max(floor, int(transient * MARGIN_FRACTION))
+    headroom = card.total_bytes - CUDA_CONTEXT - resident
+    return min(requested - resident, headroom - margin) - transient
+
+
+def mla_context_pass(ctx: Context) -> int:
+    """What the sizing warm-up's chunked-context pass of an MLA model holds above the profile
+    run (v1/worker/gpu/warmup.py run_kv_cache_sizing_warmup, 0.34 on): a workspace of
+    min(max(8 × max_model_len, 4 × max_num_seqs × block), 65,536) tokens
+    (determine_chunked_prefill_workspace_size), their latents gathered and up-projected to
+    each head's K (nope) and V on the rank, in 16-bit."""
+    m, v = ctx.model, ctx.version
+    s = m.shapes
+    if not v.has("sizing_warmup") or s is None or not s.kv_lora_rank:
+        return 0
+    block = ctx.settings.block_size or v.default_block_size
+    tokens = min(max(8 * ctx.max_model_len, 4 * ctx.seqs * block), 65_536)
+    heads = max(1, m.attention_heads // ctx.rank.tp)
+    latent = s.kv_lora_rank + s.qk_rope_head_dim
+    return tokens * (latent + heads * (s.qk_nope_head_dim + s.v_head_dim)) * 2
+
+
+# ------------------------------------------------------------------------------------------------
 # The estimate
 # ------------------------------------------------------------------------------------------------
 
@@ -174,7 +228,10 @@ def estimate(
     settings = settings or Settings()
     v = settings.version
     notes: list[str] = []
-    util = settings.gpu_memory_utilization or v.default_gpu_memory_utilization
+    extensible = extensible_kv_cache(v, card, settings)
+    util = settings.gpu_memory_utilization or (
+        1.0 if extensible else v.default_gpu_memory_utilization
+    )
     batched_default, seqs_default = batch_defaults(v, card)
     batched = settings.max_num_batched_tokens or batched_default
     seqs = settings.max_num_seqs or seqs_default
@@ -216,6 +273,24 @@ def estimate(
     runtime = act + persistent + NON_TORCH + enc + workspace + stage + peak
     non_kv = weights.total + runtime + (graphs if in_budget else 0)
     budget = requested - non_kv
+    if graphs and v.has("blackwell_split_capture_sizes") and card_arch(card) == "blackwell":
+        notes.append(
+            f"vLLM {v} captures Blackwell's prefill and decode CUDA graphs on wider grids of "
+            "their own (VllmConfig._split_cudagraph_capture_sizes), which llmfit counts as 0.33 "
+            "did: the CUDA-graph figure is an estimate."
+        )
+    if extensible:
+        # The warm-up's steps run one at a time: the peak is the larger of the profile's and
+        # the MLA context pass's (counted as activation, which is what it is).
+        resident = non_kv - act - peak
+        transient = max(act + peak, mla_context_pass(ctx))
+        act = transient - peak
+        budget = measured_kv_bytes(card, requested, resident, transient)
+        notes.append(
+            f"vLLM {v} sizes the KV cache after warm-up and CUDA-graph capture, from the memory "
+            "then free (its extensible KV cache): the figures are what that measurement "
+            "should find."
+        )
 
     layout = kv_layout(ctx, notes)
     if layout is None or layout.bytes_per_block == 0:
@@ -223,7 +298,7 @@ def estimate(
             v, card.total_bytes, util, requested, max_len, seqs, batched, mrv2, weights, act,
             persistent, NON_TORCH, graphs, in_budget, enc, budget, layout, 0, 0, 0.0,
             budget > 0, max_len if budget > 0 else 0, tuple(notes), workspace, stage, profile,
-            peak,
+            peak, extensible,
         )  # fmt: skip
     num_blocks = max(0, budget // layout.bytes_per_block)
     per_request = layout.blocks_per_request
@@ -269,6 +344,7 @@ def estimate(
         stage_buffers=stage,
         encoder=profile,
         encoder_peak=peak,
+        extensible_kv_cache=extensible,
     )
 
 

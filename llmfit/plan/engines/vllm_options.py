@@ -135,6 +135,13 @@ class VllmOptions:
         negations=("--no-enable-prefix-caching", "--disable-prefix-caching"), changes=(MEMORY,),
         help="prefix caching on or off (hybrid models keep more state with it).",
     )  # fmt: skip
+    enable_extensible_kv_cache: bool | None = knob(
+        None, "--enable-extensible-kv-cache", kind="bool",
+        negations=("--no-enable-extensible-kv-cache", "--disable-extensible-kv-cache"),
+        changes=(MEMORY,),
+        help="vLLM 0.34's KV cache measured after warm-up, on or off (off: sized by the profile "
+        "run, at 0.92 by default).",
+    )  # fmt: skip
     enable_lora: bool = knob(
         False, "--enable-lora", kind="bool", negations=("--no-enable-lora", "--disable-lora"),
         changes=(MEMORY,), help="LoRA adapter slots (--max-loras of --max-lora-rank each).",
@@ -172,7 +179,15 @@ class VllmOptions:
         from llmfit.plan.engines.vllm_versions import VllmVersion
 
         if self.version is not None:
-            VllmVersion.parse(self.version)
+            release = VllmVersion.parse(self.version)
+            if self.enable_extensible_kv_cache is not None and not release.has(
+                "extensible_kv_cache"
+            ):
+                flag = "--enable-extensible-kv-cache"
+                raise ValueError(
+                    f"{flag if self.enable_extensible_kv_cache else '--no-' + flag[2:]} is a "
+                    f"flag of vLLM 0.34 on, and vLLM {release} has none."
+                )
         seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
         if seqs is not None and tokens is not None and tokens < seqs:
             # vllm/config/scheduler.py SchedulerConfig (its check of the two, in its words).

@@ -2,7 +2,7 @@
 
 Each row of `SWITCHES` is one behaviour change, the first release (0.X) that has it, and the vLLM
 file and function it was read from. The dates were found by reading the PyPI wheels of every
-release from 0.11.0 to 0.33.0 (`pip download vllm==X --no-deps`) and diffing the functions named.
+release from 0.11.0 to 0.34.0 (`pip download vllm==X --no-deps`) and diffing the functions named.
 `vllm_memory.py` asks a `VllmVersion` whether a switch is on and never compares versions itself.
 """
 
@@ -264,6 +264,42 @@ SWITCHES: tuple[Switch, ...] = (
         "a GDN layer with FlashInfer's prefill (Hopper) holds a third page a request and its "
         "attention block is a multiple of 64 tokens",
     ),
+    Switch(
+        "extensible_kv_cache",
+        34,
+        "vllm/config/cache.py CacheConfig.enable_extensible_kv_cache; vllm/v1/worker/"
+        "extensible_kv_cache.py measure_kv_cache_bytes",
+        "on CUDA and ROCm the KV cache is sized after warm-up and CUDA-graph capture, from the "
+        "memory then free: what is free less a margin of max(1 GiB (3 on ROCm), 0.75 x the "
+        "transient peak), less the transient peak, and within the requested share",
+    ),
+    Switch(
+        "gpu_memory_utilization_1_extensible",
+        34,
+        "vllm/config/cache.py CacheConfig.resolved_gpu_memory_utilization",
+        "--gpu-memory-utilization defaults to 1.0 with the extensible KV cache (0.92 without)",
+    ),
+    Switch(
+        "block_size_64",
+        34,
+        "vllm/config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE",
+        "the default block is 64 tokens (was 16), for full, sliding, MLA and hybrid layers",
+    ),
+    Switch(
+        "sizing_warmup",
+        34,
+        "vllm/v1/worker/gpu/warmup.py run_kv_cache_sizing_warmup",
+        "the extensible cache's transient peak is measured on a full batch with prompt logprobs "
+        "and, for MLA, a pass that fills the chunked-context workspace (up to 65,536 tokens "
+        "up-projected: MLACommonMetadataBuilder.determine_chunked_prefill_workspace_size)",
+    ),
+    Switch(
+        "blackwell_split_capture_sizes",
+        34,
+        "vllm/config/vllm.py VllmConfig._split_cudagraph_capture_sizes",
+        "Blackwell (SM100) captures prefill and decode CUDA graphs on wider grids of their own; "
+        "llmfit keeps 0.33's sizes there, so a Blackwell plan's graphs are an estimate",
+    ),
 )
 
 _BY_NAME = {s.name: s for s in SWITCHES}
@@ -271,7 +307,7 @@ _BY_NAME = {s.name: s for s in SWITCHES}
 # The releases read to date the switches. Any 0.X in this range is modelled; patch releases
 # behave as their minor (0.27.1 was read beside 0.27.0: the same in every switch above).
 OLDEST_MINOR = 11
-NEWEST_MINOR = 33
+NEWEST_MINOR = 34
 
 # Architectures Model Runner V2 ran by default before it ran everything (vllm/config/vllm.py
 # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES of each release).
@@ -355,7 +391,13 @@ class VllmVersion:
 
     @property
     def default_gpu_memory_utilization(self) -> float:
+        """The default without the extensible KV cache (with it, from 0.34: 1.0)."""
         return 0.92 if self.has("gpu_memory_utilization_0_92") else 0.90
+
+    @property
+    def default_block_size(self) -> int:
+        """CacheConfig.DEFAULT_BLOCK_SIZE: 64 tokens from 0.34, 16 before."""
+        return 64 if self.has("block_size_64") else 16
 
     @property
     def nemotron_h_ssm_dtype(self) -> str | None:

@@ -100,6 +100,17 @@ def layer_params(model: Model, index: int) -> tuple[int, int, int, int]:
         params += q_a + q_b + kv_a + kv_b + o + s.q_lora_rank + s.kv_lora_rank
         repl += q_a + kv_a
         sixteen += s.q_lora_rank + s.kv_lora_rank
+        if index in s.indexer_layers:
+            # The sparse-attention indexer, whole on every rank (vllm/models/deepseek_v32/
+            # attention.py DeepseekV32Indexer): wq_b a ReplicatedLinear (q_lora_rank → heads ×
+            # head_dim, stored like the other linear weights), wk_weights_proj with disable_tp
+            # and no quantisation (hidden → head_dim + heads, 16-bit), k_norm a LayerNorm.
+            dim, n = s.index_head_dim, s.index_heads
+            wq_b = (s.q_lora_rank or h) * dim * n
+            sixteen_here = h * (dim + n) + 2 * dim
+            params += wq_b + sixteen_here
+            repl += wq_b
+            sixteen += sixteen_here
     elif kind in ("full", "sliding", "chunked"):
         params += h * heads * hd + 2 * h * kvh * hd + heads * hd * h
     elif kind == "mamba2" and s.mamba:
@@ -144,6 +155,18 @@ def layer_params(model: Model, index: int) -> tuple[int, int, int, int]:
 # The families whose MTP module carries its own embedding and output head (DeepSeek's
 # model.layers.61.embed_tokens and shared_head.head).
 MTP_OWN_EMBEDDING = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+
+
+def mtp_own_embedding(model: Model) -> bool:
+    """Whether the checkpoint's MTP layers carry their own embedding and output head: DeepSeek's
+    MTP module does (vllm/model_executor/models/deepseek_mtp.py DeepSeekMultiTokenPredictor-
+    Layer's embed_tokens and shared_head.head), and every MLA model whose config counts its MTP
+    layers in num_nextn_predict_layers is built on it or its copy (glm4_moe_lite_mtp.py for
+    GLM-4.7-Flash, deepseek_v32's mtp.py for GLM-5), whatever its model type."""
+    s = model.shapes
+    if model.model_type in MTP_OWN_EMBEDDING:
+        return True
+    return bool(s and s.mtp_layers and s.kv_lora_rank and "mla" in s.layer_kinds)
 
 
 @dataclass(frozen=True)
@@ -215,7 +238,7 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
         if outside and layers and layers[-1]:
             # mtp.* under another name (Qwen3-Next): its experts as the last layer's share.
             mtp_exp += int(outside * experts[-1] / layers[-1])
-        own = model.model_type in MTP_OWN_EMBEDDING and mtp >= 2 * s.mtp_layers * head
+        own = mtp_own_embedding(model) and mtp >= 2 * s.mtp_layers * head
         mtp_embed = s.mtp_layers * head if own else 0
         mtp_repl = 0
         if mtp and rows:
@@ -254,7 +277,7 @@ def parts_of(model: Model, weight_bytes: int, parts: WeightLayout | None) -> Par
     if s.mtp_layers and rows:
         mtp_params = s.mtp_layers * (rows[-1][0] - rows[-1][3])
         mtp_sixteen = s.mtp_layers * (rows[-1][3] + 2 * h)
-        if model.model_type in MTP_OWN_EMBEDDING:
+        if mtp_own_embedding(model):
             # DeepSeek's eh_proj (16-bit, an nn.Linear kept whole), embedding and head.
             mtp_sixteen += s.mtp_layers * 2 * h * h
             mtp_embed = s.mtp_layers * head
