@@ -36,6 +36,17 @@ class Checked:
     def fits(self) -> bool:
         return bool(self.advice.plan.options)
 
+    @property
+    def serves(self) -> bool | None:
+        """Whether one server of the command serves the named load within its targets; None
+        where no load is named, the command does not fit, or its speed is not known."""
+        if not self.fits:
+            return None
+        sv = self.advice.plan.options[0].serving
+        if sv is None or not sv.workload.load:
+            return None
+        return sv.meets and sv.replicas == 1
+
 
 def check(
     argv: Sequence[str],
@@ -92,6 +103,13 @@ def check(
     given = Given(request.argv or tuple(words), tuple(env.items()), request.secrets)
     settings = replace(request.settings, given=given)
     advice = advise(repo, fleet, settings, cache_dir, offline=offline, progress=progress, keep=keep)
+    plan = advice.plan
+    if request.on_cards and any(o.cpu for o in plan.options):
+        # A command that puts layers on the cards is answered on the cards: where they do not
+        # hold them, it does not fit (issue 34: `-ngl 40` was answered "fits: no cards of a
+        # CPU"), whatever the CPU alone could do.
+        plan = replace(plan, options=tuple(o for o in plan.options if not o.cpu))
+        advice = replace(advice, plan=plan)
     # What is shown of the command is what is launched: its credentials as "$VARIABLE".
     shown = (*(f"{k}={v}" for k, v in env.items()), *given.argv)
     return Checked(shown, request, advice)

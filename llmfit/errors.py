@@ -24,6 +24,9 @@ EXIT_INTERNAL = 10
 # What llmfit printed could not be written: stdout or stderr failed (a full disk, an I/O error).
 # Not "nothing fits" (1) nor a bug (10): a script must not read half a plan as a whole one.
 EXIT_OUTPUT = 11
+# `llmfit check` with a named load: the command fits, but one server of it does not serve that
+# load within its targets (issue 34): a script tells "runs, too slow" from "does not run" (1).
+EXIT_NOT_SERVED = 12
 
 
 class LlmfitError(Exception):

@@ -33,7 +33,7 @@ def test_a_misspelt_flag_is_refused_as_vllm_refuses_it(run):
     assert (code, out) == (2, "")
     assert err == (
         "llmfit: the command to check: vLLM 0.34 refuses it: --tensor-paralel-size 8: not one of "
-        "its flags.\n"
+        "its flags; did you mean --tensor-parallel-size?\n"
     )
 
 

@@ -15,7 +15,9 @@ def test_a_repository_that_cannot_be_had_is_a_json_error(run):
         "schema": 1,
         "error": {
             "message": f"Nope/Nothing is not in the local Hugging Face cache ({HUB}).",
-            "hint": "llmfit Nope/Nothing  (online, once: it fetches metadata only), or: hf "
+            # HF_HUB_OFFLINE=1 keeps it offline: the hint sets it to 0 (issue 34).
+            "hint": "HF_HUB_OFFLINE=0 llmfit Nope/Nothing  (with the network, once: it fetches "
+            "metadata only), or: hf "
             "download Nope/Nothing --include config.json '*.safetensors.index.json'",
             "exit": 4,
         },

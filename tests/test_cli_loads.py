@@ -145,12 +145,13 @@ def test_a_concurrency_of_any_positive_size_ends(run, deadline, value):
 @pytest.mark.parametrize(
     ("flag", "value", "sentence"),
     [
-        ("--tpot", "5e-324", "Invalid value for '--tpot': 5e-324 is not in the range "
-         "0.001<=x<=1000000.0."),
+        # A time may carry its unit (issue 34): the sentence says the bounds in the flag's own.
+        ("--tpot", "5e-324", "Invalid value for '--tpot': '5e-324' is not a time between 0.001 "
+         "and 1e+06 ms."),
         ("--min-speed", "5e-324", "Invalid value for '--min-speed': 5e-324 is not in the range "
          "0.001<=x<=1000000.0."),
-        ("--ttft", "5e-324", "Invalid value for '--ttft': 5e-324 is not in the range "
-         "1e-06<=x<=1000000.0."),
+        ("--ttft", "5e-324", "Invalid value for '--ttft': '5e-324' is not a time between 1e-06 "
+         "and 1e+06 s."),
         ("--requests", "0", "Invalid value for '--requests': 0 is not in the range "
          "1<=x<=1000000000."),
     ],

@@ -80,14 +80,8 @@ def test_a_context_past_the_trained_one_puts_vllms_variable_in_front(run):
 
 
 def test_the_checkpoint_as_shipped_at_a_shorter_context_is_an_option(run):
-    code, out, err = run(
-        "meta-llama/Llama-3.1-8B-Instruct",
-        "--vllm-version",
-        "0.33",
-        "--fleet",
-        "1xrtx4090-24g",
-        "--json",
-    )
+    code, out, err = run("meta-llama/Llama-3.1-8B-Instruct", "--vllm-version", "0.33", "--fleet",
+                         "1xrtx4090-24g", "--context", "trained", "--json")  # fmt: skip
     assert code == 0, err
     opts = json.loads(out)["options"]
     # At the trained 131,072 tokens only the fp8 weights-and-cache what-if fits an RTX 4090; the

@@ -22,7 +22,7 @@ NUM = (int, float)
 DOCUMENT = {
     "schema": INT, "repo": DICT, "model": DICT, "context": INT, "fleet": DICT, "artifacts": LIST,
     "options": LIST, "unplaced": LIST, "rejected": LIST, "notes": LIST, "workload": DICT,
-    "rank_by": STR,
+    "rank_by": STR, "ceiling": (DICT, NONE),
 }  # fmt: skip
 WORKLOAD = {
     "name": STR, "named": BOOL, "input_len": INT, "output_len": INT, "concurrency": (NUM, NONE),
@@ -37,6 +37,7 @@ SERVING = {
     "capacity_rate": (NUM, NONE),
     "capacity_concurrency": (NUM, NONE), "cards_per_load": (NUM, NONE),
     "price_per_gpu_hour": (NUM, NONE), "cost_per_hour": (NUM, NONE), "free_replicas": INT,
+    "cost_per_million_output_tokens": (NUM, NONE),
     "fleet_replicas": INT, "decode_step": DICT, "prefill": DICT, "bound": (STR, NONE),
     "assumptions": LIST,
 }  # fmt: skip
@@ -59,10 +60,10 @@ OPTION = {
     "gpus": INT, "per_card": DICT, "hosts": INT, "free_now": BOOL, "bits_per_weight": (NUM, NONE),
     "max_context": INT, "concurrency": NUM, "commands": LIST, "what_if": (STR, NONE), "tp": INT,
     "pp": INT, "dp": INT, "ep": BOOL, "replicas": INT, "cards_per_replica": INT,
-    "speed": (DICT, NONE), "serving": (DICT, NONE),
+    "speed": (DICT, NONE), "serving": (DICT, NONE), "launch_replicas": INT,
 }  # fmt: skip
 PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
-COMMAND = {"role": STR, "argv": LIST, "shell": STR}
+COMMAND = {"role": STR, "argv": LIST, "shell": STR, "count": INT}
 OPTIONAL_COMMAND = {"env": DICT, "node": (STR, NONE)}
 REJECTED = {
     "artifact": STR, "what_if": (STR, NONE), "engine": STR, "where": STR, "reason": STR,

@@ -18,7 +18,7 @@ from llmfit.cli.shared import (
     split_knobs,
     workload_options,
 )
-from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS
+from llmfit.errors import EXIT_FITS, EXIT_NOT_SERVED, EXIT_NOTHING_FITS
 from llmfit.plan.settings import Workload
 from llmfit.render.commands import FORMATS
 
@@ -55,7 +55,8 @@ def check_cmd(
     Prints whether it fits the fleet, what each card holds, its KV pool, the longest context and
     how many sequences it holds, and how it serves the workload (--input-len, --rate, …: TTFT,
     TPOT, throughput, replicas); flags that do not change memory are listed as not modelled.
-    Exit 0 when it fits, 1 when it does not.
+    Exit 0 when it fits (and serves the named load), 1 when it does not fit, 12 when it fits
+    but one server of it does not serve the named load within its targets.
 
     \b
     Examples (on the bundled fixtures: HF_HUB_CACHE=fixtures/hub HF_HUB_OFFLINE=1):
@@ -77,4 +78,6 @@ def check_cmd(
             options=engine_options(split_knobs(knob_values)), workload=workload,
         )  # fmt: skip
     show_check(checked, json=json_, fmt=fmt)
-    sys.exit(EXIT_FITS if checked.fits else EXIT_NOTHING_FITS)
+    if not checked.fits:
+        sys.exit(EXIT_NOTHING_FITS)
+    sys.exit(EXIT_NOT_SERVED if checked.serves is False else EXIT_FITS)

@@ -8,15 +8,17 @@ import click
 
 from llmfit.cli.app import cli
 from llmfit.cli.shared import (
+    budget_option,
     context_option,
     engines_option,
     fleet_option,
     hub_progress,
     json_option,
+    priced_budget,
     rank_option,
     workload_options,
 )
-from llmfit.cli.values import context_tokens, param_count
+from llmfit.cli.values import context_tokens, param_count, wants_trained
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import Workload
 
@@ -30,6 +32,7 @@ from llmfit.plan.settings import Workload
 )  # fmt: skip
 @context_option("Token pool to plan for (32768, 32k, 1m).")
 @workload_options
+@budget_option()
 @engines_option()
 @click.option(
     "--max-params",
@@ -48,6 +51,7 @@ def models_list(
     limit: int,
     context: str | None,
     workload: Workload,
+    budget: float | None,
     engine_keys: tuple[str, ...],
     max_params: str | None,
     rank_by: str,
@@ -76,6 +80,7 @@ def models_list(
     fleet = resolve_fleet(fleet_path)
     settings = PlanSettings(
         context=context_tokens(context), workload=workload, engines=engine_keys, rank=rank_by,
+        budget=priced_budget(budget, fleet), desktop=not wants_trained(context),
     )  # fmt: skip
     if search is not None and is_offline():
         raise UsageError(

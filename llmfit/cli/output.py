@@ -44,6 +44,18 @@ def show_plan(advice: Advice, view: View) -> None:
     from llmfit.render.console import make_console
 
     console = make_console()
+    if view.commands and view.explain and chosen is not None:
+        # Both asked: the explanation, then the launch it explains (issue 34: --explain was
+        # dropped).
+        from llmfit.render.commands import launch_lines
+        from llmfit.render.explain import render_explain
+        from llmfit.render.table import render_commands
+
+        launch_lines(advice, chosen, view.ray, view.fmt, output_encoding())
+        render_explain(advice, console, view.number)
+        console.print()
+        render_commands(advice, console, chosen, view.ray, view.fmt)
+        return
     if view.commands and chosen is None:
         from llmfit.render.table import nothing_to_run
 

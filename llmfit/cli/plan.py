@@ -11,6 +11,7 @@ from llmfit.cli.app import cli
 from llmfit.cli.output import View, show_plan
 from llmfit.cli.shared import (
     WithKnobs,
+    budget_option,
     context_option,
     engine_options,
     engines_option,
@@ -18,11 +19,12 @@ from llmfit.cli.shared import (
     hub_progress,
     json_option,
     offline_option,
+    priced_budget,
     rank_option,
     split_knobs,
     workload_options,
 )
-from llmfit.cli.values import context_tokens, finite
+from llmfit.cli.values import context_tokens, finite, wants_trained
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import PRECISIONS, Pins, Workload
 from llmfit.render.commands import FORMATS
@@ -55,7 +57,10 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     "Fleet file (TOML) or inline fleet (4x8xh100-80g@ib0,cpu:512g); "
     "default: ./fleet.toml, then $LLMFIT_FLEET, then this machine."
 )
-@context_option("Token pool to plan for (32768, 32k, 1m); default: trained.")
+@context_option(
+    "Token pool to plan for (32768, 32k, 1m, or trained); default: the trained context, or "
+    "16k on a fleet of consumer cards (GeForce, Radeon, Apple)."
+)
 @click.option(
     "--gpu-memory-utilization",
     type=click.FloatRange(0.05, 1.0),
@@ -67,7 +72,7 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 )
 @click.option(
     "--kv-cache-dtype",
-    type=click.Choice(["auto", "bf16", "fp8"]),
+    type=click.Choice(["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
     default="auto",
     show_default=True,
     help="KV cache dtype to plan (auto: the checkpoint's); passed on to vLLM.",
@@ -87,6 +92,7 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 )
 @click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
 @workload_options
+@budget_option()
 @rank_option(
     "What best means: the fewest cards (or lowest cost) that serve the workload, the fewest "
     "that hold the context, the most sequences held, the fastest single sequence, the most "
@@ -110,6 +116,11 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 10_000),
+    help="Copies of the option the launch starts (default: as many as the named load needs).",
+)
 @click.option(
     "--local-paths",
     is_flag=True,
@@ -138,6 +149,7 @@ def plan_cmd(
     ep: bool | None,
     gpus: int | None,
     workload: Workload,
+    budget: float | None,
     rank_by: str,
     engine_keys: tuple[str, ...],
     json_: bool,
@@ -147,6 +159,7 @@ def plan_cmd(
     why_not: bool,
     number: int | None,
     ray: bool,
+    replicas: int | None,
     local_paths: bool,
     fmt: str,
     offline: bool,
@@ -190,6 +203,9 @@ def plan_cmd(
         every_layout=show_all,
         local_paths=local_paths,
         engine_options=options,
+        replicas=replicas,
+        budget=priced_budget(budget, fleet),
+        desktop=not wants_trained(context),
     )
     with hub_progress(offline) as progress:
         advice = advise(

@@ -7,6 +7,7 @@ Each option is declared once here and applied by decorator, so that `--fleet`, `
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -69,6 +70,68 @@ def concurrency_option(
     )
 
 
+def budget_option() -> Callable[[F], F]:
+    return click.option(
+        "--budget",
+        type=click.FloatRange(min=0, min_open=True, max=1e9),
+        callback=finite,
+        metavar="DOLLARS_PER_HOUR",
+        help="Leave out what costs more an hour (the fleet file's price_per_gpu_hour × cards × "
+        "replicas the load needs), and say so.",
+    )
+
+
+def priced_budget(budget: float | None, fleet: object) -> float | None:
+    """--budget, refused where the fleet prices no card: there is nothing to hold to it."""
+    if budget is None:
+        return None
+    nodes = getattr(fleet, "nodes", ())
+    if not any(getattr(n, "price", None) is not None for n in nodes):
+        from llmfit.errors import UsageError
+
+        raise UsageError(
+            f"--budget {budget:g}: the fleet prices no card, so no option has a cost to hold "
+            "to it.",
+            hint="give each pool or node a price_per_gpu_hour in the fleet file (docs/fleet.md)",
+        )
+    return budget
+
+
+class Duration(click.ParamType):
+    """A time in the flag's own unit, or with one written after it: `--tpot 50`, `50ms` or
+    `0.05s`; `--ttft 2`, `2s` or `500ms` (issue 34: `--tpot 50ms` was "not a valid float
+    range"). Positive, finite and at most `most` in the flag's unit."""
+
+    def __init__(self, unit: str, most: float, least: float = 0.0) -> None:
+        self.unit = unit
+        self.most = most
+        self.least = least
+        self.name = f"{'MS' if unit == 'ms' else 'SECONDS'}"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number, unit = float(value), self.unit
+        else:
+            m = _DURATION.fullmatch(str(value).strip().lower())
+            if m is None:
+                self.fail(f"{value!r} is not a time (like 50, 50ms or 0.05s).", param, ctx)
+            number, unit = float(m.group(1)), m.group(2) or self.unit
+        scale = {("ms", "s"): 1e3, ("s", "ms"): 1e-3}.get((self.unit, unit), 1.0)
+        out = number * scale
+        if not math.isfinite(out) or not (0 < out and self.least <= out <= self.most):
+            self.fail(
+                f"{value!r} is not a time between {self.least:g} and {self.most:g} {self.unit}.",
+                param,
+                ctx,
+            )
+        return out
+
+
+_DURATION = re.compile(r"([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s)?")
+
+
 # The workload's flags (plan/settings.py Workload), in the order --help lists them.
 _WORKLOAD_OPTIONS = (
     click.option(
@@ -76,7 +139,7 @@ _WORKLOAD_OPTIONS = (
         "workload_name",
         type=click.Choice(("chat", "rag", "code", "summarise")),
         help="A named workload to start from (default: chat, 2k in / 512 out, TTFT 2 s, "
-        "TPOT 50 ms; docs/serving.md).",
+        "TPOT 50 ms; README, Serving under load).",
     ),
     click.option("--input-len", help="Prompt tokens a request (2048, 8k)."),
     click.option("--output-len", help="Tokens a request generates (512, 1k)."),
@@ -97,16 +160,16 @@ _WORKLOAD_OPTIONS = (
     ),
     click.option(
         "--ttft",
-        type=click.FloatRange(min=1e-6, max=1e6),
-        callback=finite,
-        help="Target: seconds to a request's first token (mean, queueing included).",
+        # 1 µs to 1,000,000 s (main's bounds: a smaller positive float is no time).
+        type=Duration("s", 1e6, least=1e-6),
+        help="Target: seconds to a request's first token (mean, queueing included; 2, 2s or "
+        "500ms).",
     ),
     click.option(
         "--tpot",
         # 1 µs to 1,000 s: a smaller positive float is no time in seconds (5e-324 ms is 0 s).
-        type=click.FloatRange(min=0.001, max=1e6),
-        callback=finite,
-        help="Target: milliseconds a token after the first (mean).",
+        type=Duration("ms", 1e6, least=0.001),
+        help="Target: milliseconds a token after the first (mean; 50, 50ms or 0.05s).",
     ),
     click.option(
         "--min-speed",

@@ -13,13 +13,20 @@ import click
 from llmfit.errors import UsageError
 from llmfit.plan.settings import MAX_CONTEXT, WORKLOADS, Workload
 
+# `--context trained`: the model's trained context, also on a desktop (whose default is shorter).
+TRAINED = "trained"
+
+
+def wants_trained(value: str | None) -> bool:
+    return value is not None and value.strip().lower() == TRAINED
+
 
 def context_tokens(value: str | None, flag: str = "--context") -> int | None:
     """A token count: 32768, 32k, 1m (k and m in 1,024s, as contexts are counted).
 
     No model is trained past a few million tokens; the bound keeps a mistyped exponent (1e300)
     from reaching the planner's arithmetic."""
-    if value is None:
+    if value is None or value.strip().lower() == TRAINED:
         return None
     text = value.strip().lower().replace("_", "").replace(",", "")
     scale = {"k": 1024, "m": 1024 * 1024}.get(text[-1:], 1)

@@ -382,6 +382,15 @@ def suggest(name: str, n: int = 3) -> tuple[str, ...]:
     return tuple(out[:n])
 
 
+def consumer(gpu_class: str) -> bool:
+    """A desktop's card (GeForce, Radeon, Apple silicon), not a data centre's or a workstation's:
+    one that serves one person, and plans at a desktop's context (issue 34 item 6)."""
+    s = spec(gpu_class)
+    if s is None:
+        return False
+    return s.vendor == "apple" or any(w in s.name for w in ("GeForce", "Radeon"))
+
+
 def spec(gpu_class: str) -> CardSpec | None:
     """The card a class names (by key or alias), or None.
 

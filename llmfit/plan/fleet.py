@@ -195,6 +195,11 @@ class Fleet:
     def gpus(self) -> int:
         return sum(k.healthy * n.count for n in self.nodes for k in n.kinds)
 
+    @property
+    def unhealthy(self) -> int:
+        """Cards that exist but do not work: `gpus` leaves them out, `llmfit fleet` counts them."""
+        return sum(k.unhealthy_gpus * n.count for n in self.nodes for k in n.kinds)
+
     def node_ids(self, k: int | None = None) -> tuple[str, ...]:
         """The ids of the fleet's first k nodes (all when k is None), pools expanded in order."""
         out: list[str] = []

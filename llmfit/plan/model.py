@@ -104,6 +104,9 @@ DTYPE_BYTES: dict[str, float] = {
     "fp8": 1,
     "float8_e4m3fn": 1,
     "float8_e5m2": 1,
+    # vLLM's --kv-cache-dtype spellings of the two fp8 formats (vllm/config/cache.py CacheDType).
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
 }
 
 # The short names people use for a checkpoint's precision.
@@ -114,6 +117,8 @@ DTYPE_SHORT: dict[str, str] = {
     "float8_e4m3fn": "fp8",
     "float8_e5m2": "fp8",
     "fp8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
 }
 
 

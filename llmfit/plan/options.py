@@ -83,6 +83,10 @@ class Option(Generic[L]):
     # plan's fleet capacity).
     free_replicas: int = 0
     fleet_replicas: int = 0
+    # How many copies of it its launch starts: the replicas the plan's named load needs (one
+    # where none is named or none serves it), or the user's --replicas (DESIGN.md: a launch
+    # carries the plan's scale).
+    launched: int = 1
 
     @property
     def cpu(self) -> bool:
@@ -255,6 +259,44 @@ def serves(o: Option[Any]) -> bool:
     if sv is None or sv.replicas is None:
         return False
     return not sv.workload.load or sv.replicas <= max(o.fleet_replicas, 1)
+
+
+def launch_scale(o: Option[Any], asked: int | None = None) -> int:
+    """Copies of the option a launch starts: `asked` (--replicas) where given, else the
+    replicas its named load needs, else one."""
+    if asked:
+        return asked
+    sv = o.serving
+    if sv is None or sv.replicas is None or not sv.workload.load:
+        return 1
+    return sv.replicas
+
+
+def hourly(o: Option[Any]) -> float | None:
+    """What the option costs an hour where its cards are priced: its cards × their price, times
+    the replicas a named load needs (one where none is named or none serves it); None: not
+    priced."""
+    if o.price is None or o.cpu:
+        return None
+    sv = o.serving
+    copies = sv.replicas if sv is not None and sv.replicas and sv.workload.load else 1
+    return copies * o.gpus * o.price
+
+
+# Output tokens in a million, and seconds in an hour: $/Mtok = $/h ÷ (tok/s × 3600 ÷ 1e6).
+MILLION = 1e6
+HOUR = 3600.0
+
+
+def per_million(o: Option[Any]) -> float | None:
+    """What a million output tokens cost at the workload: the option's hourly cost over the
+    output tokens its replicas give an hour at the load (with none named, at its capacity);
+    None where it is not priced or serves nothing."""
+    cost = hourly(o)
+    sv = o.serving
+    if cost is None or sv is None or sv.replicas is None or sv.output_tokens_per_s <= 0:
+        return None
+    return cost / (sv.output_tokens_per_s * HOUR / MILLION)
 
 
 def cards_for_load(o: Option[Any]) -> float:

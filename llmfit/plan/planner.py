@@ -7,12 +7,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.cards import consumer
+from llmfit.plan.ceiling import Ceiling, ceiling
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
-from llmfit.plan.options import NO_RAM, Option, Rejection, rank
+from llmfit.plan.options import NO_RAM, Option, Rejection, hourly, launch_scale, rank
 from llmfit.plan.pools import ClassPool, class_pools
-from llmfit.plan.settings import PRECISIONS, Pins, PlanSettings, Workload
+from llmfit.plan.settings import DESKTOP_CONTEXT, PRECISIONS, Pins, PlanSettings, Workload
 
 __all__ = ["PRECISIONS", "Plan", "PlanSettings", "Unplaced", "plan"]
 
@@ -56,9 +58,34 @@ class Plan:
     # order they were ranked in.
     workload: Workload = field(default_factory=Workload)
     rank: str = "serve"
+    # What the fleet's free cards serve at most of a named load no one option's replicas fit
+    # them for (plan/ceiling.py); None where one does, or no load is named.
+    ceiling: Ceiling | None = None
+
+
+def desktop_context(model: Model, fleet: Fleet, settings: PlanSettings) -> int | None:
+    """The desktop default context where it applies: no --context, not a checked command (whose
+    own context it plans), every card of the fleet a consumer card, and a model trained for
+    longer."""
+    if not settings.desktop or settings.context is not None or settings.given is not None:
+        return None
+    classes = {k.gpu_class for n in fleet.nodes for k in n.kinds}
+    if not classes or not all(consumer(c) for c in classes):
+        return None
+    trained = model.max_context or 0
+    return DESKTOP_CONTEXT if trained > DESKTOP_CONTEXT else None
 
 
 def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: PlanSettings) -> Plan:
+    desktop = desktop_context(model, fleet, settings)
+    desktop_notes: tuple[str, ...] = ()
+    if desktop is not None:
+        settings = replace(settings, context=desktop)
+        desktop_notes = (
+            f"context {desktop:,} tokens, the desktop default on consumer cards (the model was "
+            f"trained for {model.max_context:,}): --context trained plans that, or --context N "
+            "any other",
+        )
     context = settings.context or model.max_context
     if not context or context <= 0:
         raise ValueError("a context is needed: the model states none, so it must be given")
@@ -138,7 +165,10 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         else:
             unplaced.append(_nearest(art, rejected, pools, gpu_only))
     shapes = _host_shapes(pools)
-    options = [_with_fleet(o, shapes) for o in options]
+    options = [_with_fleet(o, shapes, settings.replicas) for o in options]
+    budget_notes: tuple[str, ...] = ()
+    if settings.budget is not None:
+        options, budget_notes = _within_budget(options, settings.budget)
     workload = settings.workload
     serving_notes: tuple[str, ...] = ()
     gpu = [o for o in options if o.serving is not None]
@@ -147,18 +177,22 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             "no option serves the workload within its targets at any load (the nearest are "
             "first): relax --tpot or --ttft, or plan for faster cards",
         )
+    ranked = rank(options, settings.rank)
     return Plan(
         model=model,
         context=context,
-        options=tuple(rank(options, settings.rank)),
+        ceiling=ceiling(ranked),
+        options=tuple(ranked),
         rejected=tuple(rejected),
         unplaced=tuple(unplaced),
         notes=(
-            model.notes
+            desktop_notes
+            + model.notes
             + fleet.notes
             + _context_notes(model, context, tuple(ran), settings.given is None)
             + tuple(engine_notes)
             + serving_notes
+            + budget_notes
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=charges if charges is not None else _charges(shape, context, settings.engines),
@@ -188,9 +222,13 @@ def _host_shapes(pools: list[ClassPool]) -> dict[tuple[str, str | None], Shapes]
     return out
 
 
-def _with_fleet(o: Option[Any], shapes: dict[tuple[str, str | None], Shapes]) -> Option[Any]:
+def _with_fleet(
+    o: Option[Any], shapes: dict[tuple[str, str | None], Shapes], asked: int | None = None
+) -> Option[Any]:
     """The option with how many replicas of it the fleet's cards could run (all of them, and
-    the free ones now): the load they could serve is that times its capacity."""
+    the free ones now): the load they could serve is that times its capacity; and how many of
+    it its launch starts (`asked`, --replicas, else what the load needs)."""
+    o = replace(o, launched=launch_scale(o, asked))
     if o.card is None or o.gpu_class is None:
         return o
     lay = o.layout
@@ -212,6 +250,28 @@ def _with_fleet(o: Option[Any], shapes: dict[tuple[str, str | None], Shapes]) ->
     cheapest = min(prices) if prices and None not in prices else None  # type: ignore[type-var]
     return replace(o, free_replicas=units(True), fleet_replicas=units(False),
                    price=cheapest)  # fmt: skip
+
+
+def _within_budget(
+    options: list[Option[Any]], budget: float
+) -> tuple[list[Option[Any]], tuple[str, ...]]:
+    """The options that cost at most `budget` an hour (an unpriced one, a CPU's, is kept), and
+    the note that says what was left out: nothing is dropped unsaid."""
+    kept: list[Option[Any]] = []
+    over: list[float] = []
+    for o in options:
+        cost = hourly(o)
+        if cost is not None and cost > budget * (1 + 1e-9):
+            over.append(cost)
+        else:
+            kept.append(o)
+    if not over:
+        return kept, ()
+    n = len(over)
+    return kept, (
+        f"--budget {budget:g} an hour: {n} option{'s' if n != 1 else ''} that cost"
+        f"{'s' if n == 1 else ''} more left out (the cheapest of them ${min(over):,.2f} an hour)",
+    )
 
 
 def _charges(shape: Shape, context: int, named: tuple[str, ...]) -> tuple[AttentionCharge, ...]:

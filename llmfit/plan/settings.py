@@ -156,6 +156,13 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+# The context a desktop plans at where none is asked: a fleet of consumer cards only (one person's
+# machine) is planned at this many tokens, not the trained context (131,072 for Llama 3, which
+# put 49 of a 70B's layers in RAM at 2.4 tok/s where 16k keeps them on the card: issue 34), and
+# the plan says so and how to ask for more (--context).
+DESKTOP_CONTEXT = 16_384
+
+
 @dataclass(frozen=True)
 class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
@@ -196,6 +203,14 @@ class PlanSettings:
     # The command being checked (`llmfit check`): its launch runs these words as given, adding only
     # what places it on its nodes.
     given: Given | None = None
+    # Copies of the chosen option its launch starts (--replicas); None: as many as the named
+    # load needs.
+    replicas: int | None = None
+    # Plan a fleet of consumer cards at DESKTOP_CONTEXT where no context is given (the CLI's
+    # `llmfit REPO` and `llmfit models` ask for it; a library caller plans the trained context).
+    desktop: bool = False
+    # The most an option may cost an hour (--budget, in the fleet's prices' currency); None: any.
+    budget: float | None = None
 
     @property
     def utilization_named(self) -> bool:

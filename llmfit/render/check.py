@@ -9,10 +9,12 @@ from rich.text import Text
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import Request
 from llmfit.plan.launch import Command
+from llmfit.plan.options import Option
 from llmfit.render.commands import command_text
 from llmfit.render.explain import explain_lines, print_wrapped
 from llmfit.render.safe import shell_line
 from llmfit.render.sentences import fits_instead, gib, rejection_reason
+from llmfit.render.serving import load, targets
 
 
 def check_lines(
@@ -30,10 +32,8 @@ def check_lines(
         lines = [f"$ {shell_line(argv, encoding)}"]
     if plan.options:
         o = plan.options[0]
-        lines.append(f"fits: {o.gpus or 'no'} card{'s' if o.gpus != 1 else ''} of "
-                     f"{o.gpu_class or 'a CPU'}, on {o.hosts} node{'s' if o.hosts != 1 else ''} "
-                     f"that could run it{', free now' if o.free_now else ''}")  # fmt: skip
-        lines += explain_lines(advice, o, 1)
+        lines.append(verdict(o))
+        lines += explain_lines(advice, o, 1, as_given=True)
         if o.kv_tokens:
             rank = " a rank" if o.layout.dp > 1 else ""
             lines.append(
@@ -64,6 +64,40 @@ def check_lines(
     return lines
 
 
+def verdict(o: Option) -> str:
+    """The answer to the command as written, first: whether it fits, and where a load is named,
+    whether one server of it serves that load within the targets (issue 34 item 4)."""
+    where = (
+        f"{o.gpus} card{'s' if o.gpus != 1 else ''} of {o.gpu_class}"
+        if not o.cpu
+        else "the CPU alone, no card"
+    )
+    fits = (
+        f"fits: {where}, on {o.hosts} node{'s' if o.hosts != 1 else ''} that could run it"
+        f"{', free now' if o.free_now else ''}"
+    )
+    sv = o.serving
+    if sv is None or not sv.workload.load:
+        return fits
+    w = sv.workload
+    asked = f"{load(w)} within {targets(w)}"
+    if sv.meets and sv.replicas == 1:
+        return f"{fits}; serves {asked}"
+    if sv.replicas is None:
+        return f"{fits}; does not serve {asked} at any load: {'; '.join(sv.misses)}"
+    more = (
+        f"{sv.replicas} servers of it would ({sv.replicas * max(o.gpus, 1)} "
+        f"{'cards' if o.gpus else 'nodes'})"
+    )
+    room = (
+        f", and the fleet's cards run {o.fleet_replicas}"
+        if not o.cpu and o.fleet_replicas < sv.replicas
+        else ""
+    )
+    alone = "; ".join(sv.misses) or "it falls short"
+    return f"{fits}; does not serve {asked} alone ({alone}): {more}{room}"
+
+
 def render_check(argv: tuple[str, ...], request: Request, advice: Advice, console: Console) -> None:
     command, *rest = check_lines(argv, request, advice, console.encoding)
     # The command whole, to copy (its words checked, never cleaned); the verdict and the card
@@ -73,4 +107,4 @@ def render_check(argv: tuple[str, ...], request: Request, advice: Advice, consol
         print_wrapped(console, line)
 
 
-__all__ = ["check_lines", "gib", "render_check"]
+__all__ = ["check_lines", "gib", "render_check", "verdict"]

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up
     from llmfit.plan.advice import Advice
     from llmfit.plan.options import Option
 
-__all__ = ["FORMATS", "Command", "command_text", "commands", "launch_lines"]
+__all__ = ["FORMATS", "Command", "command_text", "commands", "launch_lines", "scale_line"]
 
 # How an option's launch is printed: shell command lines, `docker run` lines, or Kubernetes YAML
 # (render/deploy.py, imported only when asked for: it loads a YAML emitter).
@@ -38,6 +38,31 @@ def command_text(cmd: Command, encoding: str | None = None) -> str:
     return cmd.shell
 
 
+def scale_line(o: Option) -> str | None:
+    """The comment over a launch of several copies: how many, and the load each carries."""
+    n = o.launched
+    if n <= 1:
+        return None
+    sv = o.serving
+    where = engine(o.engine).where(o)
+    if sv is None or not sv.workload.load or sv.replicas is None:
+        return f"{n} replicas of {where}, as --replicas asked"
+    w = sv.workload
+    if w.concurrency is not None:
+        each = f"{w.concurrency / n:.3g} requests in flight"
+        load = f"{w.concurrency:g} requests in flight"
+    else:
+        each = f"{(w.rate or 0.0) / n:.3g} requests a second"
+        load = f"{w.rate:g} requests a second"
+    need = "" if n == sv.replicas else f" (the plan sized {sv.replicas} for it: --replicas {n})"
+    short = (
+        f"; the fleet's cards run only {o.fleet_replicas}"
+        if not o.cpu and n > o.fleet_replicas
+        else ""
+    )
+    return f"{n} replicas of {where} for {load}{need}: each carries {each}{short}"
+
+
 def launch_lines(
     advice: Advice, o: Option, ray: bool = False, fmt: str = "shell", encoding: str | None = None
 ) -> list[str]:
@@ -50,6 +75,12 @@ def launch_lines(
         return render_deploy(fmt, advice, o, ray, encoding=encoding).rstrip("\n").split("\n")
     repo = advice.repo
     lines = []
+    line = scale_line(o)
+    if line:
+        lines.append(
+            clean(f"# {line}; start each on its own cards and port (--format docker or k8s "
+                  "starts them all, behind one address)")
+        )  # fmt: skip
     for cmd in commands(o, repo.id, repo.revision, ray):
         if cmd.node:
             lines.append(clean(f"# {cmd.role} on {cmd.node}"))

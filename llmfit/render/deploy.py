@@ -56,7 +56,7 @@ from llmfit.plan.engines import Image, engine
 from llmfit.plan.fleet import Fleet, PoolNode, is_mig
 from llmfit.plan.launch import Command
 from llmfit.plan.options import Option
-from llmfit.render.commands import FORMATS
+from llmfit.render.commands import FORMATS, scale_line
 from llmfit.render.safe import check_words, clean, shown
 
 __all__ = ["FORMATS", "docker_lines", "k8s_documents", "render_deploy"]
@@ -205,14 +205,179 @@ def _devices(o: Option, c: Command) -> list[str]:
 # -- docker ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Seat:
+    """Where one copy of an option runs: its nodes, head first (() where the plan names none),
+    and the first of its cards on each."""
+
+    nodes: tuple[str, ...]
+    first_card: int = 0
+
+
+def seats(o: Option, fleet: Fleet, n: int) -> list[Seat]:
+    """Where each of `n` copies of the option runs: the fleet's nodes of its class (its fabric,
+    across nodes), on free cards where the free ones hold all `n`, packed a node's cards at a
+    time; the first copy on the plan's own nodes. A copy the fleet has no room for gets
+    placeholder nodes (`<node-1>`), which the user names."""
+    if n <= 1:
+        return [Seat(o.node_ids)]
+    spare = iter(f"<node-{i}>" for i in range(1, n * max(o.nodes, 1) + 1))
+    if o.cpu:
+        ids = [i for node in fleet.nodes if node.is_cpu for i in node.node_ids(n)]
+        ids += [next(spare) for _ in range(n - len(ids))]
+        return [Seat((i,)) for i in ids[:n]]
+    per = max(o.gpus_per_node, 1)
+    mig = bool(o.card and o.card.mig)
+
+    def hosts(free: bool) -> list[tuple[str, int]]:
+        """(node id, copies it holds) of the class, up to what n copies need."""
+        out: list[tuple[str, int]] = []
+        want = n * o.nodes
+        for node in fleet.nodes:
+            if o.nodes > 1 and node.fabric != (o.fabric or ""):
+                continue
+            for k in node.kinds:
+                if k.gpu_class != o.gpu_class:
+                    continue
+                cards = min(k.free_gpus, k.healthy) if free else k.healthy
+                fits = min(cards, 1) if mig else cards // per
+                if o.nodes > 1:
+                    fits = min(fits, 1)
+                if fits and len(out) < want:
+                    out += [(i, fits) for i in node.node_ids(want - len(out))]
+        return out
+
+    free = hosts(True)
+    room = sum(f for _, f in free) if o.nodes <= 1 else len(free) // o.nodes
+    found = free if room >= n else hosts(False)
+    out: list[Seat] = []
+    if o.nodes <= 1:
+        for node_id, fits in found:
+            out += [Seat((node_id,), j * per) for j in range(fits)][: n - len(out)]
+        out += [Seat((next(spare),)) for _ in range(n - len(out))]
+        return out
+    first = o.node_ids or tuple(i for i, _ in found[: o.nodes])
+    rest = [i for i, _ in found if i not in first]
+    out.append(Seat(first))
+    while len(out) < n:
+        group = tuple(rest[: o.nodes])
+        rest = rest[o.nodes :]
+        group += tuple(next(spare) for _ in range(o.nodes - len(group)))
+        out.append(Seat(group))
+    return out
+
+
+# The front of several servers: nginx, spreading requests to the server with the fewest in
+# flight (least_conn), streaming answers as they come (no buffering), and waiting as long as a
+# long generation takes. Its configuration is llmfit's own text, the servers' addresses its
+# arguments (names checked to be host names: an outside name is never configuration).
+FRONT_IMAGE = "nginx:1.27-alpine"
+FRONT_SCRIPT = 'printf "%s\\n" "$@" > /etc/nginx/conf.d/default.conf && exec nginx -g "daemon off;"'
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?|<node-[0-9]+>|127\.0\.0\.1")
+
+
+def front_words(name: str, servers: Sequence[tuple[str, int]], port: int) -> list[str | Raw]:
+    """The `docker run` words of the front that gives `servers` (host, port) one address, on
+    `port` of the node it runs on."""
+    for host, _ in servers:
+        if not _HOST.fullmatch(host):
+            raise UsageError(
+                f"the node name {shown(host)} is not a host name, so the front of the servers "
+                "cannot be written to reach it.",
+                hint="name the fleet's nodes by their host names",
+            )
+    conf = [
+        "upstream servers {",
+        "  least_conn;",
+        *(f"  server {h}:{p};" for h, p in servers),
+        "}",
+        "server {",
+        f"  listen {port};",
+        "  location / {",
+        "    proxy_pass http://servers;",
+        "    proxy_buffering off;",
+        "    proxy_read_timeout 1h;",
+        "  }",
+        "}",
+    ]
+    return [
+        "docker", "run", "-d", "--name", f"{name}-front", "--network", "host", FRONT_IMAGE,
+        "sh", "-c", FRONT_SCRIPT, "sh", *conf,
+    ]  # fmt: skip
+
+
+def _with_port(argv: Sequence[str], flag: str, port: int) -> tuple[str, ...]:
+    """The command listening on `port`: its own `flag` value replaced, else the flag added."""
+    words = list(argv)
+    for i, a in enumerate(words[:-1]):
+        if a == flag:
+            words[i + 1] = str(port)
+            return tuple(words)
+    return (*words, flag, str(port))
+
+
+def _serves(c: Command, image: Image) -> bool:
+    """Whether the command is a server clients call (not a worker, not Ray's daemon)."""
+    return (
+        c.role != "worker"
+        and _in_image(c.argv, image)
+        and (_runs_entrypoint(c.argv, image) or c.argv[0] == (image.programs or ("",))[0])
+    )
+
+
 def docker_lines(
     advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
 ) -> list[str]:
     """`docker run` (and `docker exec`) lines, each under a comment naming its node where the
-    plan names one."""
+    plan names one; as many copies of the option as its launch starts (Option.launched), and
+    where that is more than one server, the front that gives them one address."""
     image = engine(o.engine).image(o)
-    cmds = container_commands(advice, o, ray)
     name = _slug(advice.repo.id)
+    n = o.launched
+    places = seats(o, advice.fleet, n)
+    copies = [
+        (seat, container_commands(advice, replace(o, node_ids=seat.nodes) if o.nodes > 1 else o,
+                                  ray))
+        for seat in places
+    ]  # fmt: skip
+    servers = sum(1 for _, cmds in copies for c in cmds if _serves(c, image))
+    out: list[str] = []
+    line = scale_line(o)
+    if line:
+        out.append(clean(f"# {line}"))
+    fronted: list[tuple[str, int]] = []
+    for i, (seat, cmds) in enumerate(copies):
+        if n > 1:
+            where = f"on {seat.nodes[0]}" if o.nodes <= 1 else "on " + ", ".join(seat.nodes)
+            cards = ""
+            if not o.cpu and o.nodes <= 1 and not (o.card and o.card.mig):
+                last = seat.first_card + o.gpus_per_node - 1
+                cards = f", card{'s' if last > seat.first_card else ''} {seat.first_card}" + (
+                    f"-{last}" if last > seat.first_card else ""
+                )
+            out.append(clean(f"# replica {i + 1} of {n} {where}{cards}"))
+        out += _docker_copy(
+            o, image, cmds, name if n == 1 else f"{name}-r{i + 1}", seat, servers > 1,
+            fronted, encoding,
+        )  # fmt: skip
+    if servers > 1:
+        port = image.port
+        here = all(h == "127.0.0.1" for h, _ in fronted)
+        out.append(
+            f"# the front: one address for the {servers} servers, on "
+            + ("the same node" if here else "any node that reaches them")
+            + f" (clients call its port {port})"
+        )
+        out.append(_join(front_words(name, fronted, port), encoding))
+    return out
+
+
+def _docker_copy(
+    o: Option, image: Image, cmds: list[Command], name: str, seat: Seat, fronted_many: bool,
+    fronted: list[tuple[str, int]], encoding: str | None,
+) -> list[str]:  # fmt: skip
+    """One copy's lines. With several servers in all (`fronted_many`), each listens on its own
+    port past the front's, and is added to `fronted` as (host, port)."""
     multi = o.nodes > 1
     started: dict[str, str] = {}
     out: list[str] = []
@@ -221,6 +386,16 @@ def docker_lines(
         if c.node:
             out.append(clean(f"# {c.role} on {c.node}"))
         env = [e for e in c.env if e[0] != CARDS_ENV]
+        argv = c.argv
+        serves = _serves(c, image)
+        host_port = image.port + 1 + len(fronted) if fronted_many and serves else None
+        if host_port is not None:
+            host = seat.nodes[0] if seat.nodes else (c.node or "127.0.0.1")
+            fronted.append((host, host_port))
+            if multi:
+                # The node's own network: the server itself listens on its port.
+                argv = _with_port(argv, image.port_flag, host_port)
+                c = replace(c, argv=argv)
         if c.node and c.node in started:
             words: list[str | Raw] = ["docker", "exec"]
             for k, v in env:
@@ -233,14 +408,17 @@ def docker_lines(
             cname = f"{name}-{replica}"
         words = ["docker", "run", "-d", "--name", cname]
         if not o.cpu:
-            words += ["--gpus", f'"device={",".join(_devices(o, c))}"']
+            devices = _devices(o, c)
+            if seat.first_card and not (o.card and o.card.mig):
+                devices = [str(int(d) + seat.first_card) for d in devices]
+            words += ["--gpus", f'"device={",".join(devices)}"']
         if image.shared_memory:
             words.append("--ipc=host")
         if multi:
             words += ["--network", "host"]
-        elif _runs_entrypoint(c.argv, image):
+        elif _runs_entrypoint(c.argv, image) or serves:
             port = _port(c.argv, image)
-            words += ["-p", f"{port}:{port}"]
+            words += ["-p", f"{host_port or port}:{port}"]
         if rdma(o):
             words += ["--device", RDMA_DEVICE, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
         words += ["-v", Raw(f"{HOST_CACHE}:{image.hf_home}"), "-e", "HF_TOKEN"]
@@ -262,9 +440,9 @@ def docker_lines(
         elif _runs_entrypoint(c.argv, image):
             args = c.argv[len(image.entrypoint) :]
         else:
-            argv = _foreground(c.argv, image)
-            words += ["--entrypoint", argv[0]]
-            args = argv[1:]
+            fg = _foreground(c.argv, image)
+            words += ["--entrypoint", fg[0]]
+            args = fg[1:]
         out.append(_join([*words, image.name, *args], encoding))
         if c.node:
             started[c.node] = cname
@@ -592,8 +770,10 @@ def k8s_documents(
     if o.nodes <= 1:
         cmds = container_commands(advice, o, ray)
         first = cmds[0]
-        replicas = sum(1 for c in cmds if c.role == "replica") or 1
-        gpus = 0 if o.cpu else o.layout.cards_per_replica if replicas > 1 else o.gpus_per_node
+        servers = sum(1 for c in cmds if c.role == "replica") or 1
+        gpus = 0 if o.cpu else o.layout.cards_per_replica if servers > 1 else o.gpus_per_node
+        # Each copy the launch starts is `servers` pods (Option.launched).
+        replicas = servers * o.launched
         pod = _Pod(first.argv, first.env, serves=True, secrets=first.secrets)
         spec = _pod_spec(image, pod, o, gpus, resource, placement, encoding)
         deployment = {
@@ -608,6 +788,9 @@ def k8s_documents(
                 "template": {"metadata": {"labels": labels}, "spec": spec},
             },
         }
+        line = scale_line(o)
+        if line:
+            notes.append(line)
         if replicas > 1:
             notes.append(f"{replicas} pods, one server each; the Service spreads requests")
         return [deployment, _service(name, labels, _port(first.argv, image))], notes
@@ -654,7 +837,8 @@ def k8s_documents(
         "kind": "LeaderWorkerSet",
         "metadata": _metadata(name, advice, o),
         "spec": {
-            "replicas": 1,
+            # Each group one copy of the option: as many as its launch starts.
+            "replicas": o.launched,
             "leaderWorkerTemplate": {
                 "size": o.nodes,
                 # One pod lost breaks the group's collective: start the group again.
@@ -670,9 +854,13 @@ def k8s_documents(
             },
         },
     }
+    line = scale_line(o)
+    if line:
+        notes.append(line)
+    groups = f"{o.launched} groups" if o.launched > 1 else "a LeaderWorkerSet"
     notes.append(
-        f"a LeaderWorkerSet of {o.nodes} pods, {gpus} cards each (the LeaderWorkerSet "
-        "controller must be installed)"
+        f"{groups} of {o.nodes} pods, {gpus} cards each (the LeaderWorkerSet controller must be "
+        "installed)" + ("; the Service spreads requests over the leaders" if o.launched > 1 else "")
     )
     if rdma(o):
         notes.append(

@@ -31,13 +31,22 @@ def _bar(part: int, whole: int) -> str:
     return "█" * min(n, BAR) + "·" * max(BAR - n, 0)
 
 
-def longest(o: Option, trained: int | None) -> str:
-    """ "one sequence of up to 163,840 tokens (the trained context)"."""
+def longest(o: Option, trained: int | None, as_given: bool = False) -> str:
+    """ "one sequence of up to 163,840 tokens (the trained context)"; for a command as given
+    (`llmfit check`), the longest its own context lets a sequence be, and what the cards would
+    hold where that is more."""
+    if as_given and o.context and o.context < o.max_context:
+        return (
+            f"one sequence of up to {o.context:,} tokens, as the command sets it (the cards "
+            f"would hold {o.max_context:,})"
+        )
     capped = " (the trained context)" if trained and o.max_context >= trained else ""
     return f"one sequence of up to {o.max_context:,} tokens{capped}"
 
 
-def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> list[str]:
+def explain_lines(
+    advice: Advice, o: Option, number: int, width: int = 0, as_given: bool = False
+) -> list[str]:
     m = advice.repo.model
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
@@ -70,7 +79,7 @@ def explain_lines(advice: Advice, o: Option, number: int, width: int = 0) -> lis
         f"  inputs: {m.layers} layers · {m.attention_heads} attention heads · {heads} · "
         f"KV {advice.plan.kv_bytes_per_token:,} B a token for the whole model"
     )
-    lines.append(f"  holds: {longest(o, m.max_context)} · room for {sequences(o)}")
+    lines.append(f"  holds: {longest(o, m.max_context, as_given)} · room for {sequences(o)}")
     fast = speed_line(o)
     if fast and o.speed:
         lines.append(f"  speed: {fast}")

@@ -10,8 +10,8 @@ from llmfit.plan.options import Option
 from llmfit.render.commands import commands
 from llmfit.render.safe import safe_dumps
 from llmfit.render.sentences import describe, label, rejection_reason, unplaced_reason
+from llmfit.render.serving import ceiling_document, workload_document
 from llmfit.render.serving import document as serving_document
-from llmfit.render.serving import workload_document
 
 SCHEMA = 1
 
@@ -78,8 +78,11 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "speed": _speed(o),
         # Added to version 1: how it serves the plan's workload (null where not known).
         "serving": serving_document(o.serving, o),
+        # Added to version 1: copies of the option its launch starts (the replicas the named
+        # load needs, or --replicas), and so how many of each command.
+        "launch_replicas": o.launched,
         "commands": [
-            {"role": c.role, "argv": list(c.argv), "shell": c.shell}
+            {"role": c.role, "argv": list(c.argv), "shell": c.shell, "count": o.launched}
             | ({"node": c.node} if c.node else {})
             | ({"env": dict(c.env)} if c.env else {})
             | ({"secrets": [{"index": i, "env": v} for i, v in c.secrets]} if c.secrets else {})
@@ -148,6 +151,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
             for a in repo.artifacts
         ],
         "options": [_option(i, o, advice, ray) for i, o in enumerate(plan.options[:limit], 1)],
+        # Added to version 1 (issue 34): what the fleet's free cards serve at most of a named
+        # load that no one option's replicas fit them for; null where one does.
+        "ceiling": ceiling_document(plan.ceiling, plan.options),
         "unplaced": [
             {
                 "artifact": u.artifact,

@@ -14,7 +14,7 @@ from llmfit.render.explain import print_wrapped
 from llmfit.render.json import document
 from llmfit.render.safe import clean, safe_dumps
 from llmfit.render.sentences import fits_instead, gib, label, quant, unplaced_reason
-from llmfit.render.serving import meets, per_gpu, unserved
+from llmfit.render.serving import capacity_per_gpu, meets, per_gpu, per_hour, per_mtok, unserved
 from llmfit.render.table import _count
 
 # The mark of a model planned past the context it was trained for, and what it means.
@@ -65,8 +65,17 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
                 "seqs": f"{o.concurrency:.2f}",
                 # What the listing ranks by (the workload's output a card), and whether the
                 # option meets its targets: as the plan's table shows them.
-                "tok/s/GPU": per_gpu(o),
+                # With a load named, a card's output at the option's capacity: the load's own
+                # figure is the demand (10 requests a second × 512 tokens over its cards), the
+                # same for every model (issue 34).
+                "tok/s/GPU": capacity_per_gpu(o)
+                if o.serving and o.serving.workload.load
+                else per_gpu(o),
                 "meets": meets(o),
+                # Where the fleet prices the cards: the cost an hour at the load, and a million
+                # output tokens at the workload (issue 34).
+                "$/h": per_hour(o),
+                "$/Mtok": per_mtok(o),
                 "now": "free" if o.free_now else "busy",
             }
         )
@@ -76,6 +85,10 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
     # Unknown everywhere says nothing; then, as the table grows past the width, the least needed.
     if all(row["params"] == "?" for row in rows):
         names.remove("params")
+    # Unpriced everywhere, no cost columns.
+    for name in ("$/h", "$/Mtok"):
+        if name in names and all(row[name] == "-" for row in rows):
+            names.remove(name)
 
     def wide() -> int:
         return sum(max(len(n), *(len(row[n]) for row in rows)) + 1 for n in names)
@@ -85,10 +98,27 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
         for row in rows:
             row["what-if"] = row["what-if"].replace(" and KV cache", "+KV")
     dropped: list[str] = []
-    for name in ("bits", "now", "meets", "engine", "params", "seqs", "max ctx", "tok/s/GPU"):
+    # What the listing ranks by (a card's output, or the cost) is the last to go.
+    # The engine, even where rows differ, goes before it: the artifact says it (a GGUF quant
+    # is llama.cpp's), where a card's output says what no other column does (issue 34: it was
+    # hidden at 120 columns).
+    order = ("bits", "now", "meets", "engine", "params", "seqs", "max ctx", "$/Mtok", "$/h",
+             "engine!", "tok/s/GPU")  # fmt: skip
+    for step in order:
         if wide() <= width:
             break
+        name = step.rstrip("!")
+        if name not in names:
+            continue
         same = len({row[name] for row in rows}) == 1
+        if step.endswith("!"):
+            # Only where that alone makes the table fit with a card's output in it.
+            names.remove(name)
+            if wide() <= width:
+                dropped.append(name)
+            else:
+                names.insert(names.index("where"), name)
+            continue
         # The engine, whether it meets the targets and can run now, only where every row says
         # the same: a column that tells one row from another is kept.
         # A context past a model's trained one is marked in its column: that column stays.
@@ -104,7 +134,17 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
     if rows and wide() > width:
         return None, dropped
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
-    right = {"#", "params", "bits", "need/have GiB", "max ctx", "seqs", "tok/s/GPU"}
+    right = {
+        "#",
+        "params",
+        "bits",
+        "need/have GiB",
+        "max ctx",
+        "seqs",
+        "tok/s/GPU",
+        "$/h",
+        "$/Mtok",
+    }
     for name in names:
         t.add_column(
             name,
@@ -139,8 +179,9 @@ def render_models(models: Models, console: Console) -> None:
     print_wrapped(
         console,
         f"{models.source} · fleet: {fleet.source} · {fleet.node_count:,} "
-        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus:,} "
-        f"GPU{'s' if fleet.gpus != 1 else ''}",
+        f"node{'s' if fleet.node_count != 1 else ''} · {fleet.gpus + fleet.unhealthy:,} "
+        f"GPU{'s' if fleet.gpus + fleet.unhealthy != 1 else ''}"
+        + (f", {fleet.unhealthy:,} unhealthy" if fleet.unhealthy else ""),
         "dim",
     )
     for note in models.notes:
@@ -179,6 +220,14 @@ def render_models(models: Models, console: Console) -> None:
             print_wrapped(
                 console,
                 f"not shown at {console.width} columns: {', '.join(dropped)}",
+                "dim",
+            )
+        first = fits[0].advice.plan.options[0] if fits[0].advice else None
+        if first is not None and first.serving is not None and first.serving.workload.load:
+            print_wrapped(
+                console,
+                "tok/s/GPU: a card's output tokens a second at the option's capacity within the "
+                "targets (the load asked is met where meets says yes)",
                 "dim",
             )
     else:

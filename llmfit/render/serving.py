@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+from llmfit.plan.ceiling import Ceiling
 from llmfit.plan.load import Serving, part_times
-from llmfit.plan.options import Option
+from llmfit.plan.options import Option, hourly, per_million
 from llmfit.plan.settings import Workload
 from llmfit.plan.speed import Cost
 from llmfit.render.sentences import label
@@ -91,7 +93,7 @@ def meets(o: Option) -> str:
     replicas do), "no" (none does, at any load), "?" (speed not known)."""
     sv = o.serving
     if sv is None:
-        return "?"
+        return "-" if o.cpu else "?"
     if sv.replicas is None:
         return "no"
     if sv.meets:
@@ -99,23 +101,78 @@ def meets(o: Option) -> str:
     return f"×{sv.replicas}"
 
 
+def capacity_per_gpu(o: Option) -> str:
+    """Output tokens a second a card at the option's capacity within the targets (`llmfit
+    models`: what a card can give, not what the named load asks of it, issue 34)."""
+    sv = o.serving
+    if sv is None or sv.replicas is None:
+        return "?" if sv is None and not o.cpu else "-"
+    cards = o.gpus / max(o.replicas, 1) if o.gpus else 0
+    if not cards:
+        return "-"
+    v = sv.capacity_rate * sv.workload.output_len / (o.gpus or 1)
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
 def per_gpu(o: Option) -> str:
     """Output tokens a second a card at the workload, as the table shows it."""
     sv = o.serving
     if sv is None or sv.replicas is None:
-        return "?" if sv is None else "-"
+        return "?" if sv is None and not o.cpu else "-"
     v = sv.output_tokens_per_s_per_gpu
     return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def money(x: float) -> str:
+    """ "$24.90", "$0.062", "$1,234": a cost to the cent, or to two figures below a dime."""
+    if x >= 0.1 or x == 0:
+        return f"${x:,.2f}"
+    return f"${x:.2g}"
+
+
+def per_hour(o: Option) -> str:
+    """The table's `$/h` cell: what the option costs an hour at the load ("-" unpriced)."""
+    cost = hourly(o)
+    return "-" if cost is None else money(cost).removeprefix("$")
+
+
+def per_mtok(o: Option) -> str:
+    """The table's `$/Mtok` cell: a million output tokens at the workload ("-" where it is not
+    priced or serves nothing)."""
+    cost = per_million(o)
+    return "-" if cost is None else money(cost).removeprefix("$")
+
+
+def cost_line(o: Option) -> str | None:
+    """ "costs $17.95 an hour (5 replicas × 1 card × $3.59 a card-hour): $0.50 a million output
+    tokens at this load"; None where the fleet prices no card of it."""
+    cost, price = hourly(o), o.price
+    if cost is None or price is None:
+        return None
+    sv = o.serving
+    copies = sv.replicas if sv is not None and sv.replicas and sv.workload.load else 1
+    parts = [f"{o.gpus} card{'s' if o.gpus != 1 else ''}", f"{money(price)} a card-hour"]
+    if copies > 1:
+        parts.insert(0, f"{copies} replicas")
+    line = f"costs {money(cost)} an hour ({' × '.join(parts)})"
+    mtok = per_million(o)
+    if mtok is not None and sv is not None:
+        at = "this load" if sv.workload.load else "its capacity"
+        line += f": {money(mtok)} a million output tokens at {at}"
+    return line
 
 
 def serving_lines(o: Option) -> list[str]:
     """The Best block's lines: how the option serves the workload."""
     sv = o.serving
+    cost = cost_line(o)
     if sv is None:
-        return []
+        return [cost] if cost else []
     w = sv.workload
     if sv.replicas is None:
-        return [f"does not serve the workload at any load: {'; '.join(sv.misses)}"]
+        return [f"does not serve the workload at any load: {'; '.join(sv.misses)}"] + (
+            [cost] if cost else []
+        )
     rate = f"{sv.rate:.3g} requests a second"
     figures = (
         f"{sv.output_tokens_per_s:,.0f} output tok/s ({sv.output_tokens_per_s_per_gpu:,.0f} a "
@@ -125,7 +182,7 @@ def serving_lines(o: Option) -> list[str]:
         return [
             f"serves up to {_count(sv.capacity_concurrency)} requests in flight ({rate}) "
             f"within {targets(w)}: {figures}"
-        ]
+        ] + ([cost] if cost else [])
     cards = sv.replicas * o.gpus
     need = (
         f"{load(w)} need {sv.replicas} replica{'s' if sv.replicas != 1 else ''} of it "
@@ -138,12 +195,68 @@ def serving_lines(o: Option) -> list[str]:
             f"TPOT {seconds(sv.tpot_s)}, mean TTFT {seconds(sv.ttft_s)}"
         )
     lines = [f"{need}: {figures}"]
+    if cost:
+        lines.append(cost)
     if sv.replicas > 1:
         lines.append(f"one replica alone: {'; '.join(sv.misses)}")
     if sv.replicas > o.fleet_replicas:
         lines.append(f"but the fleet's cards run {o.fleet_replicas} of them: not enough")
     lines.append(fleet_line(o))
     return lines
+
+
+def _in_unit(x: float, unit: str) -> str:
+    if unit == "concurrency":
+        return f"{_count(x)} requests in flight"
+    return f"{x:.3g} requests a second"
+
+
+def ceiling_lines(c: Ceiling, options: Sequence[Option]) -> list[str]:
+    """What the fleet's free cards serve of the model where no one option's replicas fit them
+    for the load: each class's replicas and the load they carry, and what is missing."""
+    asked = _in_unit(c.load, c.unit)
+    if c.missing > 0:
+        head = (
+            f"what the fleet can serve: its free cards serve at most {_in_unit(c.served, c.unit)} "
+            f"of the {asked} asked, {_in_unit(c.missing, c.unit)} missing:"
+        )
+    else:
+        head = (
+            f"no one layout serves {asked} on the free cards; replicas of these, mixed, serve it:"
+        )
+    lines = [head]
+    for s in c.shares:
+        number = next((i for i, o in enumerate(options, 1) if o is s.option), 0)
+        which = f"option {number}, " if number else ""
+        lines.append(
+            f"  {s.replicas} replica{'s' if s.replicas != 1 else ''} of {which}{label(s.option)}: "
+            f"{_in_unit(s.carries, c.unit)}"
+        )
+    return lines
+
+
+def ceiling_document(c: Ceiling | None, options: Sequence[Option]) -> dict[str, object] | None:
+    """The JSON object of the fleet's ceiling (docs/json.md)."""
+    if c is None:
+        return None
+    return {
+        "unit": c.unit,
+        "load": c.load,
+        "served": round(c.served, 4),
+        "missing": round(c.missing, 4),
+        "shares": [
+            {
+                "option": next((i for i, o in enumerate(options, 1) if o is s.option), None),
+                "label": label(s.option),
+                "gpu_class": s.option.gpu_class,
+                "replicas": s.replicas,
+                "gpus": s.replicas * s.option.gpus,
+                "capacity": round(s.capacity, 4),
+                "carries": round(s.carries, 4),
+            }
+            for s in c.shares
+        ],
+    }
 
 
 def unserved(o: Option) -> str:
@@ -223,6 +336,7 @@ def document(sv: Serving | None, o: Option) -> dict[str, object] | None:
         return out
 
     served = sv.replicas is not None
+    mtok = per_million(o)
     return {
         "meets": sv.meets,
         "misses": list(sv.misses),
@@ -246,6 +360,9 @@ def document(sv: Serving | None, o: Option) -> dict[str, object] | None:
             if sv.replicas is not None and o.price is not None
             else None
         ),
+        # Added to version 1 (issue 34): a million output tokens at the workload, in the
+        # prices' currency.
+        "cost_per_million_output_tokens": num(mtok, 4) if mtok is not None else None,
         "free_replicas": o.free_replicas,
         "fleet_replicas": o.fleet_replicas,
         "decode_step": parts(sv.decode),

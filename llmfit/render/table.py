@@ -23,7 +23,15 @@ from llmfit.render.sentences import (
     tokens_per_s,
     unplaced_reason,
 )
-from llmfit.render.serving import meets, per_gpu, serving_lines, workload_line
+from llmfit.render.serving import (
+    ceiling_lines,
+    meets,
+    per_gpu,
+    per_hour,
+    per_mtok,
+    serving_lines,
+    workload_line,
+)
 
 TOP = 10
 
@@ -83,6 +91,8 @@ def dropped(options: list[Option], width: int) -> list[str]:
     row says the same (a column that tells busy from free, or one that meets from one that does
     not, is kept); below 90 the longest context too, so that where it runs keeps its words."""
     drop: list[str] = []
+    if priced(options):
+        return _dropped_priced(options, width)
     if width < FULL:
         drop.append("hosts")
     if width < 100:
@@ -98,6 +108,30 @@ def dropped(options: list[Option], width: int) -> list[str]:
     return drop
 
 
+# Where the fleet prices its cards the table has two more columns ($/h, $/Mtok), so every column
+# is shown from this width; below it the cost is kept before a card's output a second, since it is
+# the cost the options are ranked by.
+FULL_PRICED = 150
+
+
+def _dropped_priced(options: list[Option], width: int) -> list[str]:
+    drop: list[str] = []
+    if width < FULL_PRICED:
+        drop += ["hosts", "bits"]
+    if width < 130:
+        drop += ["tok/s", "max ctx"]
+    if width < FULL:
+        if len({o.engine for o in options}) == 1:
+            drop.append("engine")
+    if width < 100:
+        drop.append("tok/s/GPU")
+        if len({meets(o) for o in options}) == 1:
+            drop.append("meets")
+        if all(o.free_now for o in options):
+            drop.append("now")
+    return drop
+
+
 def left_out(options: list[Option], width: int) -> str | None:
     """The line under a narrow table that says which columns it left out: those whose every row
     says the same with what they say, the others by name."""
@@ -110,11 +144,20 @@ def left_out(options: list[Option], width: int) -> str | None:
         "now": "now (all free)",
     }
     shown = ", ".join(said.get(name, name) for name in drop)
-    return f"not shown at {width} columns (every column is at {FULL}): {shown}"
+    full = FULL_PRICED if priced(options) else FULL
+    return f"not shown at {width} columns (every column is at {full}): {shown}"
+
+
+def priced(options: list[Option]) -> bool:
+    """Whether the fleet prices the options' cards: the table then says what each costs."""
+    return any(o.price is not None for o in options)
 
 
 def options_table(options: list[Option], width: int = 120) -> Table:
     drop = set(dropped(options, width))
+    if not priced(options):
+        drop |= {"$/h", "$/Mtok"}
+    wide = FULL_PRICED if priced(options) else FULL
     need = "need/have GiB" if width < 120 else "a card: need/have GiB"
     t = Table(box=None, header_style="bold", pad_edge=False, collapse_padding=True)
     columns = (
@@ -130,6 +173,10 @@ def options_table(options: list[Option], width: int = 120) -> Table:
         # At the workload: output tokens a second a card, and whether it meets the targets.
         ("tok/s/GPU", "right", True),
         ("meets", "left", True),
+        # Where the fleet prices its cards: the option's cost an hour at the load, and a
+        # million output tokens at the workload.
+        ("$/h", "right", True),
+        ("$/Mtok", "right", True),
         ("hosts", "right", True),
         ("now", "left", True),
     )
@@ -143,7 +190,7 @@ def options_table(options: list[Option], width: int = 120) -> Table:
             # Narrower than every column needs, the longest what-if in short ("fp8 weights+KV"),
             # so that it and the layout fit a line.
             "what-if": (o.what_if or "").replace(" and KV cache", "+KV")
-            if width < FULL
+            if width < wide
             else o.what_if or "",
             "engine": o.engine,
             "where": label(o),
@@ -153,12 +200,29 @@ def options_table(options: list[Option], width: int = 120) -> Table:
             "tok/s": tokens_per_s(o),
             "tok/s/GPU": per_gpu(o),
             "meets": meets(o),
+            "$/h": per_hour(o),
+            "$/Mtok": per_mtok(o),
             "hosts": str(o.hosts),
             "now": "free" if o.free_now else "busy",
         }
         # Cells as Text, never markup: an artifact's or a class's name is outside text.
         t.add_row(*(Text(clean(cells[name])) for name, _, _ in keep))
     return t
+
+
+def legend(options: list[Option], context: int, width: int = FULL) -> list[str]:
+    """What the table's marks mean where a row shows one: `tok/s` at which context, a CPU row's
+    `-` and an unknown card's `?` (issue 34 item 6)."""
+    shown = "tok/s" not in dropped(options, width)
+    lines = [f"tok/s: one sequence's decode at {context:,} tokens of context"] if shown else []
+    if any(o.cpu for o in options):
+        lines.append("-: a CPU row has no GPU, and its serving under load is not modelled")
+    if any(o.serving is None and not o.cpu for o in options):
+        lines.append(
+            "?: the card's speed is not known to llmfit (memory_bandwidth_gbs and bf16_tflops in "
+            "the fleet file give it)"
+        )
+    return lines
 
 
 def breakdown(o: Option) -> str:
@@ -188,10 +252,13 @@ def render_text(
     if line:
         print_wrapped(console, line)
     fleet = advice.fleet
+    # Every card, as `llmfit fleet` counts them, and the unhealthy ones the plan leaves out
+    # (issue 34: 77 here, 78 there, for one file).
+    bad = fleet.unhealthy
     print_wrapped(
         console,
         f"fleet: {fleet.source} · {_plural(fleet.node_count, 'node')} · "
-        f"{_plural(fleet.gpus, 'GPU')}",
+        f"{_plural(fleet.gpus + bad, 'GPU')}" + (f", {bad:,} unhealthy" if bad else ""),
         "dim",
     )
     print_wrapped(console, workload_line(plan.workload, plan.rank), "dim")
@@ -207,6 +274,8 @@ def render_text(
         narrow = left_out(shown, console.width)
         if narrow:
             print_wrapped(console, narrow, "dim")
+        for line in legend(shown, plan.context, console.width):
+            print_wrapped(console, line, "dim")
         best = options[number - 1]
         console.print()
         title = "Best: " if number == 1 else f"Option {number}: "
@@ -222,6 +291,9 @@ def render_text(
             print_wrapped(console, f"  {line}")
         for line in serving_lines(best):
             print_wrapped(console, f"  {line}")
+        if plan.ceiling is not None:
+            for line in ceiling_lines(plan.ceiling, options):
+                print_wrapped(console, f"  {line}")
         render_commands(advice, console, best, ray, fmt)
     for u in plan.unplaced:
         print_wrapped(console, f"{u.artifact}: {unplaced_reason(u)}", "red")

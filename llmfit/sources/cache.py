@@ -159,22 +159,57 @@ def cached_repo_ids(cache_dir: Path | None = None) -> list[str]:
     return sorted(out)
 
 
-def suggestions(name: str, cache_dir: Path | None = None, limit: int = 3) -> list[str]:
-    """The cached repositories someone typing `name` most likely meant: the same id in another
-    case (the Hub's ids are not case-sensitive, the cache's folders are), for a bare name the
-    repositories of that name, then ids one or two letters off."""
-    import difflib
+_SEPARATORS = re.compile(r"[-_. ]+")
+_NUMBER = re.compile(r"[0-9]+")
 
+
+def _spelling(text: str) -> str:
+    """A name as its spelling is compared: no case, no separators."""
+    return _SEPARATORS.sub("", text.lower())
+
+
+def _one_letter(a: str, b: str) -> bool:
+    """Whether `a` and `b` differ by at most one letter typed wrong, missed, added or swapped
+    with the next (a Damerau distance of one), where no number changes: Qwen3-8b is Qwen3-8B
+    misspelt, Qwen3-4B another model."""
+    if _NUMBER.findall(a) != _NUMBER.findall(b):
+        return False
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(diff) == 1:
+            return True
+        i, j = diff[0], diff[-1]
+        return len(diff) == 2 and j == i + 1 and a[i] == b[j] and a[j] == b[i]
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def near_spelling(typed: str, repo_id: str) -> bool:
+    """Whether `repo_id` is `typed` spelt nearly the same (issue 34: a did-you-mean offers the
+    name typed, never another model): another case or separator, one letter off, or the same
+    name under another namespace (or none given)."""
+    org, _, name = repo_id.partition("/")
+    if "/" not in typed:
+        return _one_letter(_spelling(typed), _spelling(name))
+    t_org, _, t_name = typed.partition("/")
+    if _spelling(t_name) == _spelling(name):
+        return True  # the name itself, in another case or spelling, under any namespace
+    return _spelling(t_org) == _spelling(org) and _one_letter(_spelling(t_name), _spelling(name))
+
+
+def suggestions(name: str, cache_dir: Path | None = None, limit: int = 3) -> list[str]:
+    """The cached repositories someone typing `name` meant: the same id spelt nearly the same
+    (near_spelling), the same id in another case first (the Hub's ids are not case-sensitive,
+    the cache's folders are)."""
     ids = cached_repo_ids(cache_dir)
     low = name.lower()
-    if "/" in name:
-        same = [i for i in ids if i.lower() == low and i != name]
-        keys = {i.lower(): i for i in ids}
-    else:
-        same = [i for i in ids if i.split("/", 1)[1].lower() == low]
-        keys = {i.split("/", 1)[1].lower(): i for i in ids}
-    close = [keys[k] for k in difflib.get_close_matches(low, list(keys), n=limit, cutoff=0.85)]
-    return list(dict.fromkeys(same + [c for c in close if c != name]))[:limit]
+    same = [i for i in ids if i.lower() == low and i != name]
+    near = [i for i in ids if i != name and near_spelling(name, i)]
+    return list(dict.fromkeys(same + near))[:limit]
 
 
 def check_revision(revision: str, said: str) -> None:

@@ -590,6 +590,10 @@ def parse_fleet(text: str, path: str) -> Fleet:
             gc.enable()
 
 
+# The mistakes of a fleet file said at once; past these, how many more there are.
+MISTAKES_SAID = 10
+
+
 def _parse_fleet(text: str, path: str) -> Fleet:
     fmt = "json" if path.endswith(".json") or _JSON_START.match(text) else "toml"
     data = _load_json(text, path) if fmt == "json" else _load_toml(text, path)
@@ -611,18 +615,41 @@ def _parse_fleet(text: str, path: str) -> Fleet:
         nodes.append(node)
 
     past = f"a pool holds at most {MAX_NODES:,} nodes."
+    # Every table's first mistake, not only the file's first (issue 34): a file written by hand
+    # is fixed in one pass.
+    mistakes: list[str] = []
     for i, pool in enumerate(_tables(r, data, "pool")):
         where = f"pool[{i}]"
-        r.check_keys(pool, POOL_KEYS, where, _POOL_SET)
-        name = r.name(pool, where, f"pool{i + 1}")
-        count = r.count(pool, "count", where, 1, MAX_NODES, past)
-        # One node is named as a single node is (pool h100 → h100-1); more are a count.
-        node = r.node(pool, where, *((name, count, 1) if count > 1 else (f"{name}-1", count)))
-        keep(node, where)
+        try:
+            r.check_keys(pool, POOL_KEYS, where, _POOL_SET)
+            name = r.name(pool, where, f"pool{i + 1}")
+            count = r.count(pool, "count", where, 1, MAX_NODES, past)
+            # One node is named as a single node is (pool h100 → h100-1); more are a count.
+            node = r.node(pool, where, *((name, count, 1) if count > 1 else (f"{name}-1", count)))
+            keep(node, where)
+        except FleetFileError as e:
+            mistakes.append(e.message)
     for i, table in enumerate(_tables(r, data, "node")):
         where = f"node[{i}]"
-        r.check_keys(table, NODE_KEYS, where, _NODE_SET)
-        keep(r.node(table, where, r.name(table, where, f"node{i + 1}")), where, False)
+        try:
+            r.check_keys(table, NODE_KEYS, where, _NODE_SET)
+            keep(r.node(table, where, r.name(table, where, f"node{i + 1}")), where, False)
+        except FleetFileError as e:
+            mistakes.append(e.message)
+    if mistakes:
+        # In the file's order: by the line each names.
+        prefix = len(path) + 1
+        mistakes.sort(key=lambda m: int(m[prefix:].partition(":")[0] or 0)
+                      if m[prefix:].partition(":")[0].isdigit() else 0)  # fmt: skip
+        more = [m.rstrip(".") for m in mistakes[1:MISTAKES_SAID]]
+        left = len(mistakes) - 1 - len(more)
+        also = (
+            f" (and {len(mistakes) - 1} more: " + "; ".join(more)
+            + (f"; and {left:,} others" if left else "") + ")"
+            if more
+            else ""
+        )  # fmt: skip
+        raise FleetFileError(mistakes[0] + also)
     if not nodes:
         raise FleetFileError(f"{path} describes no nodes: add a [[pool]] or a [[node]].")
     return Fleet(nodes=tuple(nodes), source=path, notes=tuple(r.notes))

@@ -403,7 +403,15 @@ def similar_repos(repo_id: str, limit: int = 5) -> list[str]:
     except Exception:
         return []
     # The names are the Hub's words, printed in a hint: only what could be a repository id.
-    return [f for f in found if isinstance(f, str) and is_repo_id(f) and f != repo_id][:limit]
+    from llmfit.sources.cache import near_spelling
+
+    # Only the name typed, spelt nearly the same: a search offers other models too (issue 34:
+    # Qwen/Qwen3-14B was answered with Qwen/Qwen3-8B).
+    return [
+        f
+        for f in found
+        if isinstance(f, str) and is_repo_id(f) and f != repo_id and near_spelling(repo_id, f)
+    ][:limit]
 
 
 def _write_ref(folder: Path, revision: str, commit: str) -> None:

@@ -115,6 +115,34 @@ def _newest_snapshot(snapshots: Path) -> str | None:
     return max(found)[1] if found else None
 
 
+def unresolved(url: str, wait: float = 2.0) -> str | None:
+    """The host of `url` where its name does not resolve (the resolver says so within `wait`
+    seconds); None where it resolves, is an address, or the resolver does not answer."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    failed: list[bool] = []
+
+    def resolve() -> None:
+        try:
+            socket.getaddrinfo(host, None)
+        except socket.gaierror as e:
+            failed.append(e.errno in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", -5)))
+        except OSError:
+            pass
+
+    t = threading.Thread(target=resolve, name="llmfit-resolve", daemon=True)
+    t.start()
+    t.join(wait)
+    return host if failed and failed[0] else None
+
+
 def search_models(
     query: str, limit: int, timeout: float | None = None, *, quantised_from: str | None = None
 ) -> tuple[Listed, ...]:
@@ -124,7 +152,7 @@ def search_models(
     from huggingface_hub import HfApi, constants
 
     from llmfit.sources import session
-    from llmfit.sources.hub import _ready, shown_endpoint
+    from llmfit.sources.hub import _ready, endpoint, shown_endpoint
 
     _ready()  # the bounded client, and the settings checked, before anything goes online
     wait = timeout if timeout is not None else constants.HF_HUB_ETAG_TIMEOUT
@@ -149,6 +177,14 @@ def search_models(
     worker.start()
     worker.join(wait)
     if worker.is_alive():
+        host = unresolved(endpoint())
+        if host is not None:
+            # A name that does not resolve is not a slow Hub (issue 34: huggingface_hub tries
+            # again until the time is up, and the sentence blamed the time).
+            raise HubUnreachable(
+                f"cannot reach the Hub at {shown_endpoint()}: the name {host!r} does not resolve.",
+                hint="check HF_ENDPOINT and the network, or list what is cached: llmfit models",
+            )
         raise HubTimeout(
             f"the Hub ({shown_endpoint()}) did not answer the search for {query!r} within "
             f"{wait:g} s.",

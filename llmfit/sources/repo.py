@@ -152,6 +152,18 @@ def load_repo(
     return _read_dir(ref, str(ref), None, None, "path")
 
 
+def fetch_hint(arg: str) -> str:
+    """How to fetch a repository's metadata once with the network, from an offline run: the
+    variable that keeps it offline set to 0 in front (issue 34: "online" told no one how), or,
+    offline by --offline alone, the command without it."""
+    unset = [
+        f"{var}=0 "
+        for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+        if os.environ.get(var, "").upper() in ("1", "ON", "YES", "TRUE")
+    ]
+    return f"{''.join(unset)}llmfit {arg}  (with the network, once: it fetches metadata only)"
+
+
 def _from_cache(
     ref: RepoRef,
     cache_dir: Path | None,
@@ -167,7 +179,7 @@ def _from_cache(
         snap = require_snapshot(ref, cache_dir)
     except RepoNotFound as e:
         if not (e.hint or "").endswith(IN_CACHE):  # else the cached one meant is the next step
-            e.hint = f"llmfit {arg}  (online, once: it fetches metadata only), or: {e.hint}"
+            e.hint = f"{fetch_hint(arg)}, or: {e.hint}"
         raise
     # A GGUF-only repository (unsloth's, bartowski's) has no config.json: its files' headers say
     # what the model is, and _read_dir reads them (from disk, or from llmfit's cache).
@@ -180,7 +192,7 @@ def _from_cache(
         raise RepoNotFound(
             f"{ref.repo_id}{at} is in the local Hugging Face cache without its config.json "
             f"(snapshot {snap.commit[:12]}).",
-            hint=f"llmfit {arg}  (online, once: it fetches metadata only), or: "
+            hint=f"{fetch_hint(arg)}, or: "
             f"hf download {ref.repo_id} --include config.json '*.safetensors.index.json'"
             + (f" --revision {quote_exact(ref.revision)}" if ref.revision else ""),
         )

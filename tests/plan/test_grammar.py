@@ -65,7 +65,9 @@ def test_vllm_rewrites_as_flexible_argument_parser_does():
     ("words", "message"),
     [
         # A misspelt flag is refused, not planned as the default (issue 27, item 4).
-        (("--tensor-paralel-size", "8"), "--tensor-paralel-size 8: not one of its flags."),
+        # ... with the flag it is nearest to (issue 34, item 7).
+        (("--tensor-paralel-size", "8"),
+         "--tensor-paralel-size 8: not one of its flags; did you mean --tensor-parallel-size?"),
         # vllm/config/lora.py takes these ranks only (argparse's words, from vLLM's choices).
         (("--enable-lora", "--max-lora-rank", "1000"),
          "--max-lora-rank invalid choice: 1000 (choose from 1, 128, 16, 256, 32, 320, 512, 64, "

@@ -267,6 +267,12 @@ def test_several_nodes_of_a_fabric_over_rpc(tmp_path):
     )
     # One node with the rest in RAM ranks first: fewer cards.
     assert p.options[0].launch.gpu_layers == 19 and p.options[0].nodes == 1
+    # Who can reach the workers' rpc-server is said (issue 34, item 7).
+    assert (
+        "llama.cpp across nodes: each worker's rpc-server -H 0.0.0.0 listens on every address, "
+        "with no authentication, and runs what it is sent: let only the head reach port 50052 "
+        "(a firewall, or -H the worker's fabric address)"
+    ) in p.notes
 
 
 def test_not_on_disk_uses_the_hub_tag(tmp_path):

@@ -403,16 +403,22 @@ def test_docker_llamacpp_replicas_each_get_their_cards_and_port():
     o = next(o for o in advice.plan.options if o.layout.replicas == 4)
     cmds = commands(o, advice.repo.id)
     lines = docker_lines(advice, o)
-    assert len(lines) == 4
-    for n, (line, cmd) in enumerate(zip(lines, cmds, strict=True)):
+    # Four servers, then the front that gives them one address (issue 34): llama-server's own
+    # port 8080 is the front's; each server is published on its own port past it.
+    assert len(lines) == 6 and lines[4].startswith("# the front: one address for the 4 servers")
+    for n, (line, cmd) in enumerate(zip(lines[:4], cmds, strict=True)):
         words = shlex.split(line)
         assert words[words.index("--name") + 1] == f"tiny-llama-gguf-{n + 1}"
         assert words[words.index("--gpus") + 1] == f'"device={n}"'
-        assert words[words.index("-p") + 1] == f"{8080 + n}:{8080 + n}"
+        assert words[words.index("-p") + 1] == f"{8081 + n}:{8080 + n}"
         assert "CUDA_VISIBLE_DEVICES" not in line  # the container's one card is its card 0
         rest = words[words.index("ghcr.io/ggml-org/llama.cpp:server-cuda") + 1 :]
         assert rest[:2] == ["-hf", f"llmfit-fixtures/Tiny-Llama-GGUF:{o.artifact.quant}"]
         assert rest[2:] == list(cmd.argv[3:])
+    front = shlex.split(lines[5])
+    assert [w for w in front if w.startswith("  server ")] == [
+        f"  server 127.0.0.1:{8081 + n};" for n in range(4)
+    ]
 
 
 def test_a_cpu_option_runs_the_cpu_image_with_no_cards():

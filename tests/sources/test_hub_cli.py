@@ -43,7 +43,8 @@ def test_offline_and_not_cached_says_what_is_missing_and_asks_nothing(run_online
         "llmfit: Qwen/Qwen3-8B is not in the local Hugging Face cache ("
     )
     assert err.splitlines()[1] == (
-        "hint: llmfit Qwen/Qwen3-8B  (online, once: it fetches metadata only), or: hf download "
+        "hint: llmfit Qwen/Qwen3-8B  (with the network, once: it fetches metadata only), or: hf "
+        "download "
         "Qwen/Qwen3-8B --include config.json '*.safetensors.index.json'"
     )
     assert hubserver.requests == []
@@ -138,8 +139,8 @@ def test_a_snapshot_cached_without_its_config_says_how_to_get_it(run_online, hub
     assert code == 4
     assert err == (
         "llmfit: Qwen/Qwen3-8B is in the local Hugging Face cache without its config.json "
-        f"(snapshot {commit[:12]}).\nhint: llmfit Qwen/Qwen3-8B  (online, once: it fetches "
-        "metadata only), or: hf download Qwen/Qwen3-8B --include config.json "
+        f"(snapshot {commit[:12]}).\nhint: llmfit Qwen/Qwen3-8B  (with the network, once: it "
+        "fetches metadata only), or: hf download Qwen/Qwen3-8B --include config.json "
         "'*.safetensors.index.json'\n"
     )
     assert hubserver.requests == []

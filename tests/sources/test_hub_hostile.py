@@ -352,11 +352,11 @@ def test_a_revision_with_shell_characters_is_quoted_in_hints(run_online, hubserv
 
 
 def test_suggestions_are_only_names_that_are_repository_ids(run_online, hubserver):
-    for name in ("Qwen/Qwen3-\x1b]0;owned\x07", "Qwen/Qwen3-a b", "Qwen/Qwen3-ok"):
+    for name in ("Mirror/Qwen3-8B\x1b]0;owned\x07", "Mirror/Qwen3-8B a b", "Mirror/Qwen3-8B"):
         hubserver.add(FixtureRepo(name, commit_of(name), {}))
-    code, _, err = run_online("Qwen/Qwen3", "--fleet", FLEET)
+    code, _, err = run_online("Typo/Qwen3-8B", "--fleet", FLEET)
     assert code == 5
-    assert err.splitlines()[1] == "hint: did you mean Qwen/Qwen3-8B, Qwen/Qwen3-ok?"
+    assert err.splitlines()[1] == "hint: did you mean Mirror/Qwen3-8B, Qwen/Qwen3-8B?"
 
 
 # -- transactions --------------------------------------------------------------------------------

@@ -59,3 +59,31 @@ def test_a_search_the_hub_does_not_answer_in_time_is_a_timeout(monkeypatch):
             search_models("qwen", 5, timeout=0.1)
     finally:
         release.set()
+
+
+def test_a_search_whose_hub_name_does_not_resolve_says_so(monkeypatch):
+    # huggingface_hub tries again until the time is up; the name not resolving is the cause
+    # (issue 34: the sentence blamed a time-out).
+    import socket
+
+    from huggingface_hub import constants
+
+    from llmfit.errors import HubUnreachable
+
+    release = threading.Event()
+
+    def list_models(self, **kwargs):
+        release.wait(5)
+        return iter([])
+
+    def getaddrinfo(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(HfApi, "list_models", list_models)
+    monkeypatch.setattr(constants, "ENDPOINT", "https://hub.example.invalid")
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    try:
+        with pytest.raises(HubUnreachable, match="the name 'hub.example.invalid' does not resolve"):
+            search_models("qwen", 5, timeout=0.1)
+    finally:
+        release.set()

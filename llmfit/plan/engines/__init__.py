@@ -88,6 +88,9 @@ class Request:
     # value (`--api-key`, `--hf-token`) in place as "$VARIABLE", and where (index, variable).
     argv: tuple[str, ...] = ()
     secrets: tuple[tuple[int, str], ...] = ()
+    # Whether the command puts some of the model on the node's cards (llama-server -ngl N, N > 0):
+    # a way of running it on the CPU alone is then not the command, and does not answer it.
+    on_cards: bool = True
 
 
 @dataclass(frozen=True)

@@ -96,13 +96,24 @@ class Grammar:
             parser.add_argument(*flags, **kw)
         self._parser = parser
 
+    def _near(self, sentence: str) -> str:
+        """An unknown flag's refusal, with the engine's flag it is nearest to where one is near
+        (issue 34: `--tensor-paralel-size` was refused without one)."""
+        m = re.fullmatch(r"(--?[\w-]+)(?:=\S*)?(?: .*)?: not one of its flags\.", sentence, re.S)
+        if m is None:
+            return sentence
+        import difflib
+
+        close = difflib.get_close_matches(m.group(1), list(self.flags), n=1, cutoff=0.8)
+        return f"{sentence[:-1]}; did you mean {close[0]}?" if close else sentence
+
     def parse(self, words: Sequence[str]) -> Parsed:
         """The command's flags as the engine reads them; ValueError with its sentence where it
         refuses them."""
         try:
             ns = self._parser.parse_args(list(words))
         except _Refused as e:
-            raise ValueError(_sentence(str(e).strip())) from None
+            raise ValueError(self._near(_sentence(str(e).strip()))) from None
         except _Huge as e:
             raise Beyond(f"{e}.") from None
         except (ValueError, TypeError, OverflowError, RecursionError) as e:

@@ -117,7 +117,11 @@ def in_ram(o: Option[LlamaCppLaunch]) -> str:
     layout = o.artifact.layout
     if launch.cpu_moe_layers:
         return f" + experts of {launch.cpu_moe_layers} layers in RAM"
-    if layout and 0 < launch.gpu_layers <= layout.layers:
+    if layout and launch.gpu_layers == layout.layers:
+        # Every repeating layer on the card, only the output layer in RAM: "+ 0 of 32 layers in
+        # RAM" read as if none were on the card (issue 34).
+        return f", all {layout.layers} layers on the card"
+    if layout and 0 < launch.gpu_layers < layout.layers:
         return f" + {layout.layers - launch.gpu_layers} of {layout.layers} layers in RAM"
     return ""
 
@@ -170,6 +174,14 @@ class LlamaCpp:
                 replace(o, what_if=what_if, engine_flags=flags, changes=int(bool(what_if)))
                 for o in options
             ]
+        if any(o.nodes > 1 for o in found.options):
+            # rpc-server has no authentication and runs what it is sent (tools/rpc/README.md:
+            # "never run the RPC server on an open network"): issue 34 asked who can reach it.
+            found.notes.append(
+                f"llama.cpp across nodes: each worker's rpc-server -H 0.0.0.0 listens on every "
+                f"address, with no authentication, and runs what it is sent: let only the head "
+                f"reach port {RPC_PORT} (a firewall, or -H the worker's fabric address)"
+            )
         return found
 
     def _options(

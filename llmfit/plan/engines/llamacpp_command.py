@@ -77,4 +77,6 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     return Request(
         repo=repo, settings=settings, quant=quant, path=path, ignored=tuple(ignored),
         argv=(*program, *masked), secrets=tuple((i + len(program), v) for i, v in refs),
+        # Layers named for the cards (-ngl N), or RPC servers: the CPU alone is not this command.
+        on_cards=(opts.n_gpu_layers or 0) > 0 or bool(opts.rpc_hosts),
     )  # fmt: skip

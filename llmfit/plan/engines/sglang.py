@@ -122,6 +122,8 @@ def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
     if not chosen:
         return None
+    if chosen in ("fp8_e5m2", "float8_e5m2"):
+        return "fp8_e5m2"  # asked by name: SGLang takes it (server_args.py, --kv-cache-dtype)
     if chosen.startswith(("fp8", "float8")):
         return "fp8_e4m3"
     return "bfloat16" if chosen in ("bfloat16", "bf16") else chosen

@@ -118,11 +118,18 @@ def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings)
     return serving.variants(art, model, kv_dtype, settings, fp8_weights=FP8_WEIGHTS, fp8_kv=FP8_KV)
 
 
+# The fp8 KV formats vLLM takes by name besides "fp8" (vllm/config/cache.py CacheDType): each is a
+# byte a value, sized as "fp8", and passed on as asked.
+EXACT_FP8 = ("fp8_e4m3", "fp8_e5m2")
+
+
 def engine_kv_dtype(model: Model, settings: PlanSettings) -> str | None:
     """The --kv-cache-dtype the plan relied on, in vLLM's spelling; None where auto gives it."""
     chosen = settings.kv_cache_dtype if settings.kv_cache_dtype != "auto" else model.kv_cache_dtype
     if not chosen:
         return None
+    if chosen in EXACT_FP8:
+        return chosen  # the fp8 format asked for, as vLLM spells it (issue 34)
     return "fp8" if chosen.startswith(("fp8", "float8")) else chosen
 
 

@@ -1,0 +1,112 @@
+"""The smaller things of issue 34 (item 7), each as a user met it."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import EXAMPLE_FLEET, ROOT
+
+
+def test_plan_help_names_no_document_that_is_not_there(run):
+    code, out, _ = run("plan", "--help")
+    assert code == 0
+    assert "docs/serving.md" not in out and not (ROOT / "docs" / "serving.md").exists()
+    assert "README, Serving under load" in " ".join(out.split())
+
+
+def test_a_time_with_its_unit_is_read(run):
+    # 50ms and 0.05s are the same TPOT; 500ms is half a second of TTFT.
+    for tpot in ("50", "50ms", "0.05s"):
+        code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--tpot", tpot,
+                             "--ttft", "500ms", "--json")  # fmt: skip
+        assert code == 0, err
+        w = json.loads(out)["workload"]
+        assert (w["tpot_s"], w["ttft_s"]) == (0.05, 0.5)
+
+
+def test_a_time_that_is_not_one_says_what_one_is(run):
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--tpot", "fast")
+    assert code == 2
+    assert "Invalid value for '--tpot': 'fast' is not a time (like 50, 50ms or 0.05s)." in err
+
+
+def test_explain_and_commands_print_both(run):
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--explain", "--commands")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("Option 1: 1 × h100-80g")
+    assert lines[-1].startswith("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 1")
+
+
+def test_the_plan_and_the_fleet_count_the_same_cards(run):
+    # examples/fleet.toml: 78 cards, one L40S of them unhealthy (llmfit fleet says the same).
+    code, plan_out, _ = run("Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    code, fleet_out, _ = run("fleet", str(EXAMPLE_FLEET))
+    assert code == 0
+    assert "· 78 GPUs, 1 unhealthy" in plan_out
+    assert "78 GPUs: 17 used, 60 free, 1 unhealthy" in " ".join(fleet_out.split())
+
+
+def test_the_readme_quotes_no_figure_the_plan_no_longer_prints():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for stale in ("at 133 output tokens", "up to 8 requests in flight", "take 86 ms a token"):
+        assert stale not in readme
+
+
+def test_an_fp8_kv_format_vllm_takes_is_planned_as_fp8_and_passed_on(run):
+    # fp8_e5m2 is a byte a value, as fp8 is (vllm/config/cache.py CacheDType): the same card.
+    docs = {}
+    for dtype in ("fp8", "fp8_e5m2"):
+        code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--kv-cache-dtype", dtype,
+                             "--json")  # fmt: skip
+        assert code == 0, err
+        docs[dtype] = json.loads(out)["options"][0]
+    assert docs["fp8_e5m2"]["per_card"] == docs["fp8"]["per_card"]
+    argv = docs["fp8_e5m2"]["commands"][0]["argv"]
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e5m2"
+
+
+def test_models_shows_a_cards_capacity_at_120_columns(run, monkeypatch):
+    # With a load named, a card's output at the option's capacity, not the load's demand (10
+    # requests a second × 512 tokens = 5,120 over one card, the same for every model).
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = run("models", "--fleet", str(EXAMPLE_FLEET), "--rate", "10")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.lstrip().startswith("# model"))
+    assert "tok/s/GPU" in header
+    code, doc, err = run("Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET), "--rate", "10", "--json")
+    o = json.loads(doc)["options"][0]
+    sv = o["serving"]
+    capacity = sv["capacity_rate"] * 512 / o["gpus"]
+    row = next(line for line in out.splitlines() if " Qwen/Qwen3-8B " in line)
+    assert f"{capacity:,.0f}" in row.split() and "5,120" not in row.split()
+
+
+BAD_FLEET = """[[node]]
+name = "a"
+gpu = "h100-80g"
+gpus = 8
+zzz = 1
+
+[[node]]
+name = "b"
+gpu = "h100-80g"
+gpus = -2
+
+[[pool]]
+name = "c"
+gpu = "h10-80g"
+gpus = 8
+"""
+
+
+def test_a_fleet_file_with_three_mistakes_says_all_three(run, tmp_path):
+    f = tmp_path / "f.toml"
+    f.write_text(BAD_FLEET)
+    code, out, err = run("fleet", str(f))
+    assert code == 3
+    # Lines 5, 10 and 14, in the file's order, in one sentence.
+    assert err.startswith(f"llmfit: {f}:5: node[0].zzz is not a key llmfit knows;")
+    assert f"(and 2 more: {f}:10: node[1].gpus is -2; it cannot be negative; {f}:14: " in err
+    assert "pool[0].gpu is 'h10-80g', not a GPU class llmfit knows" in err
