@@ -224,10 +224,13 @@ def test_commands_prints_only_the_command_lines(run):
         "--commands",
     )
     assert code == 0
-    assert out == (
+    # The launch, then (commented) the benchmark that checks its serving figure (issue 36).
+    launch, measure = out.splitlines()
+    assert launch == (
         "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 1 "
-        "--max-model-len 8192 --gpu-memory-utilization 0.90\n"
+        "--max-model-len 8192 --gpu-memory-utilization 0.90"
     )
+    assert measure.startswith("# measure it: vllm bench serve ")
 
 
 def two_nodes(tmp_path):
@@ -245,7 +248,8 @@ def test_ray_form_of_a_two_node_launch(run, tmp_path):
         "--precision", "stored", "--commands", "--ray", "--pp", "2",
     )  # fmt: skip
     assert code == 0
-    assert out.splitlines() == [
+    assert out.splitlines()[-1].startswith("# measure it: vllm bench serve ")
+    assert out.splitlines()[:-1] == [
         "# head on h100-1",
         "ray start --head --port=6379",
         "# worker on h100-2",

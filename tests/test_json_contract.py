@@ -61,6 +61,11 @@ OPTION = {
     "max_context": INT, "concurrency": NUM, "commands": LIST, "what_if": (STR, NONE), "tp": INT,
     "pp": INT, "dp": INT, "ep": BOOL, "replicas": INT, "cards_per_replica": INT,
     "speed": (DICT, NONE), "serving": (DICT, NONE), "launch_replicas": INT,
+    "benchmark": (DICT, NONE),
+}  # fmt: skip
+BENCHMARK = {
+    "argv": LIST, "shell": STR, "result_file": STR, "stdout": BOOL, "load": STR, "value": NUM,
+    "prompts": INT, "input_len": INT, "output_len": INT,
 }  # fmt: skip
 PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
 COMMAND = {"role": STR, "argv": LIST, "shell": STR, "count": INT}
@@ -114,6 +119,10 @@ def test_every_document_keeps_the_contract(run, args):
         has(o["per_card"], PER_CARD, f"options[{i}].per_card")
         if o["serving"] is not None:
             has(o["serving"], SERVING, f"options[{i}].serving")
+        if o["benchmark"] is not None:
+            has(o["benchmark"], BENCHMARK, f"options[{i}].benchmark")
+            # A benchmark checks a serving figure: none without one.
+            assert o["serving"] is not None and o["serving"]["replicas"] is not None
         p = o["per_card"]
         assert p["need"] == p["weights"] + p["kv_cache"] + p["overhead"]
         assert o["commands"]

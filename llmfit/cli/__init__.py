@@ -8,7 +8,7 @@ from llmfit import dataclass_cache
 # Before any of llmfit's nouns is defined: their compiled methods are kept from run to run.
 dataclass_cache.install()
 
-from llmfit.cli import check, fleet, models, plan  # noqa: E402, F401  (each registers its command)
+from llmfit.cli import calibrate, check, fleet, models, plan  # noqa: E402, F401  (each registers its command)
 from llmfit.cli.app import cli, main  # noqa: E402
 
 __all__ = ["cli", "main"]
