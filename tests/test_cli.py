@@ -108,14 +108,15 @@ def test_json_document_version_1(run):
     assert set(doc["model"]) == {
         "architecture", "model_type", "params", "active_params", "layers", "attention_heads",
         "kv_heads", "head_dim", "experts", "experts_active", "max_context",
-        "kv_bytes_per_token", "dtype", "quantization", "attention",
+        "kv_bytes_per_token", "dtype", "quantization", "attention", "unmodelled",
     }  # fmt: skip
+    assert doc["model"]["unmodelled"] == []  # Qwen3-235B-A22B gives no key llmfit leaves out
     assert doc["model"]["kv_bytes_per_token"] == 192_512
     assert doc["context"] == 40_960
     assert doc["fleet"] == {"source": FLEET, "nodes": 11, "gpus": 77}
     assert doc["artifacts"] == [
         {"name": "safetensors", "format": "safetensors", "bytes": 470_187_269_120, "shards": 118,
-         "quant": "bf16", "bits_per_weight": 16}
+         "quant": "bf16", "bits_per_weight": 16, "estimated": False}
     ]  # fmt: skip
     best = doc["options"][0]
     assert set(best) >= {

@@ -156,6 +156,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 }
                 for a in plan.attention
             ],
+            # Added to version 1: config keys that change what the engine holds and that llmfit
+            # does not model; where any is named, every memory figure is an estimate.
+            "unmodelled": list(m.unmodelled),
         },
         "context": plan.context,
         # Added to version 1: the workload the options were judged at, and their order.
@@ -170,6 +173,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 "shards": a.shards,
                 "quant": a.quant,
                 "bits_per_weight": _bits(a.bits_per_weight(m.params)),
+                # Added to version 1 (issue 34): true where `bytes` is the config's parameters
+                # at its dtype, the repository holding no checkpoint's sizes.
+                "estimated": a.estimated,
             }
             for a in repo.artifacts
         ],

@@ -6,11 +6,14 @@ that changes memory is read; every other flag is kept as read but not modelled, 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.argv import mask, scan, whole
+from llmfit.plan.engines.llamacpp_flags import SWITCHES as ALL_SWITCHES
+from llmfit.plan.engines.llamacpp_flags import VALUED as ALL_VALUED
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.settings import Pins, PlanSettings
 
@@ -31,6 +34,9 @@ LAUNCH_SWITCHES = {"--jinja", "--no-jinja", "--metrics", "--offline"}
 _KNOBS = knobs.tables(LlamaCppOptions)
 # The variable that shows a process some of a node's cards.
 VISIBLE = "CUDA_VISIBLE_DEVICES"
+# Switches of earlier builds that this build's table replaced with --load-mode (PR #20834): a
+# command written for them is not refused (ENGINES.md, llama.cpp: memory pinning and mmap).
+EARLIER_SWITCHES = frozenset(("--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io"))
 # llama-server's -hf picks this quant when the tag names none (common/arg.cpp).
 DEFAULT_QUANT = "Q4_K_M"
 
@@ -39,6 +45,7 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
     """`llama-server (-m FILE | -hf REPO[:QUANT]) [flags]` → the repository or file, the quant,
     the settings and the exact placement."""
     args = list(argv[1:]) if argv and argv[0].rsplit("/", 1)[-1] == "llama-server" else list(argv)
+    refuse_unknown(args)
     # The model is named by -m or -hf only: a bare word is read as any unknown flag is.
     words = scan(
         args, {**VALUED, **_KNOBS.valued}, _KNOBS.switches, LAUNCH_ONLY, LAUNCH_SWITCHES,
@@ -80,3 +87,28 @@ def read(argv: Sequence[str], defaults: PlanSettings, env: Mapping[str, str] = N
         # Layers named for the cards (-ngl N), or RPC servers: the CPU alone is not this command.
         on_cards=(opts.n_gpu_layers or 0) > 0 or bool(opts.rpc_hosts),
     )  # fmt: skip
+
+
+def refuse_unknown(args: Sequence[str]) -> None:
+    """ValueError for the first flag llama-server does not take, as it refuses it
+    (common/arg.cpp, common_params_parse_ex: "error: invalid argument"), with the flag it is
+    nearest to where one is near (issue 34: a misspelt flag was listed as not modelled). Its
+    flags are its README's (llamacpp_flags.py); a value is passed over by its flag, so that
+    `--temp -1` is a value, not a flag."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        name, eq, _ = word.partition("=")
+        # llama-server reads "_" in a long flag as "-" (common_params_parse_ex).
+        flag = name.replace("_", "-") if name.startswith("--") else name
+        if flag in ALL_VALUED:
+            i += 1 if eq else 2
+            continue
+        if not word.startswith("-") or flag in ALL_SWITCHES | EARLIER_SWITCHES:
+            i += 1
+            continue
+        value = f" {args[i + 1]}" if not eq and i + 1 < len(args) else ""
+        value = value if value and not value[1:].startswith("-") else ""
+        close = difflib.get_close_matches(flag, sorted(ALL_VALUED | ALL_SWITCHES), n=1, cutoff=0.8)
+        near = f"; did you mean {close[0]}?" if close else "."
+        raise ValueError(f"llama-server refuses it: {word}{value}: not one of its flags{near}")
