@@ -933,9 +933,9 @@ def part_times(t: Time) -> dict[str, float]:
     read, KV read, compute (the GEMMs overlapping the weights, attention the KV), communication
     and fixed overhead (the kernels' and the engine's own)."""
     return {
-        "weights": t.memory,
+        "weights": t.memory + t.experts,
         "kv": t.kv,
-        "compute": t.compute + t.attention,
+        "compute": t.compute + t.expert_compute + t.attention,
         "communication": t.link,
         "overhead": t.overhead + t.scheduling,
     }
