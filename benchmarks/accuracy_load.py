@@ -23,6 +23,8 @@ Without arguments: the tables with the constants in llmfit/plan/engines/serving_
 leave-one-source-out and leave-one-model-out errors (each source's, or model's, rows predicted by
 a fit that never saw them). --rows prints every row. numpy and scipy are needed for --fit only.
 
+--fit --save PATH keeps each run's never-seen estimate for aiconfigurator_compare.py --estimates.
+
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 """
 
@@ -30,6 +32,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import statistics
 import sys
 from collections.abc import Callable
@@ -40,6 +44,9 @@ from llmfit.plan import cards, load, speed
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import serving_speed
 from llmfit.plan.engines import vllm_weights as vm
+from llmfit.plan.engines.sglang_options import SglangOptions
+from llmfit.plan.engines.vllm_options import VllmOptions
+from llmfit.plan.engines.vllm_versions import NEWEST
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, ModelShapes
 from llmfit.plan.planner import plan
 from llmfit.plan.settings import Pins, PlanSettings, Workload
@@ -208,7 +215,36 @@ class Row:
 
     @property
     def family(self) -> str:
-        return cards.family(self.card)
+        """The card's architecture, what the constants are looked up by."""
+        return serving_speed.architecture(self.card)
+
+    @property
+    def publisher(self) -> str:
+        """Who published the run: a repository (every InferenceX file, the SGLang cookbook, the
+        SGLang docs, GPUStack, llm-benchmaxxing, dstack, DataCrunch …) or a site."""
+        return self.source
+
+    @property
+    def cell(self) -> str:
+        """The model × card family the run measured: held out whole with its publisher."""
+        return f"{self.model}|{cards.family(self.card)}"
+
+    @property
+    def moe(self) -> bool:
+        return bool(self.replica and self.replica.inputs.experts)
+
+    @property
+    def tuned(self) -> bool:
+        """Whether the run's launch names a flag that changes its speed: fp8 KV cache, DP
+        attention, CUDA-graph sizes, torch.compile, chunk or batch sizes, expert parallelism, an
+        all-to-all backend. Else it ran at the engine's defaults (an attention backend a model
+        needs is not a tuning)."""
+        if "fp8" in (self.raw["precision"].get("kv_cache") or "").lower():
+            return True
+        if self.raw.get("dp_attention"):
+            return True
+        text = launch_text(self.raw)
+        return any(f in text for f in TUNING_FLAGS)
 
 
 # --leave-out: leave out the runs their sources' own account says measured something the model
@@ -219,6 +255,50 @@ LEAVE_OUT = "--leave-out" in sys.argv
 
 # Rows priced, but with a measure left out, and why.
 PARTLY: list[tuple[dict, str]] = []
+
+
+# Launch flags that change a run's speed: a run naming any is "tuned", else it ran at defaults.
+TUNING_FLAGS = (
+    "--kv-cache-dtype", "--enable-dp-attention", "--cuda-graph-max-bs", "--cuda-graph-bs",
+    "--enable-torch-compile", "--chunked-prefill-size", "--max-num-batched-tokens",
+    "--max-running-requests", "--max-num-seqs", "--moe-a2a-backend", "--enable-expert-parallel",
+    "--ep-size", "--ep ", "--async-scheduling", "--compilation-config",
+)  # fmt: skip
+
+
+def launch_text(r: dict) -> str:
+    """What the row says of how its server was launched (its source detail and notes)."""
+    return f"{r.get('source_detail') or ''} {r.get('notes') or ''} "
+
+
+def _flag(text: str, flag: str) -> int | None:
+    """The integer a launch gives `flag`, if it gives one."""
+    m = re.search(re.escape(flag) + r"[ =]+([0-9]+)\b", text)
+    return int(m.group(1)) if m else None
+
+
+def engine_options(r: dict) -> tuple[object, ...]:
+    """The engine options the row's launch ran with, as llmfit's knobs: the vLLM release (its
+    async-scheduling default), the flags that turn the CPU/GPU overlap off or on, the batch and
+    chunk sizes. Flags the row does not state are the engine's defaults."""
+    text = launch_text(r)
+    if r["engine"] == "vllm":
+        version = None
+        m = re.search(r"\bv?0\.([0-9]{1,2})\.([0-9]{1,2})\b", r.get("engine_version") or "")
+        if m and 11 <= int(m.group(1)) <= NEWEST.minor:
+            version = f"0.{m.group(1)}"
+        a = True if "--async-scheduling" in text else None
+        if "--no-async-scheduling" in text:
+            a = False
+        return (VllmOptions(version=version, async_scheduling=a,
+                            max_num_seqs=_flag(text, "--max-num-seqs"),
+                            max_num_batched_tokens=_flag(text, "--max-num-batched-tokens"),
+                            enforce_eager="--enforce-eager" in text),)  # fmt: skip
+    m = re.search(r"--mem-fraction-static[ =]+(0?\.[0-9]+)", text)
+    return (SglangOptions(disable_overlap_schedule="--disable-overlap-schedule" in text,
+                          mem_fraction_static=float(m.group(1)) if m else None,
+                          chunked_prefill_size=_flag(text, "--chunked-prefill-size"),
+                          max_running_requests=_flag(text, "--max-running-requests")),)  # fmt: skip
 
 
 def source_of(url: str) -> str:
@@ -369,7 +449,7 @@ def plan_row(row: Row) -> str | None:
         every_layout=True, kv_cache_dtype="fp8" if "fp8" in kv.lower() else "auto",
         workload=Workload("row", row.input_len, row.output_len, named=True, ttft_s=None,
                           tpot_s=None),
-    )  # fmt: skip
+    ).with_options(*engine_options(row.raw))  # fmt: skip
     try:
         p = plan(model, [art], fleet, settings)
     except ValueError as e:
@@ -451,7 +531,8 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
     assert r is not None
     if table is not None:
         key = f"{row.engine}|{row.family}"
-        r = replace(r, inputs=replace(r.inputs, constants=table[SHARES.get(key, key)]))
+        k = table.get(key) or table[f"{row.engine}|default"]
+        r = replace(r, inputs=replace(r.inputs, constants=k))
     w = Workload("row", row.input_len, row.output_len, ttft_s=None, tpot_s=None)
     copies = r.copies
     share = row.load / copies
@@ -557,26 +638,33 @@ def med(xs: list[float]) -> str:
 # --- The fit ----------------------------------------------------------------------------------
 
 ENGINES = ("vllm", "sglang")
-# What --fit varies for each engine: (Constants field, start, low, high), shared by its card
-# families; and, per family, the share of the bandwidth its weights stream at.
-# The start of each is its prior too: what the engines' kernels are known to reach (weights
-# stream at 80 % of HBM bandwidth in a memory-bound decode, prefill GEMMs at 60 % of the dense
-# tensor rate, a graphed layer's launches some tens of µs, a scheduler step half a millisecond,
-# 50 ms from a request to its first scheduled step). The fit may leave a prior by as much as the
-# rows ask, at a cost (`PRIOR`): a few hundred rows from six sources, many of one kind, would
-# otherwise buy a constant that fits one source's way of measuring with another's physics.
+# What --fit varies for each engine: (Constants field, prior, low, high), shared by its card
+# architectures; and, per architecture, the share of the bandwidth its weights stream at.
+# Every bound is a physical range: an efficiency is a share of the card's datasheet figure (at
+# most 1; the step model holds it there too), a fixed cost what kernels and a scheduler are known
+# to take. The prior is what the engines' kernels are known to reach (weights stream at 80-90 %
+# of HBM bandwidth in a memory-bound decode, GEMMs at 60-80 % of the dense tensor rate, a graphed
+# layer's kernels a few µs each, a scheduler step half a millisecond, 50 ms from a request to its
+# first scheduled step); the fit may leave a prior as far as the rows ask, at a cost (`PRIOR`),
+# and says where a value ends at the edge of its range.
 SHARED: tuple[tuple[str, float, float, float], ...] = (
-    ("layer_s", 60e-6, 1e-6, 1e-3),
-    ("moe_layer_s", 50e-6, 1e-6, 1e-3),
-    ("step_s", 0.5e-3, 1e-5, 2e-2),
-    ("sequence_s", 30e-6, 1e-6, 1e-3),
-    ("ttft_s", 0.05, 0.005, 0.5),
-    ("prefill_efficiency", 0.6, 0.1, 1.0),
-    ("attention_efficiency", 1.0, 0.2, 1.5),
-    ("expert_efficiency", 0.8, 0.2, 1.5),
-    ("expert_prefill_efficiency", 0.6, 0.05, 2.0),
+    ("layer_s", 20e-6, 2e-6, 100e-6),
+    ("step_s", 0.5e-3, 0.05e-3, 2e-3),
+    ("sequence_s", 30e-6, 2e-6, 60e-6),
+    ("ttft_s", 0.05, 0.005, 0.3),
+    ("prefill_efficiency", 0.7, 0.3, 1.0),
+    ("attention_efficiency", 0.9, 0.3, 1.0),
+    ("expert_efficiency", 0.8, 0.3, 1.0),
+    ("expert_prefill_efficiency", 0.6, 0.1, 1.0),
+    ("gemm_rows", 64.0, 8.0, 512.0),
+    ("expert_rows", 16.0, 1.0, 256.0),
 )
 PER_FAMILY: tuple[tuple[str, float, float, float], ...] = (("weight_efficiency", 0.8, 0.3, 1.0),)
+# Each architecture's prior for the share of its bandwidth weights stream at (what a decode GEMV
+# reaches on it, before any run): NVIDIA's HBM cards 85 %; AMD's Instinct cards less (ROCm's
+# decode kernels on CDNA 3 and 4 reach about two thirds of the datasheet's bandwidth).
+ARCH_PRIOR: dict[str, float] = {"amd-cdna3": 0.65, "amd-cdna4": 0.65}
+NVIDIA_PRIOR = 0.85
 # A parameter away from its prior by a factor e (2.7×) costs as much as 1/PRIOR rows missed by
 # a factor e: priors hold where the rows say little, and give way where they agree.
 PRIOR = 0.5
@@ -587,41 +675,45 @@ LOSS = "cauchy"  # saturating: a source that measured something else moves the f
 CLIP = math.log(20.0)  # a residual past 20× counts as 20×: an estimate of nothing is not -inf
 
 
-# A card family whose runs come from one source alone takes its engine's Hopper efficiency, in
-# the fit and in the table shipped: one site's runs (two of vLLM on A100s) are no ground for a
-# family's own constant. Filled by `families`.
-SHARES: dict[str, str] = {}
+def arch_prior(key: str) -> float:
+    return ARCH_PRIOR.get(key.split("|")[1], NVIDIA_PRIOR)
 
 
 def families(rows: list[Row]) -> list[str]:
-    """The card families the fit gives a weight efficiency of their own (see SHARES)."""
-    sources: dict[str, set[str]] = {}
+    """The engine × architecture keys the fit gives a weight efficiency of their own: those whose
+    runs come from two publishers or more. One publisher's runs are no ground for an
+    architecture's own constant (its way of running would pass for the card's physics): such an
+    architecture keeps its prior, as one without runs does."""
+    pubs: dict[str, set[str]] = {}
     for r in rows:
-        sources.setdefault(f"{r.engine}|{r.family}", set()).add(r.source)
-    SHARES.clear()
-    for key, found in sources.items():
-        engine = key.split("|")[0]
-        if len(found) < 2 and key != f"{engine}|nvidia-hopper":
-            SHARES[key] = f"{engine}|nvidia-hopper"
-    return sorted(k for k in sources if k not in SHARES)
+        pubs.setdefault(f"{r.engine}|{r.family}", set()).add(r.publisher)
+    return sorted(k for k, p in pubs.items() if len(p) >= 2)
 
 
 def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
     """The constants an x of the fit stands for: each engine's shared values, then each of its
-    families' own."""
+    architectures' own; "engine|default" for an architecture the fit did not see."""
     out: dict[str, speed.Constants] = {}
     at = 0
     shared: dict[str, dict[str, float]] = {}
     for e in ENGINES:
-        shared[e] = {name: x[at + i] for i, (name, *_) in enumerate(SHARED)}
+        shared[e] = {name: float(x[at + i]) for i, (name, *_) in enumerate(SHARED)}
         at += len(SHARED)
+    base = serving_speed.BASE
+
+    def make(e: str, own: dict[str, float]) -> speed.Constants:
+        return replace(base, **shared[e], **own, kv_efficiency=own["weight_efficiency"],
+                       quant_prefill_efficiency=shared[e]["prefill_efficiency"])  # fmt: skip
+
     for key in keys:
         e, _ = key.split("|")
-        own = {name: x[at + i] for i, (name, *_) in enumerate(PER_FAMILY)}
+        own = {name: float(x[at + i]) for i, (name, *_) in enumerate(PER_FAMILY)}
         at += len(PER_FAMILY)
-        base = serving_speed.BASE
-        out[key] = replace(base, **shared[e], **own, kv_efficiency=own["weight_efficiency"],
-                           quant_prefill_efficiency=shared[e]["prefill_efficiency"])  # fmt: skip
+        out[key] = make(e, own)
+    for e in ENGINES:
+        out[f"{e}|default"] = make(e, {"weight_efficiency": NVIDIA_PRIOR})
+        for _, arch in serving_speed.ARCHITECTURES:
+            out.setdefault(f"{e}|{arch}", make(e, {"weight_efficiency": arch_prior(f"{e}|{arch}")}))
     return out
 
 
@@ -630,15 +722,21 @@ def start(keys: list[str]) -> tuple[list[float], list[float], list[float]]:
     for _ in ENGINES:
         for _, a, b, c in SHARED:
             x0.append(a), lo.append(b), hi.append(c)
-    for _ in keys:
-        for _, a, b, c in PER_FAMILY:
-            x0.append(a), lo.append(b), hi.append(c)
+    for key in keys:
+        for _, _, b, c in PER_FAMILY:
+            x0.append(arch_prior(key)), lo.append(b), hi.append(c)
     return x0, lo, hi
+
+
+def names(keys: list[str]) -> list[str]:
+    """Each x's name, as --fit prints it."""
+    out = [f"{e}.{n}" for e in ENGINES for n, *_ in SHARED]
+    return out + [f"{k}.{n}" for k in keys for n, *_ in PER_FAMILY]
 
 
 def residuals(rows: list[Row], table: dict[str, speed.Constants]) -> list[float]:
     out = []
-    # Each source counts as much as another in all, whatever its number of rows: one site's
+    # Each publisher counts as much as another in all, whatever its number of rows: one site's
     # way of measuring should not set every engine's constants.
     count: dict[str, int] = {}
     for row in rows:
@@ -657,11 +755,13 @@ def residuals(rows: list[Row], table: dict[str, speed.Constants]) -> list[float]
 def fit(
     rows: list[Row], keys: list[str], x0: list[float] | None = None, steps: int = 40
 ) -> tuple[dict[str, speed.Constants], list[float]]:
-    """The constants that fit `rows` best (from `x0`, else the start), and their x."""
+    """The constants that fit `rows` best (from `x0`, else the priors), and their x. A key no
+    row of `rows` uses keeps its prior."""
     from scipy.optimize import least_squares  # the fit only: not a project dependency
 
     first, lo, hi = start(keys)
-    x0 = x0 or first
+    x0 = list(x0 or first)
+    x0 = [min(max(v, a + 1e-12), b - 1e-12) for v, a, b in zip(x0, lo, hi, strict=True)]
 
     def f(x: list[float]) -> list[float]:
         prior = [PRIOR * math.log(a / b) for a, b in zip(x, first, strict=True)]
@@ -672,6 +772,19 @@ def fit(
     return table_of(list(sol.x), keys), list(sol.x)
 
 
+def edges(x: list[float], keys: list[str]) -> list[str]:
+    """The fitted values that end within 2 % of their range's edge: where the rows would move a
+    constant past what is physical, and the model, not the constant, is what is off."""
+    _, lo, hi = start(keys)
+    out = []
+    for name, v, a, b in zip(names(keys), x, lo, hi, strict=True):
+        if v <= a * 1.02:
+            out.append(f"{name} = {v:.4g} at its floor {a:g}")
+        elif v >= b * 0.98:
+            out.append(f"{name} = {v:.4g} at its ceiling {b:g}")
+    return out
+
+
 def shape(row: Row) -> str:
     """The workload's shape: prompt-heavy, output-heavy or balanced, at what load."""
     ratio = row.input_len / max(row.output_len, 1)
@@ -680,77 +793,138 @@ def shape(row: Row) -> str:
     return f"{kind}, {load_}"
 
 
+def _errs(members: list[Row], est: dict[str, dict[str, float]], m: str) -> list[float]:
+    """Signed errors of a measure over rows (an estimate of nothing counts as 100 % off)."""
+    out = []
+    for r in members:
+        if m not in r.measured:
+            continue
+        e = est[r.raw["id"]][m]
+        out.append(err(e, r.measured[m]) if e > 0 and math.isfinite(e) else 1.0)
+    return out
+
+
+def cell(errs: list[float]) -> str:
+    """ "median |error| (signed median)"."""
+    if not errs:
+        return "—"
+    a = statistics.median(abs(e) for e in errs) * 100
+    return f"{a:.1f} % ({statistics.median(errs) * 100:+.0f} %)"
+
+
+def split_table(rows: list[Row], est: dict[str, dict[str, float]]) -> list[str]:
+    """Median absolute (signed) errors, MoE and dense, tuned and default-flag runs apart."""
+    out = ["| runs | rows | output tok/s a GPU | TPOT | TTFT |", "|---|---|---|---|---|"]
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        kind = "MoE" if row.moe else "dense"
+        flags = "tuned" if row.tuned else "default flags"
+        for g in (f"{kind}, {flags}", kind, row.engine, row.raw.get("vendor", "?")):
+            groups.setdefault(g, []).append(row)
+    groups["all"] = rows
+    order = ["MoE, tuned", "MoE, default flags", "MoE", "dense, tuned", "dense, default flags",
+             "dense", "vllm", "sglang", "NVIDIA", "AMD", "all"]  # fmt: skip
+    for g in order:
+        members = groups.get(g)
+        if members:
+            cells = [cell(_errs(members, est, m)) for m in METRICS]
+            out.append(f"| {g} | {len(members)} | " + " | ".join(cells) + " |")
+    return out
+
+
 def breakdown(rows: list[Row], est: dict[str, dict[str, float]], label: str) -> list[str]:
-    """Median absolute errors by engine, vendor and workload shape."""
+    """Median absolute (signed) errors by publisher and workload shape."""
     out = [f"| {label} | rows | output tok/s a GPU | TPOT | TTFT |", "|---|---|---|---|---|"]
     groups: dict[str, list[Row]] = {}
     for row in rows:
-        for g in (row.engine, row.raw.get("vendor", "?"), shape(row), "moe" if
-                  row.raw.get("moe") else "dense"):  # fmt: skip
+        for g in (row.publisher, shape(row)):
             groups.setdefault(g, []).append(row)
-    groups["all"] = rows
-    for g, members in groups.items():
-        cells = []
-        for m in METRICS:
-            errs = [abs(err(est[r.raw["id"]][m], r.measured[m])) if est[r.raw["id"]][m] > 0
-                    and math.isfinite(est[r.raw["id"]][m]) else 1.0
-                    for r in members if m in r.measured]  # fmt: skip
-            cells.append(med(errs))
+    for g, members in sorted(groups.items()):
+        cells = [cell(_errs(members, est, m)) for m in METRICS]
         out.append(f"| {g} | {len(members)} | " + " | ".join(cells) + " |")
     return out
 
 
-def held_estimates(
-    rows: list[Row], keys: list[str], by: Callable[[Row], str], x0: list[float]
-) -> dict[str, dict[str, float]]:
-    """Each row's estimate by a fit that never saw its group (its source, or its model)."""
+def unseen_estimates(
+    rows: list[Row], steps: int = 40
+) -> tuple[dict[str, dict[str, float]], dict[str, int]]:
+    """Each row's estimate by a fit that never saw its publisher nor its model × card family:
+    one fold a publisher, its rows the test, the training every other publisher's rows whose
+    model × card-family cell none of the test rows measured (a group k-fold over cells and
+    publishers together). With the training rows each fold kept."""
     out: dict[str, dict[str, float]] = {}
-    for group in sorted({by(r) for r in rows}):
-        train = [r for r in rows if by(r) != group]
-        table, _ = fit(train, keys, x0, steps=12)
-        for r in rows:
-            if by(r) == group:
-                out[r.raw["id"]] = predict(r, table)
-    return out
+    kept: dict[str, int] = {}
+    pubs = sorted({r.publisher for r in rows})
+    _FOLDS[:] = [rows]
+    # One process a fold, two at a time (each fold is a fit of its own, minutes of CPU).
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(int(os.environ.get("FOLDS_AT_ONCE", "2"))) as p:
+        done = p.starmap(_fold, [(pub, steps) for pub in pubs])
+    for pub, (n, est) in zip(pubs, done, strict=True):
+        kept[pub] = n
+        out.update(est)
+    return out, kept
+
+
+_FOLDS: list[list[Row]] = []
+
+
+def _fold(pub: str, steps: int) -> tuple[int, dict[str, dict[str, float]]]:
+    """One fold of `unseen_estimates`: the publisher's rows priced by a fit to the training rows
+    that share neither its publisher nor any of its rows' cells."""
+    rows = _FOLDS[0]
+    test = [r for r in rows if r.publisher == pub]
+    cells = {r.cell for r in test}
+    train = [r for r in rows if r.publisher != pub and r.cell not in cells]
+    # From the priors, with the keys the training rows can fit: no value of the fit to every
+    # row, nor an architecture's constant fitted on the held-out runs alone, reaches them.
+    table, _ = fit(train, families(train), None, steps=steps)
+    return len(train), {r.raw["id"]: predict(r, table) for r in test}
 
 
 def main(argv: list[str]) -> int:
     rows, unrepresented = load_rows()
     keys = families(rows)
-    print(f"{len(rows)} rows priced, {len(unrepresented)} not (listed at the end)")
+    total = len(rows) + len(unrepresented)
+    print(f"{len(rows)} rows priced of {total} ({len(rows) / total:.0%} coverage), "
+          f"{len(unrepresented)} not (listed at the end)")  # fmt: skip
     print()
+    now = {r.raw["id"]: predict(r) for r in rows}
     if "--fit" in argv:
-        table, x = fit(rows, keys)
+        table, x = fit(rows, keys, steps=60)
         for key, k in table.items():
             print(f"{key}: " + ", ".join(
                 f"{n} = {getattr(k, n):.4g}" for n in [*(a[0] for a in SHARED),
                                                       *(a[0] for a in PER_FAMILY)]))  # fmt: skip
         print()
-        fitted = {r.raw["id"]: predict(r, table) for r in rows}
-        loso = held_estimates(rows, keys, lambda r: r.source, x)
-        lomo = held_estimates(rows, keys, lambda r: r.model, x)
-        for label, est in (("fitted to every row", fitted), ("leave-one-source-out", loso),
-                           ("leave-one-model-out", lomo)):  # fmt: skip
-            print(f"#### {label}")
-            print()
-            print("\n".join(breakdown(rows, est, "runs")))
-            print()
-        by_source: dict[str, list[Row]] = {}
-        for r in rows:
-            by_source.setdefault(r.source, []).append(r)
-        print("| source held out | rows | output tok/s a GPU | TPOT | TTFT |")
-        print("|---|---|---|---|---|")
-        for src, members in sorted(by_source.items()):
-            cells = []
-            for m in METRICS:
-                errs = [abs(err(loso[r.raw["id"]][m], r.measured[m])) if loso[r.raw["id"]][m] > 0
-                        and math.isfinite(loso[r.raw["id"]][m]) else 1.0
-                        for r in members if m in r.measured]  # fmt: skip
-                cells.append(med(errs))
-            print(f"| {src} | {len(members)} | " + " | ".join(cells) + " |")
+        for line in edges(x, keys) or ["no fitted value at the edge of its range"]:
+            print(f"- {line}")
         print()
-    now = {r.raw["id"]: predict(r) for r in rows}
+        fitted = {r.raw["id"]: predict(r, table) for r in rows}
+        unseen, kept = unseen_estimates(rows)
+        if "--save" in argv:
+            # For aiconfigurator_compare.py --estimates: the folds' estimates, not refitted there.
+            Path(argv[argv.index("--save") + 1]).write_text(json.dumps(unseen))
+        print("#### never seen: each publisher's runs by a fit without that publisher nor its "
+              "runs' model × card-family cells")  # fmt: skip
+        print()
+        print("\n".join(split_table(rows, unseen)))
+        print()
+        print("\n".join(breakdown(rows, unseen, "never seen, by publisher and shape")))
+        print()
+        print("| publisher held out | training rows left |")
+        print("|---|---|")
+        for pub, n in kept.items():
+            print(f"| {pub} | {n} |")
+        print()
+        print("#### fitted to every row")
+        print()
+        print("\n".join(split_table(rows, fitted)))
+        print()
     print("#### with the constants as shipped (llmfit/plan/engines/serving_speed.py)")
+    print()
+    print("\n".join(split_table(rows, now)))
     print()
     print("\n".join(breakdown(rows, now, "runs")))
     if "--rows" in argv:

@@ -472,7 +472,7 @@ def _ctx_inputs(
     kv = Shape.of(m, kv_elem).kv_bytes_per_token(tp, pp)
     fam = "apple" if backend == "metal" else family(card.key)
     k = (llamacpp_speed.constants(fam) if engine == "llama.cpp"
-         else serving_speed.constants(engine, fam))  # fmt: skip
+         else serving_speed.constants(engine, card.key))  # fmt: skip
     inp = speed.inputs_for(
         m, weights, card, constants=k, context=context, kv_bytes_per_token=kv, tp=tp, pp=pp,
         concurrency=concurrency, prompt_tokens=prompt, flash_attention=flash,

@@ -14,7 +14,8 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines.knobs import NamesRepos
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.planner import PlanSettings, plan
-from llmfit.sources.repo import load_repo
+from llmfit.plan.weights import estimated
+from llmfit.sources.repo import load_repo, sizeless
 
 if TYPE_CHECKING:
     from llmfit.sources.hub import Progress
@@ -32,9 +33,12 @@ def advise(
     revision: str | None = None,
     progress: Progress | None = None,
     keep: Callable[[Artifact], bool] | None = None,
+    estimate: bool = True,
 ) -> Advice:
     """Read the repository and plan it on the fleet; `keep` narrows the artifacts planned (one
-    file of a GGUF repository), and the repository's model and files are read all the same."""
+    file of a GGUF repository), and the repository's model and files are read all the same.
+    A repository with a config and no weights' sizes is planned at the config's parameters
+    unless `estimate` is off (`llmfit models` lists such repositories apart)."""
     repo = load_repo(repo_text, cache_dir, offline=offline, revision=revision, progress=progress)
     if keep is not None:
         kept = tuple(a for a in repo.artifacts if keep(a))
@@ -51,7 +55,22 @@ def advise(
             f"{repo.id}'s config states no trained context, so one must be chosen.",
             hint=f"llmfit {shlex.quote(repo_text)} --context 8192",
         )
+    guess = None if repo.artifacts or not estimate else estimated(repo.model)
+    if guess is not None:
+        # A config-only repository: planned at the config's parameters, and said so.
+        repo = replace(
+            repo,
+            artifacts=(guess,),
+            warnings=tuple(w for w in repo.warnings if w != sizeless(repo.id)),
+        )
     planned = plan(repo.model, repo.artifacts, fleet, settings)
+    if guess is not None:
+        note = (
+            f"the weights are estimated from config.json: {guess.params:,} parameters at "
+            f"{repo.model.dtype}, {guess.bytes:,} bytes; {repo.id} holds no checkpoint's "
+            "sizes here (no model.safetensors.index.json, model.safetensors or GGUF file)"
+        )
+        planned = replace(planned, notes=(note, *planned.notes))
     if repo.source != "path" and (not planned.options or planned.options[0].what_if):
         # Only a what-if fits (or nothing): a quantised checkpoint already in the cache may be
         # the better next question.

@@ -84,7 +84,13 @@ def _list_models(
     def one(item: Listed) -> ModelResult:
         try:
             advice = advise(
-                item.repo_id, fleet, settings, cache_dir, offline=offline, revision=item.revision
+                item.repo_id,
+                fleet,
+                settings,
+                cache_dir,
+                offline=offline,
+                revision=item.revision,
+                estimate=False,
             )
         except LlmfitError as e:
             return ModelResult(item.repo_id, item.revision, error=e.message, hint=e.hint)

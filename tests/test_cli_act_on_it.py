@@ -557,7 +557,9 @@ def test_sglang_gets_its_own_override_flag(run):
         "--engine", "sglang", "--commands",
     )  # fmt: skip
     assert code == 0, err
-    assert out.strip() == (
+    launch, measure = out.strip().splitlines()
+    assert measure.startswith("# measure it: python -m sglang.bench_serving ")
+    assert launch == (
         "sglang serve --model-path Qwen/Qwen3-8B --tp-size 1 --context-length 131072 "
         f"--mem-fraction-static 0.830 --json-model-override-args '{YARN_128K}' "
         "--host 0.0.0.0 --port 30000"

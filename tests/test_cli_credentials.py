@@ -169,9 +169,8 @@ def test_the_secret_flags_are_those_the_engines_declare_by_name():
          "did you mean --api-key?\n"),
         (["llama-server", "-hf", "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "--api-kye",
           "sk-typo-123"],
-         "llmfit: the command to check: --api-kye is not a llama-server flag; it is spelt nearly "
-         "as --api-key, whose value is a credential: spell it --api-key (its value is not "
-         "shown).\n"),
+         "llmfit: the command to check: llama-server refuses it: --api-kye: not one of its flags; "
+         "did you mean --api-key?\n"),
     ],
 )  # fmt: skip
 def test_a_misspelt_credential_flag_is_refused_without_its_value(run, command, sentence):

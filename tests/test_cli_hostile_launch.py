@@ -87,8 +87,11 @@ def test_shell_characters_in_a_name_are_quoted_once_and_run_as_one_word(run, tmp
     (argv,) = json_argvs(run, name, "--fleet", "8xh100-80g")
     code, out, _ = run(name, "--fleet", "8xh100-80g", "--commands")
     assert code == 0
-    (line,) = out.splitlines()
+    line, measure = out.splitlines()
     assert split_back(line) == argv
+    # The benchmark's line quotes the name once too: its --model is the name, whole.
+    bench = split_back(measure.removeprefix("# measure it: "))
+    assert bench[bench.index("--model") + 1] == name
     assert argv[:3] == ["vllm", "serve", name]
     bin_dir = tmp_path / "bin"
     fake_program(bin_dir, "vllm")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.conftest import EXAMPLE_FLEET, ROOT
 
@@ -110,3 +111,72 @@ def test_a_fleet_file_with_three_mistakes_says_all_three(run, tmp_path):
     assert err.startswith(f"llmfit: {f}:5: node[0].zzz is not a key llmfit knows;")
     assert f"(and 2 more: {f}:10: node[1].gpus is -2; it cannot be negative; {f}:14: " in err
     assert "pool[0].gpu is 'h10-80g', not a GPU class llmfit knows" in err
+
+
+def test_a_misspelt_llama_server_flag_is_refused_with_the_flag_it_meant(run):
+    # llama-server refuses a flag it does not take ("error: invalid argument", common/arg.cpp);
+    # --n-gpu-layer is one letter short of its --n-gpu-layers (llamacpp_flags.py, its README).
+    code, out, err = run("check", "--fleet", "1xrtx4090-24g", "--", "llama-server", "-hf",
+                         "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "-c", "4096",
+                         "--n-gpu-layer", "40")  # fmt: skip
+    assert (code, out) == (2, "")
+    assert err == (
+        "llmfit: the command to check: llama-server refuses it: --n-gpu-layer: not one of its "
+        "flags; did you mean --n-gpu-layers?\n"
+    )
+    # A flag it takes that llmfit does not model is still listed as not modelled, not refused.
+    code, out, err = run("check", "--fleet", "1xrtx4090-24g", "--", "llama-server", "-hf",
+                         "llmfit-fixtures/Tiny-Llama-GGUF:Q8_0", "-c", "4096",
+                         "--temp", "-1", "--no-kv-offload")  # fmt: skip
+    assert code == 0, err
+    assert "--temp -1" in " ".join(out.split())
+
+
+def _config_only(tmp_path: Path) -> Path:
+    """Llama-3.1-8B-Instruct's real config.json, with no weights, index or GGUF beside it."""
+    repo = tmp_path / "Llama-3.1-8B-Instruct"
+    repo.mkdir()
+    src = ROOT / "fixtures" / "src" / "meta-llama--Llama-3.1-8B-Instruct.json"
+    (repo / "config.json").write_text(src.read_text(encoding="utf-8"), encoding="utf-8")
+    return repo
+
+
+# Llama-3.1-8B-Instruct's config by hand (vocab 128,256, hidden 4,096, 32 layers, 32 heads and 8 KV
+# heads of 128, intermediate 14,336, head not tied): the embedding 128,256 × 4,096 = 525,336,576;
+# the output layer the same head plus the final norm's 4,096 = 525,340,672; a layer q and o
+# 4,096² each, k and v 4,096 × 1,024 each, gate, up and down 3 × 4,096 × 14,336: 16,777,216 × 2 +
+# 4,194,304 × 2 + 176,160,768 = 218,103,808, × 32 = 6,979,321,856. In all 8,029,999,104 parameters
+# (the layers' norms, 262,144, are left out: the published checkpoint's 8,030,261,248), at
+# bfloat16's two bytes 16,059,998,208 bytes (the published index says 16,060,522,496).
+ESTIMATE = 16_059_998_208
+
+
+def test_a_config_only_repository_is_planned_at_its_configs_parameters(run, tmp_path):
+    repo = _config_only(tmp_path)
+    code, out, err = run(str(repo), "--fleet", "1xh100-80g", "--context", "8192",
+                         "--precision", "stored", "--json")  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    (art,) = doc["artifacts"]
+    assert (art["bytes"], art["quant"], art["estimated"]) == (ESTIMATE, "bf16", True)
+    assert doc["notes"][0] == (
+        "the weights are estimated from config.json: 8,029,999,104 parameters at bfloat16, "
+        f"16,059,998,208 bytes; {repo} holds no checkpoint's sizes here (no "
+        "model.safetensors.index.json, model.safetensors or GGUF file)"
+    )
+    assert doc["options"][0]["label"] == "1 × h100-80g"
+    # The words say it too, and the plan is planned as usual: one card, as the checkpoint.
+    code, out, err = run(str(repo), "--fleet", "1xh100-80g", "--context", "8192")
+    assert code == 0, err
+    assert "note: the weights are estimated from config.json: 8,029,999,104 parameters" in out
+    assert "Best: 1 × h100-80g, bf16" in out
+
+
+def test_a_config_only_repository_at_a_precision_given(run, tmp_path):
+    # --precision fp8: the estimated bf16 weights quantised on load, as for a checkpoint.
+    code, out, err = run(str(_config_only(tmp_path)), "--fleet", "1xh100-80g", "--context",
+                         "8192", "--precision", "fp8", "--json")  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["artifacts"][0]["bytes"] == ESTIMATE
+    assert {o["what_if"] for o in doc["options"]} == {"fp8 weights"}

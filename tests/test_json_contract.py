@@ -10,6 +10,7 @@ the code that computes them (tests/plan, tests/test_cli.py).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -47,12 +48,12 @@ MODEL = {
     "active_params": (INT, NONE), "layers": INT, "attention_heads": (INT, NONE),
     "kv_heads": (INT, NONE), "head_dim": (INT, NONE), "experts": (INT, NONE),
     "experts_active": (INT, NONE), "max_context": (INT, NONE), "kv_bytes_per_token": INT,
-    "dtype": (STR, NONE), "quantization": (STR, NONE), "attention": LIST,
+    "dtype": (STR, NONE), "quantization": (STR, NONE), "attention": LIST, "unmodelled": LIST,
 }  # fmt: skip
 FLEET = {"source": STR, "nodes": INT, "gpus": INT}
 ARTIFACT = {
     "name": STR, "format": STR, "bytes": INT, "shards": INT, "quant": (STR, NONE),
-    "bits_per_weight": (NUM, NONE),
+    "bits_per_weight": (NUM, NONE), "estimated": BOOL,
 }  # fmt: skip
 OPTION = {
     "rank": INT, "artifact": STR, "engine": STR, "label": STR, "describe": STR, "cpu": BOOL,
@@ -61,6 +62,11 @@ OPTION = {
     "max_context": INT, "concurrency": NUM, "commands": LIST, "what_if": (STR, NONE), "tp": INT,
     "pp": INT, "dp": INT, "ep": BOOL, "replicas": INT, "cards_per_replica": INT,
     "speed": (DICT, NONE), "serving": (DICT, NONE), "launch_replicas": INT,
+    "benchmark": (DICT, NONE),
+}  # fmt: skip
+BENCHMARK = {
+    "argv": LIST, "shell": STR, "result_file": STR, "stdout": BOOL, "load": STR, "value": NUM,
+    "prompts": INT, "input_len": INT, "output_len": INT,
 }  # fmt: skip
 PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
 COMMAND = {"role": STR, "argv": LIST, "shell": STR, "count": INT}
@@ -114,6 +120,10 @@ def test_every_document_keeps_the_contract(run, args):
         has(o["per_card"], PER_CARD, f"options[{i}].per_card")
         if o["serving"] is not None:
             has(o["serving"], SERVING, f"options[{i}].serving")
+        if o["benchmark"] is not None:
+            has(o["benchmark"], BENCHMARK, f"options[{i}].benchmark")
+            # A benchmark checks a serving figure: none without one.
+            assert o["serving"] is not None and o["serving"]["replicas"] is not None
         p = o["per_card"]
         assert p["need"] == p["weights"] + p["kv_cache"] + p["overhead"]
         assert o["commands"]
@@ -136,3 +146,27 @@ def test_engine_fields_are_null_on_the_other_engines_options(run):
         assert o["engine"] == "llama.cpp"
         assert o["vllm_version"] is None
         assert isinstance(o["gpu_layers"], int)
+
+
+def test_a_plan_names_the_keys_it_does_not_model(run, tmp_path):
+    # Gemma 4 31B's config gives attention_k_eq_v: true (vllm/model_executor/models/gemma4.py
+    # _gemma4_layer_weights_mapper loads K into the V slot too, weight llmfit does not count);
+    # Llama-3.1-8B's gives nothing of the kind.
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    (tmp_path / "config.json").write_text(
+        (root / "calibration" / "configs" / "google--gemma-4-31B-it.json").read_text()
+    )
+    # A folder with a config and no weights: planned at the config's estimate (issue 34), the
+    # 31B's 62 GB of bf16 weights on one H200.
+    code, out, err = run(str(tmp_path), "--fleet", "1xh200-141g", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [a["estimated"] for a in doc["artifacts"]] == [True]
+    assert doc["model"]["unmodelled"] == ["attention_k_eq_v"]
+    assert (
+        "The config's attention_k_eq_v changes what the engine keeps, which llmfit does not "
+        "model: the memory figures are estimates."
+    ) in doc["notes"]
+    code, out, err = run("meta-llama/Llama-3.1-8B-Instruct", "--fleet", "1xh200-141g", "--json")
+    assert code == 0, err
+    assert json.loads(out)["model"]["unmodelled"] == []

@@ -3,7 +3,7 @@
 Importing the package registers every command on the `llmfit` group (cli/app.py).
 """
 
-from llmfit.cli import check, fleet, models, plan  # noqa: F401  (each registers its command)
+from llmfit.cli import calibrate, check, fleet, models, plan  # noqa: F401  (each registers its command)
 from llmfit.cli.app import cli, main
 
 __all__ = ["cli", "main"]

@@ -72,7 +72,7 @@ def show_plan(advice: Advice, view: View) -> None:
         from llmfit.render.table import render_commands
 
         assert chosen is not None
-        render_commands(advice, console, chosen, view.ray)
+        render_commands(advice, console, chosen, view.ray, measure=True)
     elif view.explain or view.why_not:
         from llmfit.render.explain import render_explain, render_why_not
 

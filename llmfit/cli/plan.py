@@ -134,6 +134,14 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     show_default=True,
     help="The launch as shell commands, `docker run` lines, or Kubernetes YAML.",
 )
+@click.option(
+    "--calibration",
+    "calibration_path",
+    help="Calibration file (`llmfit calibrate`); default: the one beside the fleet file.",
+)
+@click.option(
+    "--no-calibration", is_flag=True, help="The serving model's own figures, not calibrated."
+)
 @offline_option("Use only what is cached; never touch the network (as HF_HUB_OFFLINE=1).")
 @click.option("--revision", help="Branch, tag or commit of REPO (the same as REPO@REVISION).")
 def plan_cmd(
@@ -162,6 +170,8 @@ def plan_cmd(
     replicas: int | None,
     local_paths: bool,
     fmt: str,
+    calibration_path: str | None,
+    no_calibration: bool,
     offline: bool,
     revision: str | None,
     **knob_values: object,
@@ -183,10 +193,14 @@ def plan_cmd(
     """
     from llmfit.advise import advise
     from llmfit.plan.planner import PlanSettings
+    from llmfit.sources.calibration_file import for_fleet
     from llmfit.sources.fleet import resolve_fleet
 
     _sglang_share(engine_keys, knob_values)
     fleet = resolve_fleet(fleet_path)
+    if no_calibration and calibration_path is not None:
+        raise UsageError("--calibration and --no-calibration ask for opposite things: give one.")
+    calibration = () if no_calibration else for_fleet(fleet.source, calibration_path)
     options = engine_options(split_knobs(knob_values))
     asked = context_tokens(context)
     settings = PlanSettings(
@@ -203,6 +217,7 @@ def plan_cmd(
         every_layout=show_all,
         local_paths=local_paths,
         engine_options=options,
+        calibration=calibration,
         replicas=replicas,
         budget=priced_budget(budget, fleet),
         desktop=not wants_trained(context),

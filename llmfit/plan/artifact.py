@@ -90,6 +90,9 @@ class Artifact:
     weights: WeightLayout | None = None
     # Whether `weights` was summed from the tensors' own sizes rather than spread by parameters.
     weights_exact: bool = False
+    # Whether `bytes` is the config's parameters at its dtype, no checkpoint's sizes being at hand
+    # (a config-only repository; plan/weights.py estimated).
+    estimated: bool = False
 
     @property
     def parts(self) -> WeightLayout | None:

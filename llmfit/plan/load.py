@@ -71,6 +71,22 @@ MAX_STEPS = 200
 
 
 @dataclass(frozen=True)
+class Scales:
+    """What a calibration on the user's own runs (plan/calibration.py) multiplies the step times
+    by: `decode`, a step's time with its batch of decodes alone; `prefill`, what prompt tokens
+    add to a step (a chunk beside the decodes, or a prefill batch of its own). 1, 1: the model's
+    own figures. Applied here, to the totals plan/speed.py returns, so that they hold whatever
+    the step model computes inside."""
+
+    decode: float = 1.0
+    prefill: float = 1.0
+
+    @property
+    def identity(self) -> bool:
+        return self.decode == 1.0 and self.prefill == 1.0
+
+
+@dataclass(frozen=True)
 class Replica:
     """One replica of an option as the serving model sees it, and how many of them the option
     runs (a dense model's data-parallel ranks, llama.cpp's servers: `copies`)."""
@@ -90,6 +106,8 @@ class Replica:
     mixed: bool = True
     # The most tokens one sequence may hold (llama-server's --ctx-size over its slots); 0: any.
     sequence_tokens: int = 0
+    # The calibration of its pool (card class × engine) on the user's runs; 1, 1: none.
+    scales: Scales = Scales()
 
     @property
     def cards(self) -> int:
@@ -174,7 +192,41 @@ def decode_round(r: Replica, batch: float, context: float, chunk: float = 0.0,
                  chunk_context: float = 0.0) -> tuple[float, Cost]:  # fmt: skip
     """Seconds between a decoding sequence's tokens with `batch` of them and `chunk` prompt
     tokens in each round, and one micro-batch's parts."""
-    return round_time(r.inputs, batch, context, chunk, chunk_context)
+    t, cost = round_time(r.inputs, batch, context, chunk, chunk_context)
+    if r.scales.identity:
+        return t, cost
+    scaled = _round(r, batch, context, chunk, chunk_context)
+    f = scaled / t if t > 0 else r.scales.decode
+    return scaled, Cost(tuple(p.scaled(f) for p in cost.parts))
+
+
+def _round(r: Replica, batch: float, context: float, chunk: float = 0.0,
+           chunk_context: float = 0.0) -> float:  # fmt: skip
+    """`round_total` with the replica's calibration: the decodes' time × `decode`, what the
+    chunk adds × `prefill`."""
+    s = r.scales
+    if s.identity:
+        return round_total(r.inputs, batch, context, chunk, chunk_context)
+    if chunk <= 0:
+        return s.decode * round_total(r.inputs, batch, context)
+    alone, both = round_pair(r.inputs, batch, context, chunk, chunk_context)
+    return s.decode * alone + s.prefill * (both - alone)
+
+
+def _pair(r: Replica, batch: float, context: float, chunk: float,
+          chunk_context: float) -> tuple[float, float]:  # fmt: skip
+    """`round_pair` with the replica's calibration (see `_round`)."""
+    alone, both = round_pair(r.inputs, batch, context, chunk, chunk_context)
+    s = r.scales
+    if s.identity:
+        return alone, both
+    return s.decode * alone, s.decode * alone + s.prefill * (both - alone)
+
+
+def _apart(r: Replica, chunk: float, chunk_context: float) -> float:
+    """A prefill batch of its own (`step_total` with no decodes), with the replica's
+    calibration."""
+    return r.scales.prefill * step_total(r.inputs, 0.0, 0.0, chunk, chunk_context)
 
 
 def prefill_service(r: Replica, w: Workload, batch: float) -> tuple[float, float]:
@@ -187,20 +239,20 @@ def prefill_service(r: Replica, w: Workload, batch: float) -> tuple[float, float
     `schedule`; SGLang's PrefillAdder adds waiting requests up to --chunked-prefill-size,
     sglang/srt/managers/schedule_policy.py), so the rate at which a queue drains is a full
     step's tokens over that step's time, not one short prompt's over its own."""
-    inp, prompt = r.inputs, w.input_len
+    prompt = w.input_len
     if r.mixed:
         # The oldest waiting prompt takes what the decodes leave of the step's budget.
         room = max(r.budget - batch, 1.0)
         steps = math.ceil(prompt / room)
         ctx, b = _mean_context(w), max(batch, 1.0)
-        t = round_total(inp, b, ctx, min(prompt, room), prompt / 2)
-        full = t if prompt >= room else round_total(inp, b, ctx, room, prompt / 2)
+        t = _round(r, b, ctx, min(prompt, room), prompt / 2)
+        full = t if prompt >= room else _round(r, b, ctx, room, prompt / 2)
         return steps * t, room / max(full, 1e-12)
     # Prefill batches of their own: each carries up to the budget of prompt tokens.
     chunk = min(prompt, r.budget)
     steps = math.ceil(prompt / chunk)
-    t = step_total(inp, 0.0, 0.0, chunk, prompt / 2)
-    full = t if chunk >= r.budget else step_total(inp, 0.0, 0.0, r.budget, prompt / 2)
+    t = _apart(r, chunk, prompt / 2)
+    full = t if chunk >= r.budget else _apart(r, r.budget, prompt / 2)
     return steps * t, r.budget / max(full, 1e-12)
 
 
@@ -216,6 +268,7 @@ def prefill_cost(r: Replica, w: Workload, batch: float) -> Cost:
         chunk = min(prompt, r.budget)
         steps = math.ceil(prompt / chunk)
         one = step(r.inputs, 0.0, 0.0, chunk, prompt / 2)
+        one = Cost(tuple(p.scaled(r.scales.prefill) for p in one.parts))
     return Cost(tuple(p.scaled(steps) for p in one.parts))
 
 
@@ -249,13 +302,13 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: flo
             chunks = math.ceil(prompt / room)
             share = min(rate * chunks * tau, 1.0)  # the steps that carry a chunk
             if share <= 0:
-                return round_total(inp, max(b, 1.0), ctx)
+                return _round(r, max(b, 1.0), ctx)
             carried = rate * prompt * tau / share
             if carried > room * (1 + TOLERANCE):
                 return math.inf
-            t, with_chunk = round_pair(inp, max(b, 1.0), ctx, carried, half)
+            t, with_chunk = _pair(r, max(b, 1.0), ctx, carried, half)
             return t + share * (with_chunk - t)
-        t = round_total(inp, max(b, 1.0), ctx)
+        t = _round(r, max(b, 1.0), ctx)
         return t / (1 - busy) if busy < 1 else math.inf  # busy: the prefill batches' share
 
     lo = tau_of(0.0)
@@ -381,7 +434,7 @@ def _apart_share(r: Replica, w: Workload, rate: float) -> float:
     if prompt >= r.budget or rate <= 0:
         return rate * service
     held = min(1.0 + rate * service, r.budget / prompt)
-    t = step_total(r.inputs, 0.0, 0.0, held * prompt, prompt / 2)
+    t = _apart(r, held * prompt, prompt / 2)
     return rate * t / held
 
 
@@ -641,11 +694,9 @@ def _wave(r: Replica, w: Workload, n: int) -> tuple[float, float]:
     prompt, budget = w.input_len, max(r.budget, 1)
     total = n * prompt
     steps = -(-total // budget)
-    full = step_total(r.inputs, 0.0, 0.0, float(budget), prompt / 2)
+    full = _apart(r, float(budget), prompt / 2)
     last_tokens = total - (steps - 1) * budget
-    last = full if last_tokens == budget else step_total(
-        r.inputs, 0.0, 0.0, float(last_tokens), prompt / 2
-    )  # fmt: skip
+    last = full if last_tokens == budget else _apart(r, float(last_tokens), prompt / 2)
     prefill = (steps - 1) * full + last
     # Request j's prompt ends in step ceil(j I / B): Σ of those steps over the wave, each a
     # full step's time but the last's.
@@ -882,9 +933,9 @@ def part_times(t: Time) -> dict[str, float]:
     read, KV read, compute (the GEMMs overlapping the weights, attention the KV), communication
     and fixed overhead (the kernels' and the engine's own)."""
     return {
-        "weights": t.memory,
+        "weights": t.memory + t.experts,
         "kv": t.kv,
-        "compute": t.compute + t.attention,
+        "compute": t.compute + t.expert_compute + t.attention,
         "communication": t.link,
         "overhead": t.overhead + t.scheduling,
     }

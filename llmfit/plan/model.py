@@ -179,6 +179,9 @@ class ModelShapes:
     indexer_layers: tuple[int, ...] = ()
     index_heads: int = 0
     index_head_dim: int = 0
+    # The top-k the indexer keeps a token (index_topk): the model holds their indices for a
+    # whole step's tokens.
+    index_topk: int = 0
     # Rotary embedding: dimensions rotated a head, and how many distinct caches vLLM builds
     # (Gemma 3: a local and a global one).
     rotary_dim: int = 0

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmfit.plan.artifact import Artifact
+from llmfit.plan.calibration import calibrated, calibration_notes
 from llmfit.plan.cards import consumer
 from llmfit.plan.ceiling import Ceiling, ceiling
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
@@ -128,6 +129,12 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
                 charges = e.attention(shape, context)
             job = Job(art, model, shape, fleet, tuple(pools), context, settings)
             result = e.plan(job)
+            if settings.calibration:
+                result = replace(result, options=calibrated(result.options, settings.calibration))
+                engine_notes += [
+                    n for n in calibration_notes(result.options, settings.calibration, e.name)
+                    if n not in engine_notes
+                ]  # fmt: skip
             for o in result.options:
                 # An engine's own search may stray; what its commands cannot launch is never
                 # offered (plan/layout.py LayoutSpace).

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from llmfit.errors import UsageError
 
 if TYPE_CHECKING:  # an annotation only: the CLI reads this module's constants at start-up
+    from llmfit.plan.calibration import Pool
     from llmfit.plan.launch import Given
     from llmfit.plan.layout import Layout
 
@@ -203,6 +204,9 @@ class PlanSettings:
     # The command being checked (`llmfit check`): its launch runs these words as given, adding only
     # what places it on its nodes.
     given: Given | None = None
+    # The fleet's calibration (`llmfit calibrate`, plan/calibration.py): each pool's scales on
+    # the serving model's step times; empty: the model's own figures.
+    calibration: tuple[Pool, ...] = ()
     # Copies of the chosen option its launch starts (--replicas); None: as many as the named
     # load needs.
     replicas: int | None = None

@@ -10,11 +10,19 @@ tensor-parallel layer all-reduces its activations twice over the link between th
 whose attention runs in data-parallel ranks sends each token to its experts and back (an
 all-to-all), and a pipeline hands activations from stage to stage over the link, or the fabric
 between nodes. Layers llama.cpp keeps in host RAM are read at the host's RAM bandwidth. A card's
-part of a step takes max(weights, their FLOPs) + max(KV, attention's FLOPs) (the kernels run one
-after another: a GEMM overlaps its weights' reads and its FLOPs, the attention kernel its KV reads
-and its own, not each other's) + its kernels' fixed costs (a layer's, more without CUDA graphs) +
-its collectives; a micro-batch's stages run one after another, and an engine
-that pipelines (vLLM, SGLang) keeps as many micro-batches in flight as it has stages.
+part of a step takes max(weights, their FLOPs) + max(routed experts reached, their FLOPs) +
+max(KV, attention's FLOPs) (the kernels run one after another: a GEMM overlaps its weights' reads
+and its FLOPs, the attention kernel its KV reads and its own, not each other's) + its kernels'
+fixed costs (a layer's, more without CUDA graphs) + its collectives; a micro-batch's stages run
+one after another, and an engine that pipelines (vLLM, SGLang) keeps as many micro-batches in
+flight as it has stages. The engine's own CPU work a step (scheduling, sampling) adds to that, or,
+where the engine overlaps it with the GPU's (vLLM's async scheduling, SGLang's overlap
+scheduler), the step takes the longer of the two.
+
+Every efficiency is a share of the card's datasheet figure, at most 1, and the tensor side is a
+curve in the work's size: a GEMM of n tokens reaches n / (n + rows) of its most, a MoE's grouped
+GEMM t / (t + rows) at t tokens an expert (bandwidth-bound at a few, tensor-bound at thousands).
+No figure this module gives implies more than the card's peak (tests/plan/test_peaks.py).
 
 Nothing here names an engine. The share of a card's peaks an engine reaches and its fixed costs
 are `Constants`, fitted per engine and card family, and live in each engine's own module
@@ -26,7 +34,7 @@ into serving at a load (throughput, TPOT, TTFT, capacity).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, CardSpec
@@ -59,7 +67,8 @@ class Constants:
     # Whether pipeline stages decode different micro-batches at once (vLLM's and SGLang's
     # virtual engines); llama.cpp runs one batch through its stages in turn.
     decode_pipelined: bool
-    # A MoE layer's fixed cost beyond a dense one's (routing, the grouped GEMMs' launches).
+    # A MoE layer's fixed cost beyond a dense one's. 0 for vLLM and SGLang: their routed experts'
+    # grouped GEMM is timed from the tokens each expert gets (`expert_rows`), not by a constant.
     moe_layer_s: float = 0.0
     # A layer's fixed cost without CUDA graphs (eager mode, or a batch past the captured sizes);
     # 0: as with them.
@@ -72,9 +81,20 @@ class Constants:
     attention_efficiency: float = 1.0
     # One all-to-all's fixed latency (expert parallelism's dispatch or combine).
     all_to_all_s: float = 0.0
-    # The share of the prefill's tensor rate a MoE's routed experts reach (grouped GEMMs of a
-    # few hundred tokens an expert): 1 multiplies them as the dense weights.
+    # The share of the prefill's tensor rate a MoE's routed experts reach at most (a grouped
+    # GEMM of thousands of tokens an expert): 1 multiplies them as the dense weights. The product
+    # with `prefill_efficiency` is held at 1 or below.
     expert_prefill_efficiency: float = 1.0
+    # A GEMM's tensor efficiency as a curve in the tokens it multiplies: n / (n + rows) of its
+    # most (`prefill_efficiency`). The rows its tiles run beyond its tokens (a tile of 64 or 128
+    # rows holds a decode batch of a few sequences, mostly empty): a few at thousands of tokens,
+    # most of the work at one. Time is then (n + rows) tokens' FLOPs: the roofline's
+    # compute side never reaches the peak, and a batch of one is charged its tile. 0: no curve
+    # (llama.cpp's fit, which predates it).
+    gemm_rows: float = 0.0
+    # The same for each expert of a grouped GEMM that a step's tokens reach: t / (t + rows) of its
+    # most at t tokens an expert (bandwidth-bound at a few, tensor-bound at thousands).
+    expert_rows: float = 0.0
     # The share of the bandwidth block-quantized weights (GGUF's k-quants, Q4_0, …) stream at in
     # decode, where the kernel dequantizes every block it reads (llama.cpp's mul_mat_vec_q);
     # 0: as `weight_efficiency`. The KV cache keeps the plain share.
@@ -185,13 +205,16 @@ class SpeedInputs:
     ubatch: int = 0
     # No CUDA graphs (--enforce-eager): every layer's launches count where they outlast the GPU.
     eager: bool = False
-    # The largest decode batch run as a captured graph (0: any). A step past it runs compiled and
-    # long enough for its launches to hide, so it costs a layer as a graphed one: said, for what
-    # the engine captures, not charged.
+    # The largest batch run as a captured CUDA graph (0: any). A step past it launches its kernels
+    # from the host (eager): the launches are charged where they outlast the GPU's work.
     graph_batch: int = 0
     # Block-quantized weights the kernels dequantize (GGUF's k-quants, Q4_0, …): llama.cpp
     # prefills them at its own fitted efficiency.
     quantized: bool = False
+    # The engine schedules the next step on the CPU while the GPU runs this one (vLLM's async
+    # scheduling, SGLang's overlap scheduler): a step costs the longer of its CPU work (`step_s`,
+    # `sequence_s`) and its GPU work, not their sum.
+    overlap: bool = False
 
     @property
     def cards(self) -> int:
@@ -232,36 +255,46 @@ def collective_s(family: str, tp: int, nbytes: float, bandwidth: float) -> float
 
 @dataclass(frozen=True)
 class Time:
-    """Seconds, by what spent them. A part takes max(weights, their FLOPs) + max(KV, attention's
-    FLOPs) + the rest: a kernel's bytes and FLOPs overlap, the GEMMs' and the attention's do not
-    (they run one after another), nor fixed costs and collectives."""
+    """Seconds, by what spent them. A part takes max(weights, their FLOPs) + max(routed experts'
+    bytes, their FLOPs) + max(KV, attention's FLOPs) + the rest: a kernel's bytes and FLOPs
+    overlap, the dense GEMMs', the grouped GEMM's and the attention's do not (they run one after
+    another), nor fixed costs and collectives."""
 
     memory: float = 0.0  # weights read at the bandwidth the engine reaches
     compute: float = 0.0  # the weights' FLOPs (the GEMMs) at the tensor rate the engine reaches
     overhead: float = 0.0  # fixed costs of the kernels: per layer, per hand-off
-    scheduling: float = 0.0  # fixed costs of the engine's own loop: per step, per sequence
+    scheduling: float = 0.0  # the engine's own CPU work: per step, per sequence
     link: float = 0.0  # collectives and hand-offs: their bytes and latencies
     kv: float = 0.0  # the KV cache (and linear states) read at the bandwidth the engine reaches
     attention: float = 0.0  # attention's FLOPs over the context, at the same rate
+    experts: float = 0.0  # the routed experts a step's tokens reach, read
+    expert_compute: float = 0.0  # … their grouped GEMM's FLOPs, on its efficiency curve
 
     def __add__(self, o: Time) -> Time:
         return Time(self.memory + o.memory, self.compute + o.compute, self.overhead + o.overhead,
                     self.scheduling + o.scheduling, self.link + o.link, self.kv + o.kv,
-                    self.attention + o.attention)  # fmt: skip
+                    self.attention + o.attention, self.experts + o.experts,
+                    self.expert_compute + o.expert_compute)  # fmt: skip
 
     def scaled(self, f: float) -> Time:
         return Time(self.memory * f, self.compute * f, self.overhead * f, self.scheduling * f,
-                    self.link * f, self.kv * f, self.attention * f)  # fmt: skip
+                    self.link * f, self.kv * f, self.attention * f, self.experts * f,
+                    self.expert_compute * f)  # fmt: skip
+
+    @property
+    def gpu(self) -> float:
+        """The part's time on the cards (all but the engine's CPU work)."""
+        return (
+            max(self.memory, self.compute)
+            + max(self.experts, self.expert_compute)
+            + max(self.kv, self.attention)
+            + self.overhead
+            + self.link
+        )
 
     @property
     def total(self) -> float:
-        return (
-            max(self.memory, self.compute)
-            + max(self.kv, self.attention)
-            + self.overhead
-            + self.scheduling
-            + self.link
-        )
+        return self.gpu + self.scheduling
 
     @property
     def bound(self) -> str:
@@ -269,25 +302,29 @@ class Time:
         latency of streaming the weights layer by layer), "compute" (with the engine's own
         per-step and per-sequence work) or "link"."""
         parts = {
-            "memory": self.memory + self.kv + self.overhead,
-            "compute": self.compute + self.attention + self.scheduling,
+            "memory": self.memory + self.experts + self.kv + self.overhead,
+            "compute": self.compute + self.expert_compute + self.attention + self.scheduling,
             "link": self.link,
         }
         return max(parts, key=lambda k: parts[k])
 
 
 def _rates(inp: SpeedInputs) -> tuple[float, float, float | None]:
-    """(weight bandwidth, KV bandwidth, tensor rate) the engine reaches on this card."""
+    """(weight bandwidth, KV bandwidth, tensor rate) the engine reaches on this card: every
+    efficiency a share of the card's own datasheet figure, held at 1 or below."""
     k = inp.constants
-    plain = inp.memory_bandwidth * k.weight_efficiency
+    full = inp.memory_bandwidth
+    plain = full * min(k.weight_efficiency, 1.0)
     bw = plain
     if inp.quantized and k.quant_weight_efficiency:
-        bw = inp.memory_bandwidth * k.quant_weight_efficiency
-    kv = plain * k.attention_efficiency if inp.flash_attention else (
-        inp.memory_bandwidth * k.kv_efficiency
-    )  # fmt: skip
+        bw = full * min(k.quant_weight_efficiency, 1.0)
+    kv = (
+        full * min(k.weight_efficiency * k.attention_efficiency, 1.0)
+        if inp.flash_attention
+        else full * min(k.kv_efficiency, 1.0)
+    )
     eff = k.quant_prefill_efficiency if inp.quantized else k.prefill_efficiency
-    rate = inp.flops * eff if inp.flops else None
+    rate = inp.flops * min(eff, 1.0) if inp.flops else None
     return bw, kv, rate
 
 
@@ -300,7 +337,8 @@ class _Coef:
     experts: float  # all its routed experts (a step reads the share its tokens route to)
     kv: float  # a sequence's token of context (each rank its share of the batch)
     state: float  # a sequence's recurrent state, read and written
-    token: float  # a token's FLOPs (each rank its share), its routed experts' at their rate
+    token: float  # a token's dense FLOPs (each rank its share), at the GEMMs' most
+    expert_token: float  # a token's routed experts' FLOPs, at the grouped GEMM's most
     attention: float  # a token's attention FLOPs, a token of context
     link_fixed: float  # its all-reduces' and all-to-alls' latencies
     link_token: float  # their bytes, a token
@@ -323,26 +361,23 @@ def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
     if a > 1 and s.moe_layers and n > 1:
         # Expert parallelism over data-parallel attention ranks: each MoE layer sends each
         # token's activations to its experts' ranks and back (dispatch and combine), the share
-        # that leaves the card over the link or, across nodes, the slower fabric.
+        # that leaves the card over the link or, across nodes, the slower fabric: a latency and
+        # the message's bytes over the link (its efficiency a curve in the message's size).
         via = inp.link_bandwidth or inp.pcie_bandwidth
         if inp.nodes > 1:
             via = min(via, inp.fabric_bandwidth)
         link_fixed += s.moe_layers * 2 * k.all_to_all_s
         link_token += s.moe_layers * 2 * inp.experts_active * act * (n - 1) / n / a / via
     eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
+    # The grouped GEMM's most: its share of the dense GEMMs' rate, never above the card's peak.
+    expert_rate = min(rate * k.expert_prefill_efficiency, inp.flops) if rate and inp.flops else 0.0
     return _Coef(
         dense=s.dense_bytes / bw,
-        experts=s.expert_bytes / k.expert_efficiency / bw,
+        experts=s.expert_bytes / min(k.expert_efficiency, 1.0) / bw,
         kv=s.kv_bytes_per_token / a / kv_bw,
         state=2 * s.state_bytes / a / kv_bw,
-        token=(
-            2
-            * ((s.params - s.expert_params) + s.expert_params / k.expert_prefill_efficiency)
-            / a
-            / rate
-            if rate
-            else 0.0
-        ),
+        token=2 * (s.params - s.expert_params) / a / rate if rate else 0.0,
+        expert_token=2 * s.expert_params / a / expert_rate if expert_rate else 0.0,
         attention=4 * s.attention_width / a / rate if rate else 0.0,
         link_fixed=link_fixed,
         link_token=link_token,
@@ -365,6 +400,12 @@ class Stepper:
     hop_token: float
     step_s: float
     sequence_s: float
+    # Rows the dense GEMMs' tiles run beyond a step's tokens (Constants.gemm_rows).
+    rows: float = 0.0
+    # … the grouped GEMM's, in tokens of the whole step, when every expert is reached:
+    # expert_rows × E / k (a step reaching a share s of the experts pays s of it).
+    expert_pad: float = 0.0
+    overlap: bool = False  # CPU work runs beside the GPU's (SpeedInputs.overlap)
 
     @classmethod
     def of(cls, inp: SpeedInputs) -> Stepper:
@@ -384,43 +425,54 @@ class Stepper:
             hop_token=(boundaries - cross) * act / in_node + cross * act / inp.fabric_bandwidth,
             step_s=k.step_s,
             sequence_s=k.sequence_s,
+            rows=k.gemm_rows,
+            expert_pad=k.expert_rows * e / min(kk, e) if e > 0 and kk > 0 else 0.0,
+            overlap=inp.overlap,
         )
+
+    def eager_at(self, tokens: float) -> bool:
+        """Whether a step of `tokens` runs without a CUDA graph: --enforce-eager, or past the
+        largest batch captured (the engine then launches every kernel from the host)."""
+        return self.eager or (self.graph_batch > 0 and tokens > self.graph_batch)
 
 
 def stage_parts(
     st: Stepper, c: _Coef, batch: float, context: float, chunk: float, chunk_context: float
-) -> tuple[float, float, float, float, float, float]:
-    """(weights, KV, GEMMs, attention, overhead, link) seconds of one stage's share of a step:
-    `batch` sequences each decoding one token at `context` tokens of cache, and `chunk` prompt
-    tokens at `chunk_context` tokens on average before them. Each decoding sequence reads its
-    whole cache (a chunk's attention reads its prompt's own, which its FLOPs, not its bytes,
-    bound); a step of more tokens than the kernels take at once (llama.cpp's ubatch) reads its
-    weights once a pass; without CUDA graphs (--enforce-eager) the kernels' launches count where
-    they outlast the GPU's work."""
+) -> tuple[float, float, float, float, float, float, float, float]:
+    """(weights, experts, KV, GEMMs, grouped GEMM, attention, overhead, link) seconds of one
+    stage's share of a step: `batch` sequences each decoding one token at `context` tokens of
+    cache, and `chunk` prompt tokens at `chunk_context` tokens on average before them. Each
+    decoding sequence reads its whole cache (a chunk's attention reads its prompt's own, which
+    its FLOPs, not its bytes, bound); a step of more tokens than the kernels take at once
+    (llama.cpp's ubatch) reads its weights once a pass; a GEMM runs its tokens and its tiles'
+    empty rows (its efficiency curve, `Constants.gemm_rows`), a grouped GEMM each expert's
+    tokens and its rows; without a CUDA graph (--enforce-eager, or a step past the largest
+    batch captured) the kernels' launches count where they outlast the GPU's work."""
     n = batch + chunk
     ub = st.ubatch
     passes = max(math.ceil(n / ub), 1) if ub and n > ub else 1
     share = 1.0 - st.keep ** (n / passes) if st.keep else 1.0
-    weights = passes * (c.dense + c.experts * share)
+    weights = passes * c.dense
+    experts = passes * c.experts * share
     kv = c.kv * batch * context + c.state * batch
-    gemm = c.token * n
+    gemm = c.token * (n + passes * st.rows) if n > 0 else 0.0
+    grouped = 0.0
+    if n > 0 and c.expert_token:
+        grouped = c.expert_token * (n + passes * st.expert_pad * share)
     attention = c.attention * (batch * context + chunk * chunk_context)
-    # Past the largest captured batch a step runs without a graph but compiled (vLLM's
-    # torch.compile: few, fused kernels) and long enough for the host to launch ahead of the GPU:
-    # its layers cost as a graph's. Only --enforce-eager (no compile, no graphs) pays launches.
     overhead = passes * c.graph
-    if st.eager and c.eager > c.graph:
+    if st.eager_at(n) and c.eager > c.graph:
         # Without a graph each kernel is launched from the host: the launches overlap the GPU's
         # work, so they cost only where they outlast it (a small step, not a prompt chunk's).
-        busy = max(weights, gemm) + max(kv, attention)
+        busy = max(weights, gemm) + max(experts, grouped) + max(kv, attention)
         overhead += max(passes * (c.eager - c.graph) - busy, 0.0)
     link = c.link_fixed + c.link_token * n
-    return weights, kv, gemm, attention, overhead, link
+    return weights, experts, kv, gemm, grouped, attention, overhead, link
 
 
 def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: float) -> float:
-    w, kv, gemm, att, ov, link = stage_parts(st, c, b, ctx, t, tctx)
-    return max(w, gemm) + max(kv, att) + ov + link
+    w, e, kv, gemm, grouped, att, ov, link = stage_parts(st, c, b, ctx, t, tctx)
+    return max(w, gemm) + max(e, grouped) + max(kv, att) + ov + link
 
 
 def stepper(inp: SpeedInputs) -> Stepper:
@@ -439,6 +491,12 @@ def stepper(inp: SpeedInputs) -> Stepper:
 _STEPPERS: dict[int, tuple[SpeedInputs, Stepper]] = {}
 
 
+def _time(parts: tuple[float, float, float, float, float, float, float, float]) -> Time:
+    w, e, kv, gemm, grouped, att, ov, link = parts
+    return Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att,
+                experts=e, expert_compute=grouped)  # fmt: skip
+
+
 def stage_time(
     inp: SpeedInputs, s: Stage, batch: float, context: float, chunk: float = 0.0,
     chunk_context: float = 0.0,
@@ -446,8 +504,7 @@ def stage_time(
     """One stage's share of a step (see `stage_parts`), over the replica's attention ranks."""
     st = stepper(inp)
     c = st.coefs[inp.stages.index(s)]
-    w, kv, gemm, att, ov, link = stage_parts(st, c, batch, context, chunk, chunk_context)
-    return Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att)
+    return _time(stage_parts(st, c, batch, context, chunk, chunk_context))
 
 
 def _host(inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0) -> Time:
@@ -457,7 +514,7 @@ def _host(inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0) ->
     k = inp.constants
     n = batch + chunk
     share = expert_share(inp.experts, inp.experts_active, n)
-    bw = h.ram_bandwidth * k.weight_efficiency
+    bw = h.ram_bandwidth * min(k.weight_efficiency, 1.0)
     if chunk and inp.stages and n >= 32:
         # llama.cpp multiplies a big batch's host-kept weights on the card, copying them up over
         # PCIe for every ubatch (ggml's op offload, from 32 tokens a batch).
@@ -474,16 +531,25 @@ def _host(inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0) ->
 @dataclass(frozen=True)
 class Cost:
     """Parts that run one after another (stages, hand-offs, the host): their times add, each
-    part's own memory and compute overlapping within it, not across parts."""
+    part's own memory and compute overlapping within it, not across parts. Where the engine
+    overlaps its CPU work with the GPU's (`overlap`), the step takes the longer of the two."""
 
     parts: tuple[Time, ...]
+    overlap: bool = False
 
     @property
     def total(self) -> float:
-        return sum(p.total for p in self.parts)
+        gpu = sum(p.gpu for p in self.parts)
+        cpu = sum(p.scheduling for p in self.parts)
+        return max(gpu, cpu) if self.overlap else gpu + cpu
 
     @property
     def bound(self) -> str:
+        if self.overlap:
+            s = self.summed
+            if s.scheduling < s.gpu:
+                return replace(s, scheduling=0.0).bound
+            return "compute"
         return sum(self.parts, Time()).bound
 
     @property
@@ -499,17 +565,14 @@ def step(
     `chunk` prompt tokens through every stage, one after another, with what each part cost."""
     st = stepper(inp)
     ctx = inp.context if context is None else context
-    parts = []
-    for c in st.coefs:
-        w, kv, gemm, att, ov, link = stage_parts(st, c, batch, ctx, chunk, chunk_context)
-        parts.append(Time(memory=w, compute=gemm, overhead=ov, link=link, kv=kv, attention=att))
+    parts = [_time(stage_parts(st, c, batch, ctx, chunk, chunk_context)) for c in st.coefs]
     n = batch + chunk
     parts += [
         Time(overhead=st.hop_fixed, link=st.hop_token * n),
         _host(inp, batch, ctx, chunk),
         Time(scheduling=st.step_s + st.sequence_s * batch),
     ]
-    return Cost(tuple(parts))
+    return Cost(tuple(parts), overlap=st.overlap)
 
 
 def step_total(
@@ -520,23 +583,31 @@ def step_total(
     equal)."""
     st = stepper(inp)
     n = batch + chunk
-    total = st.hop_fixed + st.hop_token * n + st.step_s + st.sequence_s * batch
-    if st.ubatch or st.eager:
-        total += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
+    gpu = st.hop_fixed + st.hop_token * n
+    cpu = st.step_s + st.sequence_s * batch
+    if st.ubatch or n <= 0:
+        gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
     else:
+        eager = st.eager_at(n)
         share = 1.0 - st.keep**n if st.keep else 1.0
         held = batch * context
         attended = held + chunk * chunk_context
+        rows = n + st.rows
+        grouped = n + st.expert_pad * share
         for c in st.coefs:
-            w = c.dense + c.experts * share
-            gemm = c.token * n
+            w, g, e, eg = c.dense, c.token * rows, c.experts * share, c.expert_token * grouped
             kv = c.kv * held + c.state * batch
             att = c.attention * attended
-            total += (w if w > gemm else gemm) + (kv if kv > att else att)
-            total += c.graph + c.link_fixed + c.link_token * n
+            busy = (w if w > g else g) + (e if e > eg else eg) + (kv if kv > att else att)
+            gpu += busy + c.graph + c.link_fixed + c.link_token * n
+            if eager and c.eager - c.graph > busy:
+                # stage_parts' launches past a graph, where they outlast the GPU's work.
+                gpu += c.eager - c.graph - busy
     if inp.host is not None:
-        total += _host(inp, batch, context, chunk).total
-    return total
+        gpu += _host(inp, batch, context, chunk).gpu
+    if st.overlap:
+        return cpu if cpu > gpu else gpu
+    return gpu + cpu
 
 
 def decode_step(inp: SpeedInputs, batch: float, context: float | None = None) -> Cost:
@@ -574,28 +645,41 @@ def round_pair(
     one pass where the step is one micro-batch on the cards alone: the serving model asks for both
     at every step of its fixed point."""
     st = stepper(inp)
-    if st.ubatch or st.eager or inp.host is not None or _pipelined(inp, batch) > 1:
+    n = batch + chunk
+    if (
+        st.ubatch
+        or st.eager_at(n)
+        or batch <= 0
+        or inp.host is not None
+        or _pipelined(inp, batch) > 1
+    ):
         return (
             round_total(inp, batch, context),
             round_total(inp, batch, context, chunk, chunk_context),
         )
-    n = batch + chunk
-    fixed = st.hop_fixed + st.step_s + st.sequence_s * batch
-    plain = fixed + st.hop_token * batch
-    full = fixed + st.hop_token * n
+    cpu = st.step_s + st.sequence_s * batch
+    plain = st.hop_fixed + st.hop_token * batch
+    full = st.hop_fixed + st.hop_token * n
     alone = 1.0 - st.keep**batch if st.keep else 1.0
     share = 1.0 - st.keep**n if st.keep else 1.0
     held = batch * context
     attended = held + chunk * chunk_context
+    rows_p, rows_f = batch + st.rows, n + st.rows
+    grouped_p, grouped_f = batch + st.expert_pad * alone, n + st.expert_pad * share
     for c in st.coefs:
         kv = c.kv * held + c.state * batch
         rest = c.graph + c.link_fixed
-        w, gemm, att = c.dense + c.experts * alone, c.token * batch, c.attention * held
-        plain += (w if w > gemm else gemm) + (kv if kv > att else att) + rest
+        w, g, e, eg = c.dense, c.token * rows_p, c.experts * alone, c.expert_token * grouped_p
+        att = c.attention * held
+        plain += (w if w > g else g) + (e if e > eg else eg) + (kv if kv > att else att) + rest
         plain += c.link_token * batch
-        w, gemm, att = c.dense + c.experts * share, c.token * n, c.attention * attended
-        full += (w if w > gemm else gemm) + (kv if kv > att else att) + rest + c.link_token * n
-    return plain, full
+        g, e, eg = c.token * rows_f, c.experts * share, c.expert_token * grouped_f
+        att = c.attention * attended
+        full += (w if w > g else g) + (e if e > eg else eg) + (kv if kv > att else att) + rest
+        full += c.link_token * n
+    if st.overlap:
+        return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
+    return plain + cpu, full + cpu
 
 
 def round_time(
@@ -662,11 +746,14 @@ def estimate(inp: SpeedInputs) -> Speed:
         *(["a MoE's experts chosen at random: 1 − (1 − k/E)^b of them read a step of b tokens"]
           if inp.experts else []),
     )  # fmt: skip
+    # The prefill rate is the prompt over its time to the first token, fixed cost included: the
+    # two figures a plan prints then agree, and neither implies more than the card's peak.
+    ttft = pre.total + k.ttft_s if pre else None
     return Speed(
         decode_tokens_per_s=1.0 / one.total,
         decode_tokens_per_s_total=busy * b / round_s,
-        prefill_tokens_per_s=p / pre.total if pre else None,
-        ttft_s=pre.total + k.ttft_s if pre else None,
+        prefill_tokens_per_s=p / ttft if ttft else None,
+        ttft_s=ttft,
         bound=one.bound,
         bound_total=at.bound,
         bound_prefill=pre.bound if pre else None,
@@ -718,6 +805,7 @@ def inputs_for(
     ubatch: int = 0,
     eager: bool = False,
     graph_batch: int = 0,
+    overlap: bool = False,
 ) -> SpeedInputs:
     """SpeedInputs for a replica of `tp` × `pp` cards (vLLM, SGLang) or of llama.cpp's layer split
     over `pp` cards (tp 1) with `gpu_layers` of the layers on them (None: all, and the output
@@ -837,6 +925,7 @@ def inputs_for(
         ubatch=ubatch,
         eager=eager,
         graph_batch=graph_batch,
+        overlap=overlap,
     )
 
 

@@ -10,7 +10,7 @@ vocabulary is gigabytes on one card.
 from __future__ import annotations
 
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.model import Model, ParamSplit
+from llmfit.plan.model import DTYPE_BYTES, DTYPE_SHORT, Model, ParamSplit
 
 
 def spread(split: ParamSplit, total_bytes: int, embed_elem: float) -> WeightLayout | None:
@@ -58,6 +58,29 @@ def uniform(total_bytes: int, layers: int) -> WeightLayout:
         embed_bytes=0,
         output_bytes=0,
         tied_embeddings=False,
+    )
+
+
+def estimated(model: Model) -> Artifact | None:
+    """The weights of a repository that holds only its config (issue 34: it exited "nothing
+    fits" with no estimate): the parameters the config describes (ParamSplit: the embedding,
+    each layer, the output layer, and a vision tower's) at its torch_dtype, each planned as a
+    checkpoint of that size would be. None where the config cannot say: no split, no dtype of
+    whole bytes, or a quantisation, whose stored sizes its dtype does not give. The split leaves
+    out norms and biases (Llama-3.1-8B: 262,144 of 8,030,261,248 parameters, 0.003%)."""
+    split = model.param_split
+    width = DTYPE_BYTES.get(model.dtype or "")
+    if split is None or model.quantization or width is None or width < 2:
+        return None
+    vision = model.shapes.vision_params if model.shapes is not None else 0
+    params = split.embed + split.output + sum(split.layers) + vision
+    return Artifact(
+        name="safetensors",
+        format="safetensors",
+        bytes=int(params * width),
+        quant=DTYPE_SHORT.get(model.dtype or ""),
+        params=params,
+        estimated=True,
     )
 
 

@@ -18,7 +18,15 @@ if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up
     from llmfit.plan.advice import Advice
     from llmfit.plan.options import Option
 
-__all__ = ["FORMATS", "Command", "command_text", "commands", "launch_lines", "scale_line"]
+__all__ = [
+    "FORMATS",
+    "Command",
+    "bench_line",
+    "command_text",
+    "commands",
+    "launch_lines",
+    "scale_line",
+]
 
 # How an option's launch is printed: shell command lines, `docker run` lines, or Kubernetes YAML
 # (render/deploy.py, imported only when asked for: it loads a YAML emitter).
@@ -86,3 +94,15 @@ def launch_lines(
             lines.append(clean(f"# {cmd.role} on {cmd.node}"))
         lines.append(command_text(cmd, encoding))
     return lines
+
+
+def bench_line(advice: Advice, o: Option, encoding: str | None = None) -> str | None:
+    """The benchmark that checks the option's serving figure, as a commented shell line (plan/
+    bench.py); None where the option has no serving figure to check."""
+    from llmfit.plan.engines.bench import bench
+
+    b = bench(o, advice.repo.id)
+    if b is None:
+        return None
+    check_words(b.command.words, encoding)
+    return f"# measure it: {b.line}"

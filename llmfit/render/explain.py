@@ -9,6 +9,7 @@ from rich.text import Text
 
 from llmfit.plan.advice import Advice
 from llmfit.plan.engines import engine
+from llmfit.plan.engines.bench import Bench, bench
 from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
@@ -85,6 +86,10 @@ def explain_lines(
         lines.append(f"  speed: {fast}")
         lines.append(f"  speed assumes: {'; '.join(o.speed.assumptions)}")
     lines += serving_explained(o)
+    checked = bench(o, advice.repo.id)
+    if checked is not None:
+        # Cleaned, not refused: --explain is read; --commands prints the line to paste, exact.
+        lines.append(clean(f"  measure it ({_measures(checked)}): {checked.line}", 10_000))
     lines.append(f"  assumes: {told.assumes}")
     if o.what_if and o.engine_flags:
         lines.append(
@@ -97,6 +102,18 @@ def explain_lines(
             f"here, not the {m.max_context or 0:,} it was trained for"
         )
     return lines
+
+
+def _measures(b: Bench) -> str:
+    """What the benchmark measures, in words."""
+    if b.load_kind == "single":
+        return f"one sequence's {b.input_len:,}-token prefill and {b.output_len:,}-token generation"
+    at = {
+        "concurrency": f"{b.load:g} requests in flight",
+        "rate": f"{b.load:g} requests a second",
+        "requests": f"{b.load:g} requests sent at once",
+    }[b.load_kind]
+    return f"{b.prompts:,} prompts of {b.input_len:,} in / {b.output_len:,} out at {at}"
 
 
 def _tags(what_ifs: list[str | None]) -> str:

@@ -79,6 +79,8 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "speed": _speed(o),
         # Added to version 1: how it serves the plan's workload (null where not known).
         "serving": serving_document(o.serving, o),
+        # Added to version 1: the command that measures the serving figure (null: none).
+        "benchmark": _benchmark(o, repo.id),
         # Added to version 1: copies of the option its launch starts (the replicas the named
         # load needs, or --replicas), and so how many of each command.
         "launch_replicas": o.launched,
@@ -101,6 +103,27 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
     doc |= dict.fromkeys(field_names())
     doc |= engine(o.engine).values(o)
     return doc
+
+
+def _benchmark(o: Option, repo_id: str) -> dict[str, Any] | None:
+    """The benchmark that checks an option's serving figure (plan/engines/bench.py), as docs/json.md
+    documents it."""
+    from llmfit.plan.engines.bench import bench
+
+    b = bench(o, repo_id)
+    if b is None:
+        return None
+    return {
+        "argv": list(b.command.argv),
+        "shell": b.line,
+        "result_file": b.result_file,
+        "stdout": b.stdout,
+        "load": b.load_kind,
+        "value": b.load,
+        "prompts": b.prompts,
+        "input_len": b.input_len,
+        "output_len": b.output_len,
+    }
 
 
 def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dict[str, Any]:
@@ -141,6 +164,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 }
                 for a in plan.attention
             ],
+            # Added to version 1: config keys that change what the engine holds and that llmfit
+            # does not model; where any is named, every memory figure is an estimate.
+            "unmodelled": list(m.unmodelled),
         },
         "context": plan.context,
         # Added to version 1: the workload the options were judged at, and their order.
@@ -155,6 +181,9 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
                 "shards": a.shards,
                 "quant": a.quant,
                 "bits_per_weight": _bits(a.bits_per_weight(m.params)),
+                # Added to version 1 (issue 34): true where `bytes` is the config's parameters
+                # at its dtype, the repository holding no checkpoint's sizes.
+                "estimated": a.estimated,
             }
             for a in repo.artifacts
         ],

@@ -9,7 +9,7 @@ from rich.text import Text
 from llmfit.plan.advice import Advice
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
-from llmfit.render.commands import launch_lines
+from llmfit.render.commands import bench_line, launch_lines
 from llmfit.render.explain import print_wrapped
 from llmfit.render.safe import clean
 from llmfit.render.sentences import (
@@ -336,10 +336,21 @@ def nothing_to_run(advice: Advice) -> list[str]:
 
 
 def render_commands(
-    advice: Advice, console: Console, o: Option, ray: bool = False, fmt: str = "shell"
+    advice: Advice,
+    console: Console,
+    o: Option,
+    ray: bool = False,
+    fmt: str = "shell",
+    measure: bool = False,
 ) -> None:
     """The option's command lines, each node's under a comment naming its role and node; or its
     launch in containers (`fmt` "docker" or "k8s", render/deploy.py). Each word exact, never
     cleaned: a launch that cannot be printed so is refused before a line of it is printed."""
-    for line in launch_lines(advice, o, ray, fmt, console.encoding):
+    lines = launch_lines(advice, o, ray, fmt, console.encoding)
+    checked = bench_line(advice, o, console.encoding) if measure and fmt == "shell" else None
+    if checked is not None:
+        # `--commands`: after the launch, commented, the benchmark that checks its serving
+        # figure (it runs once the server answers, on its head node).
+        lines.append(checked)
+    for line in lines:
         console.print(line, soft_wrap=True, markup=False, highlight=False, emoji=False)

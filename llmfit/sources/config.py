@@ -546,6 +546,10 @@ UNMODELLED_KEYS = {
     "full_attn_idxs": "linear attention layers",
     "swa_layers": "sliding-window layers",
     "kv_lora_rank": "a latent cache without its rotary part",
+    # Gemma 4's global layers ship k_proj only; vLLM builds a whole QKV projection and loads K
+    # into its V slot too (vllm/model_executor/models/gemma4.py _gemma4_layer_weights_mapper),
+    # so the card holds more weight than the checkpoint.
+    "attention_k_eq_v": "a V projection built from the K weights",
 }
 
 
@@ -554,7 +558,7 @@ def _unmodelled(merged: dict[str, Any]) -> tuple[str, ...]:
     out = []
     for key in UNMODELLED_KEYS:
         v = merged.get(key)
-        if v is None or v == [] or v == {}:
+        if v is None or v is False or v == [] or v == {}:
             continue
         if key == "attn_type_list" and isinstance(v, list) and all(t == 1 for t in v):
             continue  # every layer softmax attention: nothing to model
@@ -1118,6 +1122,7 @@ def _model_shapes(
         indexer_layers=_indexer_layers(merged, kinds) if mla else (),
         index_heads=_size(merged, "index_n_heads") if mla else 0,
         index_head_dim=_size(merged, "index_head_dim") if mla else 0,
+        index_topk=_size(merged, "index_topk") if mla else 0,
         rotary_dim=rotary,
         # Gemma 3 builds a local (rope_local_base_freq) and a global rotary cache.
         rope_caches=2 if merged.get("rope_local_base_freq") else 1,

@@ -272,12 +272,16 @@ def _read_dir(
     artifacts = ((art,) if art else ()) + (ggufs.artifacts if ggufs else ())
     warnings = (ggufs.warnings if ggufs else ()) + tuple(disagreements)
     if not artifacts:
-        missing = (
-            f"{repo_id} holds no {INDEX}, {SINGLE} or GGUF file here, so its weights cannot be "
-            "sized: only its model is read."
-        )
-        warnings += (missing,)
+        warnings += (sizeless(repo_id),)
     return Repo(repo_id, revision, commit, source, model, artifacts, warnings)
+
+
+def sizeless(repo_id: str) -> str:
+    """The note on a repository that holds its config and no weights' sizes."""
+    return (
+        f"{repo_id} holds no {INDEX}, {SINGLE} or GGUF file here, so its weights cannot be "
+        "sized: only its model is read."
+    )
 
 
 def _boundary(root: Path, source: str) -> Path:

@@ -82,7 +82,8 @@ def parts(inp: SpeedInputs, batch: float, chunk: float = 0.0) -> dict[str, float
     c = step(inp, batch, CTX, chunk, 1024 if chunk else 0.0)
     t = c.summed
     return {
-        "weights": t.memory / MS, "kv": t.kv / MS, "gemm": t.compute / MS,
+        "weights": (t.memory + t.experts) / MS, "kv": t.kv / MS,
+        "gemm": (t.compute + t.expert_compute) / MS,
         "attention": t.attention / MS, "overhead": t.overhead / MS, "link": t.link / MS,
         "scheduling": t.scheduling / MS, "total": c.total / MS,
     }  # fmt: skip
@@ -201,13 +202,16 @@ def test_moe_with_expert_parallelism_over_four_attention_ranks():
     # With a 2,048-token chunk, 2,112 tokens read every expert: 0.91770 + 10.8175 = 11.7352 ms;
     # GEMMs 2 × 4,853,598,208 × 2,112 / 4 / 5.937e14 = 8.6330 ms (under the weights); attention
     # 4 × 196,608 × (64 × 2,304 + 2,048 × 1,024) / 4 / 5.937e14 = 0.74332 ms (under the KV);
-    # the all-to-alls 2.4 ms + 96 × 8 × 4,096 × 3/4 / 4 / 450e9 × 2,112 = 5.1682 ms.
-    # 11.7352 + 1.35219 + 3.36 + 5.16824 + 2.42 = 24.0357 ms.
+    # the all-to-alls 2.4 ms + 96 × 8 × 4,096 × 3/4 / 4 / 450e9 × 2,112 = 5.1682 ms. The dense
+    # GEMMs and the experts' grouped GEMM are kernels of their own, one after the other: the
+    # dense ones' 2 × 1,229,719,552 × 2,112 / 4 / 5.937e14 = 2.18766 ms outlast the dense
+    # weights' 0.91770; the experts' 10.8175 ms of bytes their 6.4453 ms of FLOPs.
+    # 2.18766 + 10.8175 + 1.35219 + 3.36 + 5.16824 + 2.42 = 25.3056 ms.
     c = parts(inp, 64, 2048)
     assert c["weights"] == approx(11.7352)
     assert c["gemm"] == approx(8.63298)
     assert c["link"] == approx(5.16824)
-    assert c["total"] == approx(24.0357)
+    assert c["total"] == approx(25.3056)
 
 
 # --- DeepSeek-V3, MLA: 61 layers (3 dense, 58 MoE), hidden 7,168, 128 heads, 256 experts, 8 a token
@@ -248,14 +252,16 @@ def test_mla_with_data_parallel_attention_against_tensor_parallel():
     # 264 tokens, 2 × (16,189,955,072 + 20,434,649,088 / 0.5) × 264 / 1.1874e15 = 25.3725 ms
     # (36,624,604,160 parameters a token, 20,434,649,088 routed: 58 × 8 × 44,040,192); attention
     # 4 × 4,497,408 × (147,456 + 2,097,152) / 8 / 1.1874e15 = 4.2508 ms (over the KV);
-    # the all-to-alls 2.9 ms + 116 × 8 × 14,336 × 7/8 / 8 / 450e9 × 2,112 = 9.7297 ms.
-    # 47.0297 + 4.2508 + 4.21 + 9.7297 + 2.42 = 67.640 ms.
+    # the all-to-alls 2.9 ms + 116 × 8 × 14,336 × 7/8 / 8 / 450e9 × 2,112 = 9.7297 ms. The
+    # dense GEMMs (2 × 16,189,955,072 × 264 / 1.1874e15 = 7.1993 ms) outlast the dense weights'
+    # 4.45746; the experts' 42.5722 ms of bytes their grouped GEMM's 18.1732 ms.
+    # 7.1993 + 42.5722 + 4.2508 + 4.21 + 9.7297 + 2.42 = 70.382 ms.
     c = parts(dp8, 64, 2048)
     assert c["weights"] == approx(47.0296)
     assert c["gemm"] == approx(25.3725)
     assert c["attention"] == approx(4.25085)
     assert c["link"] == approx(9.72929)
-    assert c["total"] == approx(67.6398)
+    assert c["total"] == approx(70.3815)
 
 
 # --- A replica under load: Qwen3-8B on one H100, chat requests (2,048 in, 512 out) ----------------
@@ -376,6 +382,24 @@ def test_a_steps_total_is_the_sum_of_its_parts(batch, chunk):
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, ranks=4),
         replace(qwen3_8b(), eager=True, constants=replace(K, eager_layer_s=400e-6)),
         replace(qwen3_8b(), ubatch=512),
+        # Past the largest captured graph, overlapped CPU work, the GEMMs' efficiency curves.
+        replace(
+            qwen3_8b(),
+            graph_batch=8,
+            overlap=True,
+            constants=replace(K, eager_layer_s=400e-6, gemm_rows=64.0),
+        ),
+        replace(
+            inputs_for(
+                m,
+                layout,
+                H100,
+                constants=replace(K, expert_rows=16.0, gemm_rows=64.0),
+                context=CTX,
+                kv_bytes_per_token=98_304,
+            ),
+            overlap=True,
+        ),
     ):
         whole = step(inp, batch, CTX, chunk, 1024).total
         assert step_total(inp, batch, CTX, chunk, 1024) == pytest.approx(whole, rel=1e-12)
@@ -389,6 +413,18 @@ def test_a_round_with_and_without_a_chunk_in_one_pass(batch):
         qwen3_8b(tp=4),
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, ranks=4),
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, pp=2),
+        replace(
+            inputs_for(
+                m,
+                layout,
+                H100,
+                constants=replace(K, expert_rows=16.0, gemm_rows=64.0),
+                context=CTX,
+                kv_bytes_per_token=98_304,
+            ),
+            overlap=True,
+            graph_batch=512,
+        ),
     ):
         plain, full = round_pair(inp, batch, CTX, 2048, 1024)
         assert plain == pytest.approx(round_total(inp, batch, CTX), rel=1e-12)

@@ -52,11 +52,15 @@ def best(run, repo: str, fleet: str, *more: str) -> dict:
     return json.loads(out)["options"][0]
 
 
-def needed(o: dict) -> int:
-    # The replicas 20 requests a second need: 20 over what one replica serves within the
+def needed(o: dict, rate: float = 20) -> int:
+    # The replicas `rate` requests a second need: it over what one replica serves within the
     # targets, rounded up (plan/load.py serve; ROUNDING lets a load within 1 % of a whole number
     # of replicas be that many).
-    return math.ceil(20 / o["serving"]["capacity_rate"] * (1 - 0.01))
+    return math.ceil(rate / o["serving"]["capacity_rate"] * (1 - 0.01))
+
+
+# The priced fleet's H100 nodes alone: where DeepSeek-V3 runs as groups of two nodes.
+H100_ONLY = "[[pool]]" + PRICED.split("[[pool]]")[1]
 
 
 def test_the_deployment_runs_the_replicas_the_load_needs(run, priced):
@@ -92,10 +96,14 @@ def test_replicas_overrides_what_the_load_needs(run, priced):
 
 def test_docker_starts_n_servers_on_their_own_cards_and_ports_behind_one_front(run, priced):
     repo = "meta-llama/Meta-Llama-3.1-70B"
-    o = best(run, repo, priced)
-    n = needed(o)
-    assert (o["gpu_class"], o["gpus"]) == ("h200-141g", 1)
-    code, out, err = run(repo, "--fleet", priced, *LOAD, "--commands", "--format", "docker")
+    # One card a replica (--gpus 1), 12 requests a second: the replicas fit one H200 node.
+    load = (*LOAD[:5], "12", *LOAD[6:], "--gpus", "1")
+    code, out, err = run(repo, "--fleet", priced, *load, "--json")
+    assert code == 0, err
+    o = json.loads(out)["options"][0]
+    n = needed(o, 12)
+    assert (o["gpu_class"], o["gpus"]) == ("h200-141g", 1) and 1 < n <= 8
+    code, out, err = run(repo, "--fleet", priced, *load, "--commands", "--format", "docker")
     assert code == 0, err
     lines = [line for line in out.splitlines() if not line.startswith("#")]
     servers, (front,) = lines[:-1], lines[-1:]
@@ -120,8 +128,10 @@ def test_docker_starts_n_servers_on_their_own_cards_and_ports_behind_one_front(r
     assert "  listen 8000;" in conf
 
 
-def test_a_leaderworkerset_runs_a_group_a_replica(run, priced):
+def test_a_leaderworkerset_runs_a_group_a_replica(run, tmp_path):
     repo = "deepseek-ai/DeepSeek-V3"
+    priced = str(tmp_path / "h100.toml")
+    Path(priced).write_text(H100_ONLY)
     o = best(run, repo, priced)
     n = needed(o)
     assert o["nodes"] == 2 and n > 1
@@ -136,11 +146,15 @@ def test_a_leaderworkerset_runs_a_group_a_replica(run, priced):
     assert f"the fleet's cards run only {o['serving']['fleet_replicas']}" in out
 
 
-def test_docker_groups_of_nodes_each_serve_on_their_own_port(run, priced):
+def test_docker_groups_of_nodes_each_serve_on_their_own_port(run, tmp_path):
     repo = "deepseek-ai/DeepSeek-V3"
+    priced = str(tmp_path / "h100.toml")
+    Path(priced).write_text(H100_ONLY)
+    # Two pipeline stages, a node each (--pp 2): each group's head is a node-rank-0 server.
     code, out, err = run(
-        repo, "--fleet", priced, *LOAD, "--commands", "--format", "docker", "--replicas", "2"
-    )
+        repo, "--fleet", priced, *LOAD, "--pp", "2", "--commands", "--format", "docker",
+        "--replicas", "2",
+    )  # fmt: skip
     assert code == 0, err
     assert "# replica 1 of 2 on h100-1, h100-2" in out
     assert "# replica 2 of 2 on h100-3, h100-4" in out

@@ -8,6 +8,7 @@ those of the layers that grow with the context, at the model's bf16 (2 B an elem
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,50 @@ def test_every_fixture_model_is_modelled_or_says_what_is_not(path: Path):
         assert any("model_type" in n for n in m.notes)
     for key in m.unmodelled:
         assert any(key in n and "estimate" in n for n in m.notes)
+    assert m.unmodelled == UNMODELLED.get(path.stem, ())
+
+
+# What each fixture config gives that changes what vLLM 0.34 holds and llmfit does not model,
+# found by reading every key of every fixture config against the 0.34.0 wheel's model code:
+# - Gemma 4 (26B-A4B, 31B): attention_k_eq_v. Their global layers ship k_proj only and
+#   vllm/model_executor/models/gemma4.py _gemma4_layer_weights_mapper loads K into the V slot
+#   of a whole QKVParallelLinear: 10 × 4 × 512 × 5,376 × 2 B = 220 MB more on the card than the
+#   checkpoint for 31B (5 × 2 × 512 × 2,816 × 2 B = 29 MB for 26B-A4B). E2B gives it false.
+# Read and found to leave memory as modelled: MiniMax-M2.x's use_mtp / num_mtp_modules (its
+# checkpoint, 228.7 B parameters, holds no MTP layers; minimax_m2.py drops layers.62+ anyway);
+# GLM-5.2's indexer_types / index_topk_freq / index_skip_topk_offset (modelled, utils.py
+# compute_skip_topk_layers) and mlp_layer_types (its first_k_dense_replace says the same 3
+# dense layers); index_share_for_mtp_iteration (read only under MTP speculation); Kimi-Linear's
+# mla_use_nope (the cache is still kv_lora_rank + qk_rope_head_dim, get_head_size);
+# index_topk's top-k indices buffer (modelled, vllm_runtime.indexer_topk_buffer); Gemma 4's
+# hidden_size_per_layer_input, use_double_wide_mlp and enable_moe_block, Llama 4's
+# intermediate_size_mlp, Qwen3.5's output_gate_type and attn_output_gate (weights the
+# checkpoint holds as the card does); Nemotron-H's time_step_* and chunk_size, gemma-2's
+# cache_implementation, softcapping and rope keys (no memory of their own).
+UNMODELLED = {
+    "google--gemma-4-26B-A4B-it": ("attention_k_eq_v",),
+    "google--gemma-4-31B-it": ("attention_k_eq_v",),
+}
+
+
+def test_gemma_4_k_eq_v_is_named_and_the_plan_an_estimate():
+    m = model("google--gemma-4-31B-it")
+    assert (
+        "The config's attention_k_eq_v changes what the engine keeps, which llmfit does not "
+        "model: the memory figures are estimates."
+    ) in m.notes
+
+
+def test_deepseek_v3_2_keeps_its_top_k_indices_for_a_step_of_tokens():
+    # vllm/model_executor/models/deepseek_v2.py DeepseekV2Model.__init__: an int32 buffer of
+    # max_num_batched_tokens × index_topk (2,048): at 8,192 tokens, 8,192 × 2,048 × 4 B.
+    m = model("deepseek-ai--DeepSeek-V3.2")
+    settings = Settings(version=VllmVersion.parse("0.33"), max_num_batched_tokens=8192)
+    r = estimate(m, int(642.13 * GIB), Rank(tp=8), H200, settings)
+    assert m.shapes is not None
+    no_topk = replace(m, shapes=replace(m.shapes, index_topk=0))
+    plain = estimate(no_topk, int(642.13 * GIB), Rank(tp=8), H200, settings)
+    assert r.persistent_buffers - plain.persistent_buffers == 8_192 * 2_048 * 4
 
 
 def test_a_key_llmfit_does_not_model_is_named_and_the_plan_an_estimate():

@@ -64,8 +64,8 @@ def test_a_bare_name_online_is_suggested_by_the_hubs_search(run_online, hubserve
         ("modles", "there is no command 'modles': did you mean `llmfit models`?"),
         (
             "foo",
-            "there is no command 'foo': the commands are check, fleet, models, plan, and "
-            "`llmfit REPO` plans a repository (org/name)",
+            "there is no command 'foo': the commands are calibrate, check, fleet, models, plan, "
+            "and `llmfit REPO` plans a repository (org/name)",
         ),
     ],
 )

@@ -11,9 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from llmfit.plan.credentials import Vault, secret_name
+from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import NO_ENV, Request, knobs
 from llmfit.plan.engines.argv import mask, scan, whole
+from llmfit.plan.engines.llamacpp_flags import SWITCHES as ALL_SWITCHES
+from llmfit.plan.engines.llamacpp_flags import VALUED as ALL_VALUED
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
 from llmfit.plan.settings import Pins, PlanSettings
 
@@ -34,6 +36,9 @@ LAUNCH_SWITCHES = {"--jinja", "--no-jinja", "--metrics", "--offline"}
 _KNOBS = knobs.tables(LlamaCppOptions)
 # The variable that shows a process some of a node's cards.
 VISIBLE = "CUDA_VISIBLE_DEVICES"
+# Switches of earlier builds that this build's table replaced with --load-mode (PR #20834): a
+# command written for them is not refused (ENGINES.md, llama.cpp: memory pinning and mmap).
+EARLIER_SWITCHES = frozenset(("--mlock", "--no-mmap", "--mmap", "-dio", "--direct-io"))
 # llama-server's -hf picks this quant when the tag names none (common/arg.cpp).
 DEFAULT_QUANT = "Q4_K_M"
 
@@ -48,13 +53,13 @@ def read(
     """`llama-server (-m FILE | -hf REPO[:QUANT]) [flags]` → the repository or file, the quant,
     the settings and the exact placement."""
     args = list(argv[1:]) if argv and argv[0].rsplit("/", 1)[-1] == "llama-server" else list(argv)
+    refuse_unknown(args)
     # The model is named by -m or -hf only: a bare word is read as any unknown flag is.
     words = scan(
         args, {**VALUED, **_KNOBS.valued}, _KNOBS.switches, LAUNCH_ONLY, LAUNCH_SWITCHES,
         positional=False,
     )  # fmt: skip
     got, on = words.got, words.on
-    _misspelt_secret(args)
     program = list(argv[: len(argv) - len(args)])
     launched, refs = mask(program, args, vault or Vault(), SECRETS, "LLAMA")
     # What is listed as not modelled is read from the words as launched: a credential's value
@@ -98,17 +103,27 @@ def read(
     )  # fmt: skip
 
 
-def _misspelt_secret(args: Sequence[str]) -> None:
-    """Refuse a flag spelt nearly as a credential's (`--api-kye K`): llama-server would refuse it
-    at start, and its value, a credential, would be launched and printed in the open. The
-    sentence names the flag, never the value."""
-    for w in args:
-        name = w.partition("=")[0]
-        if not name.startswith("--") or name in SECRETS or "file" in name or secret_name(name):
+def refuse_unknown(args: Sequence[str]) -> None:
+    """ValueError for the first flag llama-server does not take, as it refuses it
+    (common/arg.cpp, common_params_parse_ex: "error: invalid argument"), with the flag it is
+    nearest to where one is near (issue 34: a misspelt flag was listed as not modelled),
+    named without its value (issue 33). Its
+    flags are its README's (llamacpp_flags.py); a value is passed over by its flag, so that
+    `--temp -1` is a value, not a flag."""
+    i = 0
+    while i < len(args):
+        word = args[i]
+        name, eq, _ = word.partition("=")
+        # llama-server reads "_" in a long flag as "-" (common_params_parse_ex).
+        flag = name.replace("_", "-") if name.startswith("--") else name
+        if flag in ALL_VALUED:
+            i += 1 if eq else 2
             continue
-        near = difflib.get_close_matches(name, [f for f in SECRETS if f.startswith("--")], 1, 0.8)
-        if near and name not in VALUED and name not in LAUNCH_ONLY:
-            raise ValueError(
-                f"{name} is not a llama-server flag; it is spelt nearly as {near[0]}, whose value "
-                f"is a credential: spell it {near[0]} (its value is not shown)."
-            )
+        if not word.startswith("-") or flag in ALL_SWITCHES | EARLIER_SWITCHES:
+            i += 1
+            continue
+        close = difflib.get_close_matches(flag, sorted(ALL_VALUED | ALL_SWITCHES), n=1, cutoff=0.8)
+        near = f"; did you mean {close[0]}?" if close else "."
+        # The flag alone, never the words after it: a misspelt flag's value may be a credential
+        # (issue 33).
+        raise ValueError(f"llama-server refuses it: {flag}: not one of its flags{near}")

@@ -243,6 +243,7 @@ def speed_inputs(
     *,
     eager: bool = False,
     graph_batch: int = 0,
+    overlap: bool = False,
 ) -> speeds.SpeedInputs | None:
     """The step model's inputs for one replica of the layout, with the engine's fitted
     constants for the card's family.
@@ -254,15 +255,42 @@ def speed_inputs(
     """
     if spec is None or concurrency <= 0:
         return None
+    model = counted(model)
     moe_dp = model.is_moe and layout.dp > 1
     return speeds.inputs_for(
-        model, weights, spec, constants=serving_speed.constants(engine, cards.family(spec.key)),
+        model, weights, spec, constants=serving_speed.constants(engine, spec.key),
         context=context, kv_bytes_per_token=kv_per_token, tp=layout.tp, pp=layout.pp,
         replicas=1 if moe_dp else layout.dp, ranks=layout.dp if moe_dp else 1, ep=layout.ep,
         nodes=layout.nodes, concurrency=max(1, int(concurrency)),
         stage_layers=partition(weights.layers, layout.pp),
         compute_dtype="fp8" if fp8 else "bf16", eager=eager, graph_batch=graph_batch,
+        overlap=overlap,
     )  # fmt: skip
+
+
+def counted(model: Model) -> Model:
+    """The model with its parameters counted from its config where its checkpoint's headers did
+    not count them (vLLM's own count, layer by layer: vllm_weights.layer_params), and for a MoE
+    those a token uses. Without them the step model would take bytes ÷ 2, half the parameters
+    of an fp8 checkpoint, and prefill twice as fast as the card's peak allows."""
+    if model.params or not model.layers or not model.hidden_size:
+        return model
+    if model.model_type == "nemotron_h" and model.is_moe:
+        return model  # layer_params does not count the hybrid's MoE layers
+    from llmfit.plan.engines import vllm_weights as vw
+
+    try:
+        rows = [vw.layer_params(model, i) for i in range(model.layers)]
+    except (ValueError, KeyError, ZeroDivisionError):
+        return model
+    tied = bool(model.shapes and model.shapes.tied_embeddings)
+    vocab = (model.vocab_size or 0) * model.hidden_size
+    total = sum(r[0] for r in rows) + vocab * (1 if tied else 2)
+    experts = sum(r[1] for r in rows)
+    active = None
+    if model.is_moe and model.experts and model.experts_active and experts:
+        active = total - experts * (model.experts - model.experts_active) // model.experts
+    return replace(model, params=total, active_params=active or model.active_params)
 
 
 def replica(

@@ -360,6 +360,9 @@ class Sglang(serving.Serving[SglangLaunch]):
             inputs = serving.speed_inputs(
                 self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8,
                 pp_partition, graph_batch=reserve.decode_max_bs,
+                # The overlap scheduler, unless turned off or pipeline-parallel (server_args.py
+                # _handle_pipeline_parallelism turns it off there).
+                overlap=not opts.disable_overlap_schedule and layout.pp == 1,
             )  # fmt: skip
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(

@@ -69,6 +69,12 @@ class SglangOptions:
         changes=(MEMORY,), help="a cap on the KV pool's tokens (passed on).",
         example="100000",
     )  # fmt: skip
+    # SGLang's overlap scheduler (server_args.py disable_overlap_schedule, off by default): the
+    # CPU schedules the next batch while the GPU runs this one.
+    disable_overlap_schedule: bool = knob(
+        False, "--disable-overlap-schedule", kind="switch", changes=(SPEED,),
+        help="no overlap scheduler: the CPU's work a step adds to the GPU's (passed on).",
+    )  # fmt: skip
     # The output head split over the attention's TP group (each data-parallel-attention group
     # keeps its own share) instead of over the whole --tp-size group.
     enable_dp_lm_head: bool = knob(

@@ -341,10 +341,18 @@ class Vllm(serving.Serving[VllmLaunch]):
             # capture size (vllm/config/vllm.py _set_cudagraph_sizes: 2 × max_num_seqs, at most
             # 512 tokens, at most the step's budget), none under --enforce-eager.
             graphs = min(2 * fullest.max_num_seqs, 512, fullest.max_num_batched_tokens)
-            eager = job.settings.options(VllmOptions).enforce_eager
+            opts = job.settings.options(VllmOptions)
+            eager = opts.enforce_eager
+            # Async scheduling (vllm_versions "async_scheduling"): the CPU's work a step runs
+            # beside the GPU's, unless --no-async-scheduling (or the release) says otherwise.
+            overlap = (
+                opts.async_scheduling
+                if opts.async_scheduling is not None
+                else fullest.version.async_scheduling(layout.pp)
+            )
             inputs = serving.speed_inputs(
                 self.key, model, weights, spec, layout, context, token, concurrency, fp8,
-                pp_partition, eager=eager, graph_batch=graphs,
+                pp_partition, eager=eager, graph_batch=graphs, overlap=overlap,
             )  # fmt: skip
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(

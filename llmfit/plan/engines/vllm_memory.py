@@ -60,6 +60,7 @@ from llmfit.plan.engines.vllm_runtime import (
     batch_defaults,
     cuda_graph_bytes,
     encoder_profile,
+    indexer_topk_buffer,
     moe_workspace,
     stage_buffers,
 )
@@ -262,6 +263,7 @@ def estimate(
         persistent = 0
         if mrv2:
             stage = 0
+    persistent += indexer_topk_buffer(ctx)
     graphs = cuda_graph_bytes(ctx)
     in_budget = v.has("cuda_graphs_in_budget")
     profile = encoder_profile(ctx, weights)

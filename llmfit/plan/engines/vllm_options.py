@@ -123,6 +123,13 @@ class VllmOptions:
         False, "--enforce-eager", kind="bool", negations=("--no-enforce-eager",),
         changes=(MEMORY, SPEED), help="no CUDA graphs (passed on).",
     )  # fmt: skip
+    # vllm/config/scheduler.py SchedulerConfig.async_scheduling: None is the release's default
+    # (on from 0.14, vllm_versions "async_scheduling").
+    async_scheduling: bool | None = knob(
+        None, "--async-scheduling", kind="bool", negations=("--no-async-scheduling",),
+        changes=(SPEED,), help="schedule the next step while the GPU runs this one (default: "
+        "on from vLLM 0.14; passed on).",
+    )  # fmt: skip
     enable_prefix_caching: bool | None = knob(
         None, "--enable-prefix-caching", kind="bool",
         negations=("--no-enable-prefix-caching", "--disable-prefix-caching"), changes=(MEMORY,),

@@ -172,6 +172,16 @@ def stage_buffers(ctx: Context) -> int:
     return ctx.batched * (ctx.model.hidden_size or 0) * 2 * elem_bytes(ctx.model)
 
 
+def indexer_topk_buffer(ctx: Context) -> int:
+    """A sparse-attention model's top-k indices, int32, index_topk of them for each of
+    max_num_batched_tokens tokens, allocated with the model on every rank and kept
+    (vllm/model_executor/models/deepseek_v2.py DeepseekV2Model.__init__, topk_indices_buffer).
+    Made at load, it is counted whatever the release: with the weights before 0.27, out of the
+    free memory after."""
+    s = ctx.model.shapes
+    return ctx.batched * s.index_topk * 4 if s and s.indexer_layers else 0
+
+
 # Every modality a processor takes is allowed this many items a prompt unless
 # --limit-mm-per-prompt says otherwise (vllm/config/multimodal.py MultiModalConfig).
 MM_DEFAULT_LIMIT = 999

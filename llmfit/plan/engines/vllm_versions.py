@@ -185,6 +185,21 @@ SWITCHES: tuple[Switch, ...] = (
         "groups x block size)",
     ),
     Switch(
+        "async_scheduling",
+        14,
+        "vllm/config/scheduler.py SchedulerConfig.async_scheduling (default None, was False); "
+        "vllm/config/vllm.py VllmConfig.__post_init__",
+        "async scheduling is on by default: the scheduler prepares the next step on the CPU while "
+        "the GPU runs this one (--no-async-scheduling turns it off); 0.14 turns it off under "
+        "pipeline parallelism",
+    ),
+    Switch(
+        "async_scheduling_pp",
+        15,
+        "vllm/config/vllm.py VllmConfig.__post_init__",
+        "async scheduling stays on by default under pipeline parallelism",
+    ),
+    Switch(
         "hybrid_prefix_caching",
         26,
         "vllm/config/model.py ModelConfig.is_prefix_caching_supported",
@@ -368,6 +383,11 @@ class VllmVersion:
         """Whether this release behaves as the named switch of `SWITCHES` says."""
         s = _BY_NAME[switch]
         return self.minor >= s.since and (s.until is None or self.minor < s.until)
+
+    def async_scheduling(self, pp: int) -> bool:
+        """Whether `vllm serve` schedules the next step while the GPU runs this one by default
+        (VllmConfig.__post_init__: on from 0.14 unless pipeline-parallel in 0.14)."""
+        return self.has("async_scheduling") and (pp <= 1 or self.has("async_scheduling_pp"))
 
     @property
     def default_gpu_memory_utilization(self) -> float:

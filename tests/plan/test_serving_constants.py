@@ -1,0 +1,42 @@
+"""vLLM's and SGLang's constants are data (llmfit/data/serving_speed.toml), each architecture's
+row with its provenance, and every share of a card's datasheet figure at most 1."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+
+import pytest
+
+from llmfit.plan.engines import serving_speed
+
+
+def test_every_row_says_where_it_comes_from_and_no_share_passes_1():
+    doc = tomllib.loads(resources.files("llmfit").joinpath(serving_speed.DATA_FILE).read_text())
+    for engine in ("vllm", "sglang"):
+        for arch, row in doc[engine]["architectures"].items():
+            assert row["provenance"] in ("fitted", "prior"), (engine, arch)
+        for k in serving_speed.TABLES[engine].values():
+            shares = (
+                k.weight_efficiency,
+                k.kv_efficiency,
+                k.prefill_efficiency,
+                k.attention_efficiency,
+                k.expert_efficiency,
+                k.expert_prefill_efficiency,
+            )
+            assert all(0 < v <= 1 for v in shares)
+    # The file's values are the tables': vLLM on Hopper streams weights at 0.72 of the bandwidth.
+    assert serving_speed.constants("vllm", "h100-80g").weight_efficiency == 0.72
+    # MI355X is CDNA 4 and keeps the AMD prior, 0.65; MI300X (CDNA 3) its fit, 0.56.
+    assert serving_speed.constants("sglang", "mi355x-288g").weight_efficiency == 0.65
+    assert serving_speed.constants("sglang", "mi300x-192g").weight_efficiency == 0.56
+
+
+def test_a_bad_value_is_refused_in_one_sentence():
+    with pytest.raises(ValueError, match=r"vllm\.prefill_efficiency = 1\.2 is out of its range"):
+        serving_speed._values({"prefill_efficiency": 1.2}, "vllm")
+    with pytest.raises(ValueError, match=r"vllm\.speedup is not a speed constant"):
+        serving_speed._values({"speedup": 2.0}, "vllm")
+    with pytest.raises(ValueError, match=r"base\.layer_s = 'fast' is not a number"):
+        serving_speed._values({"layer_s": "fast"}, "base")
