@@ -62,6 +62,12 @@ def test_a_config_file_is_read_as_vllm_reads_it(run, tmp_path):
     assert (o["tp"], o["gpus"], doc["context"]) == (4, 4, 1_000_000)
     # And vLLM's refusal of a length past the trained 40,960 without its variable, said.
     assert any("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in n for n in doc["notes"])
+    # The launch carries the file's flags in its place, as vLLM pulls them in: the container or
+    # pod it starts has no such file.
+    assert [c["argv"] for c in o["commands"]] == [
+        ["vllm", "serve", "Qwen/Qwen3-8B", "--tensor-parallel-size", "4",
+         "--max-model-len", "1000000", "--enforce-eager"]
+    ]  # fmt: skip
     # A flag on the command line wins over the file's (it comes after them).
     tp4 = tmp_path / "tp4.yaml"
     tp4.write_text("tensor-parallel-size: 4\n")

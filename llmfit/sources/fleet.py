@@ -23,6 +23,7 @@ The JSON form is the same document: {"pool": [{…}], "node": [{…, "devices": 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import os
@@ -192,6 +193,16 @@ class _Reader:
             self._lines = self.body.splitlines()
         return self._lines
 
+    @functools.cached_property
+    def _headers(self) -> list[tuple[int, str]]:
+        """The file's [[headers]], each with its line: found once, since a file that makes many
+        mistakes asks for the line of each (10,000 nodes took minutes when each looked again)."""
+        return [
+            (i, m.group(1))
+            for i, text in enumerate(self.lines)
+            if (m := re.match(r"^\s*\[\[?\s*([\w.]+)\s*\]\]?", text))
+        ]
+
     def fail(self, where: str, key: str | None, message: str) -> FleetFileError:
         line = (
             _json_line(self.body, where, key) if self.fmt == "json" else self._toml_line(where, key)
@@ -216,11 +227,7 @@ class _Reader:
         tomllib reports lines only for syntax errors, so the table is found by counting its
         [[headers]] in the text, and the key by its `key =` inside that table.
         """
-        headers = [
-            (i, m.group(1))
-            for i, text in enumerate(self.lines)
-            if (m := re.match(r"^\s*\[\[?\s*([\w.]+)\s*\]\]?", text))
-        ]
+        headers = self._headers
         start, name = 0, ""
         for part in filter(None, where.split(".")):
             m = re.match(r"(\w+)(?:\[(\d+)\])?$", part)
@@ -659,6 +666,8 @@ def _parse_fleet(text: str, path: str) -> Fleet:
             keep(node, where)
         except FleetFileError as e:
             mistakes.append(e.message)
+            if len(r._figures) > MAX_CARD_FIGURES:
+                break
     for i, table in enumerate(_tables(r, data, "node")):
         where = f"node[{i}]"
         try:
@@ -666,6 +675,10 @@ def _parse_fleet(text: str, path: str) -> Fleet:
             keep(r.node(table, where, r.name(table, where, f"node{i + 1}")), where, False)
         except FleetFileError as e:
             mistakes.append(e.message)
+            if len(r._figures) > MAX_CARD_FIGURES:
+                # Past the limit every later node would be refused alike: said once, not
+                # looked for in each of 10,000 tables.
+                break
     if mistakes:
         # In the file's order: by the line each names.
         prefix = len(path) + 1

@@ -330,7 +330,10 @@ def read(
     # The release modelled is llmfit's own setting (`llmfit check --vllm-version`), no flag's.
     options = knobs.build(VllmOptions, {"version": defaults.options(VllmOptions).version, **values})
     program = list(argv[: len(argv) - len(args) + 1])
-    masked = g.mask(program, args[1:], vault or Vault(), SECRETS, "VLLM", _spell)
+    # A --config file's flags are launched in its place, as vLLM pulls them in: the file is not
+    # in the container or pod the launch starts, its flags are (and a credential in it is a
+    # reference like any other).
+    masked = g.mask(program, pulled[1:], vault or Vault(), SECRETS, "VLLM", _spell)
     for dest, value in got.items():
         if dest in masked.held:
             # A credential's flag is named, its value never: the variable it is launched from.
