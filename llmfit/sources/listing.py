@@ -163,6 +163,9 @@ def search_models(
     failed: list[BaseException] = []
 
     def ask() -> None:
+        # A thread's number is reused once it ends: what an earlier thread of this number was
+        # answered is not this search's.
+        session.forget("/api/models")
         try:
             tree = f"base_model:quantized:{quantised_from}" if quantised_from else None
             listed = HfApi().list_models(
@@ -173,11 +176,14 @@ def search_models(
         except BaseException as e:  # handed to the caller's thread
             failed.append(e)
 
-    session.forget("/api/models")
     worker = threading.Thread(target=ask, name="llmfit-hub-search", daemon=True)
     worker.start()
     worker.join(wait)
-    status = session.last_status("/api/models")
+    # What this search's own thread was answered: a search abandoned earlier may still be
+    # retrying a server error in its thread.
+    status = session.last_status("/api/models", worker.ident)
+    if worker.ident is not None:
+        session.forget("/api/models", worker.ident)
     if worker.is_alive() and status is not None and status >= 500:
         # huggingface_hub retries a server error until the search's time is up: the Hub failed,
         # it was not slow (the documented code for a Hub failure, not a timeout's).

@@ -271,23 +271,27 @@ def _start(request: httpx2.Request) -> None:
 
 # The last status each path answered with (a server error retried until a caller's deadline is
 # a failure of the server's, not a timeout: `llmfit models --search` answered 500 exited 9).
-_statuses: dict[str, int] = {}
+# Keyed by the thread that asked as well as the path: a search abandoned at its time-out goes on
+# retrying in its own thread, and its answers must not be read as a later search's.
+_statuses: dict[tuple[int, str], int] = {}
 
 
-def forget(path: str) -> None:
-    """Forget what `path` last answered (before asking it again)."""
-    _statuses.pop(path, None)
+def forget(path: str, thread: int | None = None) -> None:
+    """Forget what `path` last answered to `thread` (this one by default), before asking again."""
+    _statuses.pop((threading.get_ident() if thread is None else thread, path), None)
 
 
-def last_status(path: str) -> int | None:
-    """The status the last answer for `path` (the URL's path) had; None if none came."""
-    return _statuses.get(path)
+def last_status(path: str, thread: int | None = None) -> int | None:
+    """The status the last answer for `path` (the URL's path) had in `thread` (this one by
+    default); None if none came."""
+    return _statuses.get((threading.get_ident() if thread is None else thread, path))
 
 
 def _bound(response: httpx2.Response) -> None:
     url = str(response.request.url)
-    if len(_statuses) < 1024 or response.request.url.path in _statuses:
-        _statuses[response.request.url.path] = response.status_code
+    key = (threading.get_ident(), response.request.url.path)
+    if len(_statuses) < 1024 or key in _statuses:
+        _statuses[key] = response.status_code
     cap = _limit.get() or MAX_ANSWER
     coding = response.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if response.request.method == "HEAD":
