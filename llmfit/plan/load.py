@@ -638,6 +638,11 @@ def _fewest_in_flight(r: Replica, w: Workload, most: int) -> int:
     return hi
 
 
+def _serves(p: Point, ttft: float, w: Workload, held: bool) -> bool:
+    """Whether a point at a load is a steady state that meets the workload's targets."""
+    return _steady(p) and not _misses(p, ttft, w, held)
+
+
 def _steady(p: Point) -> bool:
     """Whether a point is a steady state that serves: stable, with a rate and finite figures."""
     return (
@@ -831,19 +836,16 @@ def serve(r: Replica, w: Workload) -> Serving:
         # The figures at the load, over `spread` replicas of the option; and whether one of them
         # alone meets the targets.
         point, ttft = _load_point(r, w, 1 / (copies * spread), cap)
-        if replicas is not None and not _steady(point):
-            # Counted only where its point at the load is a steady state that serves: a replica
-            # more, the most a capacity found to TOLERANCE below its true one can be short.
+        if replicas is not None and not _serves(point, ttft, w, held):
+            # Counted only where its point at the load is a steady state that meets the targets:
+            # a replica more, the most a capacity found to TOLERANCE below its true one can be
+            # short, and what a load within ROUNDING above a whole number of capacities needs
+            # where TPOT climbs faster than the load near capacity (1.002 × a capacity missed a
+            # 50 ms TPOT by 1.6 %). At the next count each replica carries at most 1.005 × N/(N + 1)
+            # of a capacity met within the targets: under it while N < 200.
             spread += 1
             point, ttft = _load_point(r, w, 1 / (copies * spread), cap)
-            replicas = spread if _steady(point) else None
-        if replicas is not None and _misses(point, ttft, w, held):
-            # A load within ROUNDING above a whole number of capacities is counted as that many
-            # replicas, but near capacity TPOT climbs faster than the load (1.002 × a capacity
-            # missed a 50 ms TPOT by 1.6 %): the count is the one whose point meets the targets.
-            spread += 1
-            point, ttft = _load_point(r, w, 1 / (copies * spread), cap)
-            replicas = spread if _steady(point) and not _misses(point, ttft, w, held) else None
+            replicas = spread if _serves(point, ttft, w, held) else None
         if replicas is None:
             # No load at all is served within the targets: what one request alone misses.
             idle = _idle(r, w)
