@@ -1,16 +1,24 @@
 """One contract over every registered engine, and a fourth engine that meets it through the
-registry alone (issue 23).
+registry alone (issues 23 and 35).
 
-For each engine and each layout it offers on a set of fleets (every layout, `--all`):
+Each engine's registry line names where it is tried (`cases`, `knob_case`); every engine in the
+registry, the toy one registered here among them, is checked on its own cases and nothing here
+names one. For each engine and each layout it offers there (every layout, `--all`):
 - the layout is within the engine's declared space (plan/layout.py LayoutSpace);
 - its commands launch exactly that layout: the processes on as many nodes as it spans, one
   server a replica where it runs copies side by side; and each serving command, read back
   through the engine's own reader (`llmfit check`'s), plans to the same layout with the same bytes
   a card;
+- `--explain`'s parts add up to what its fullest card needs;
+- each serving command's program is one its container image runs;
 - every knob the engine declares round-trips: set on llmfit's command line, it is printed in the
-  launch (or, for a placement knob, fixes what the launch prints) and read back to the same value.
+  launch (or, for a placement knob, fixes what the launch prints) and read back to the same value;
+  and a knob declared to change memory (or speed) changes what a card holds (or the speed
+  figures) when set to its example.
 
-The toy engine (tests/plan/toy_engine.py) is registered here through the real registry, with its
+Each of the last three checks is also shown to fail on an engine with the bug planted.
+
+The toy engine (tests/plan/toy_engine.py) is registered through the real registry, with its
 own knobs and a space of tensor parallelism on one node only. Nothing outside its file and its
 registry line names it; it gets options, commands, `check`, JSON and its knob as a flag, and is
 never offered a layout outside its space.
@@ -23,18 +31,21 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from llmfit.advise import advise
 from llmfit.plan.engines import (
+    Explanation,
+    Image,
     engine,
     keys,
+    knob_case,
     knobs,
     options_class,
-    register,
+    registered,
     split_env,
-    unregister,
 )
 from llmfit.plan.layout import Layout
 from llmfit.plan.options import Option
@@ -43,28 +54,22 @@ from llmfit.render.commands import commands
 from llmfit.sources.fleet import resolve_fleet
 from tests.plan import toy_engine
 from tests.plan.test_llamacpp import card_node, llama8b, plan_file
+from tests.registered import toy_registered, with_toy
 
 GIB = 1 << 30
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def toy() -> Iterator[str]:
-    register("toy", toy_engine.LINE)
-    try:
-        yield "toy"
-    finally:
-        unregister("toy")
+    """Every test here runs with the toy engine registered, as a fourth engine would be."""
+    with toy_registered() as key:
+        yield key
 
 
-# (repository, fleet, engines): safetensors on one node, a MoE, two nodes over a fabric, GGUF.
-CASES = [
-    ("Qwen/Qwen3-8B", "8xh100-80g", ("vllm", "sglang")),
-    ("Qwen/Qwen3-30B-A3B", "8xh100-80g", ("vllm", "sglang")),
-    ("deepseek-ai/DeepSeek-V3", "2x8xh100-80g@ib0", ("vllm", "sglang")),
-    ("meta-llama/Meta-Llama-3.1-405B", "4x8xh100-80g@ib0", ("vllm", "sglang")),
-    ("llmfit-fixtures/Tiny-Llama-GGUF", "8xrtx4090-24g", ("llama.cpp",)),
-    ("llmfit-fixtures/Tiny-Llama-GGUF", "cpu:64g", ("llama.cpp",)),
-]
+# (engine, repository, fleet): every registered engine's own cases, from its registry line.
+ENGINES = with_toy()
+with toy_registered():
+    CASES = [(k, repo, fleet) for k in ENGINES for repo, fleet in registered(k).cases]
 
 
 def _serving(cmds: list) -> list:
@@ -86,9 +91,45 @@ def _replicas_in_one_command(o: Option) -> bool:
     return len(_serving(commands(o, "org/x"))) == 1
 
 
+def _in_image(argv: tuple[str, ...], image: Image) -> bool:
+    """Whether the image runs a command: its ENTRYPOINT's words lead it (the container is given the
+    rest), or, for an image with none, its program is the image's server; else its program is
+    one of the others the image has on its PATH."""
+    if image.entrypoint and argv[: len(image.entrypoint)] == image.entrypoint:
+        return True
+    if not image.entrypoint and image.programs and argv[:1] == image.programs[:1]:
+        return True
+    return bool(argv) and argv[0] in image.programs
+
+
+def image_problems(o: Option) -> list[str]:
+    """Each serving command of the option that its engine's image cannot run (a worker may
+    have no image: llama.cpp's rpc-server is in none, and the deployment refuses it by name)."""
+    image = engine(o.engine).image(o)
+    return [
+        f"{o.engine}: {c.argv[0]} is not run by {image.name} (entrypoint {image.entrypoint})"
+        for c in _serving(commands(o, "org/model"))
+        if not _in_image(tuple(c.argv), image)
+    ]
+
+
+def explain_problems(o: Option, model) -> list[str]:
+    """Where `--explain`'s parts do not add up to what the option's fullest card needs."""
+    told = engine(o.engine).explain(o, model)
+    total = sum(p.bytes for p in told.parts)
+    if total == o.per_card.need:
+        return []
+    parts = ", ".join(f"{p.name} {p.bytes:,}" for p in told.parts)
+    return [
+        f"{o.engine} {o.layout}: {parts} add up to {total:,}, the card needs {o.per_card.need:,}"
+    ]
+
+
 def check_option(o: Option, model, artifact, fleet, settings: PlanSettings) -> None:
     e = engine(o.engine)
     assert e.layouts.refusal(o.layout) is None, (o.engine, o.layout)
+    assert explain_problems(o, model) == []
+    assert image_problems(o) == []
     cmds = commands(o, "org/model")
     nodes = {c.node for c in cmds if c.role in ("head", "worker")}
     if o.layout.nodes > 1:
@@ -110,10 +151,10 @@ def check_option(o: Option, model, artifact, fleet, settings: PlanSettings) -> N
         assert any(a.per_card == o.per_card for a in same), (o.engine, o.layout, head.shell)
 
 
-@pytest.mark.parametrize(("repo", "fleet", "keys_"), CASES)
-def test_every_layout_offered_is_launched_as_planned(hub, repo, fleet, keys_):
+@pytest.mark.parametrize(("key", "repo", "fleet"), CASES)
+def test_every_layout_offered_is_launched_as_planned(hub, key, repo, fleet):
     f = resolve_fleet(fleet)
-    settings = PlanSettings(engines=keys_, every_layout=True, precision="stored")
+    settings = PlanSettings(engines=(key,), every_layout=True, precision="stored")
     advice = advise(repo, f, settings, offline=True)
     options = advice.plan.options
     assert options
@@ -138,40 +179,32 @@ def test_layer_split_over_nodes_is_launched_as_planned(tmp_path):
         check_option(o, model, found.artifacts[0], Fleet(tuple(nodes)), PlanSettings())
 
 
-def test_the_registry_lists_every_engine_the_contract_covers():
-    # The contract's cases name every engine registered here (a new engine adds its case).
-    covered = {k for _, _, ks in CASES for k in ks}
-    assert covered == set(keys())
+def test_every_registered_engine_names_where_it_is_tried():
+    # A registered engine with no case of its own is checked nowhere: its line must name them.
+    for key in keys():
+        line = registered(key)
+        assert line.cases and line.knob_case, f"{key}'s registry line names no contract case"
+    assert "toy" in {k for k, _, _ in CASES}
 
 
 # -- the knobs ------------------------------------------------------------------------------------
 
-# Where each engine's knobs are tried: a model and fleet it fits with every knob set.
-KNOB_CASES = {
-    "vllm": ("Qwen/Qwen3-8B", "1xh100-80g"),
-    "sglang": ("Qwen/Qwen3-8B", "1xh100-80g"),
-    "llama.cpp": ("llmfit-fixtures/Tiny-Llama-GGUF", "1xrtx4090-24g"),
-    "toy": ("Qwen/Qwen3-8B", "1xh100-80g"),
-}
-
 
 def _knob_cases() -> list[tuple[str, str]]:
     out = []
-    for key in (*keys(), "toy"):
-        cls = toy_engine.ToyOptions if key == "toy" else options_class(key)
-        for d in knobs.declared(cls):
-            if d.knob.flags and d.knob.llmfit_flag:
-                out.append((key, d.name))
+    with toy_registered():
+        for key in ENGINES:
+            for d in knobs.declared(options_class(key)):
+                if d.knob.flags and d.knob.llmfit_flag:
+                    out.append((key, d.name))
     return out
 
 
 @pytest.mark.parametrize(("key", "name"), _knob_cases())
-def test_every_declared_knob_round_trips(run, request, key, name):
+def test_every_declared_knob_round_trips(run, key, name):
     """Planned with the knob set, the launch printed carries it (or, for a knob that fixes the
     placement, the placement it fixes), and `llmfit check` of that launch reads the knob back
     and plans the same card to the byte."""
-    if key == "toy":
-        request.getfixturevalue("toy")
     cls = options_class(key)
     d = next(d for d in knobs.declared(cls) if d.name == name)
     k = d.knob
@@ -181,7 +214,9 @@ def test_every_declared_knob_round_trips(run, request, key, name):
     else:
         assert k.example is not None, f"{key} {name} declares no example"
         flag_words = [k.llmfit_flag, k.example]
-    repo, fleet = KNOB_CASES[key]
+    case = knob_case(key, name)
+    assert case is not None
+    repo, fleet = case
     code, out, err = run(repo, "--fleet", fleet, "--engine", key, *flag_words, "--json",
                          "--precision", "stored")  # fmt: skip
     assert code == 0, err
@@ -201,6 +236,179 @@ def test_every_declared_knob_round_trips(run, request, key, name):
     again = json.loads(out)["options"][0]
     assert again["per_card"] == first["per_card"], serve["shell"]
     assert again["commands"][-1]["shell"] == serve["shell"]
+
+
+def _settings(cls: type, d: knobs.Declared) -> list[dict[str, Any]]:
+    """The knob at its example, with what it implies, as llmfit's command line sets it
+    (cli/shared.py engine_options); a switch turned on, a yes-or-no knob either way (its default
+    is the engine's own choice, which may be either)."""
+    k = d.knob
+    if k.takes_value:
+        assert k.example is not None, f"{d.name} declares no example"
+        values: list[Any] = [knobs.parse(k, k.flag, k.example)]
+    else:
+        values = [True] if k.kind == "switch" else [True, False]
+    out = []
+    for value in values:
+        one = {d.name: value}
+        if k.implies:
+            one.setdefault(k.implies, True)
+        out.append(one)
+    return out
+
+
+def _memory(o: Option) -> tuple[object, ...]:
+    """What a card holds and offers: its parts, its share, its KV pool, the host's part."""
+    return (o.per_card, o.have, o.kv_tokens, o.host_bytes)
+
+
+def _speed(o: Option) -> tuple[object, ...]:
+    return (o.speed, o.serving)
+
+
+def knob_problems(key: str, name: str) -> list[str]:
+    """Each thing knob `name` of engine `key` is declared to change (knobs.MEMORY, knobs.SPEED)
+    that no option of its knob case changes when the knob is set to its example."""
+    cls = options_class(key)
+    d = next(d for d in knobs.declared(cls) if d.name == name)
+    case = knob_case(key, name)
+    assert case is not None
+    repo, fleet = case
+    f = resolve_fleet(fleet)
+    base = PlanSettings(engines=(key,), precision="stored", every_layout=True)
+    before = advise(repo, f, base, offline=True).plan.options
+    assert before, f"{key} {name}: nothing of {repo} is planned on {fleet}"
+    changed: set[str] = set()
+    for one in _settings(cls, d):
+        after = advise(repo, f, base.with_options(_built(cls, one)), offline=True).plan.options
+        # Compared as wholes: a knob that fixes the placement (-ngl, --tensor-split) offers other
+        # layouts than the plan without it, and any that changes nothing offers the same.
+        for what, figures in ((knobs.MEMORY, _memory), (knobs.SPEED, _speed)):
+            if _each(before, figures) != _each(after, figures):
+                changed.add(what)
+    return [
+        f"{key} {d.knob.flag} {d.knob.example or ''}".rstrip()
+        + f": declared to change {what}, changes nothing of it in {len(before)} options"
+        for what in (knobs.MEMORY, knobs.SPEED)
+        if what in d.knob.changes and what not in changed
+    ]
+
+
+def _each(options: Any, figures: Any) -> list[str]:
+    return sorted(repr((o.artifact.name, o.layout, o.what_if, figures(o))) for o in options)
+
+
+def _built(cls: type, values: dict[str, Any]) -> object:
+    """The options with `values` set; a knob the engine takes only with its pair (llama.cpp's K
+    and V cache types, both or neither) is set with the knobs of its kind that share its example."""
+    try:
+        return knobs.build(cls, values)
+    except ValueError:
+        (name,) = [n for n in values if n in {d.name for d in knobs.declared(cls)}][:1]
+        d = next(d for d in knobs.declared(cls) if d.name == name)
+        pair = {
+            o.name: values[name]
+            for o in knobs.declared(cls)
+            if o.knob.kind == d.knob.kind and o.knob.example == d.knob.example
+        }
+        return knobs.build(cls, {**values, **pair})
+
+
+def _changing_knobs() -> list[tuple[str, str]]:
+    out = []
+    with toy_registered():
+        for key in ENGINES:
+            for d in knobs.declared(options_class(key)):
+                if d.knob.changes and (d.knob.example is not None or not d.knob.takes_value):
+                    out.append((key, d.name))
+    return out
+
+
+# Knobs whose effect no bundled fixture can show: each a llama.cpp knob of a model kind the one
+# GGUF repository (Tiny-Llama, five dense full-attention layers) is not. Strict: the day a fixture
+# shows it, the mark must go.
+NO_FIXTURE = {
+    ("llama.cpp", "parallel"): "slots change the cache of sliding-window layers only",
+    ("llama.cpp", "n_cpu_moe"): "no GGUF MoE among the fixtures",
+    ("llama.cpp", "cpu_moe"): "no GGUF MoE among the fixtures",
+}
+
+
+def _knob_params() -> list[Any]:
+    return [
+        pytest.param(key, name, marks=pytest.mark.xfail(reason=NO_FIXTURE[key, name], strict=True))
+        if (key, name) in NO_FIXTURE
+        else pytest.param(key, name)
+        for key, name in _changing_knobs()
+    ]
+
+
+@pytest.mark.parametrize(("key", "name"), _knob_params())
+def test_every_knob_changes_what_it_declares(hub, key, name):
+    assert knob_problems(key, name) == []
+
+
+def test_every_knob_that_changes_a_plan_has_an_example():
+    # Without one, what it changes is tried nowhere (the test above skips it).
+    missing = [
+        (key, d.name)
+        for key in keys()
+        for d in knobs.declared(options_class(key))
+        if d.knob.changes and d.knob.takes_value and d.knob.example is None
+    ]
+    assert missing == []
+
+
+# -- the checks catch the bugs they are for ---------------------------------------------------
+
+
+def _toy_options(**settings: Any) -> tuple[list[Option], Any]:
+    advice = advise("Qwen/Qwen3-8B", resolve_fleet("1xh100-80g"),
+                    PlanSettings(engines=("toy",), precision="stored", **settings),
+                    offline=True)  # fmt: skip
+    return list(advice.plan.options), advice.repo.model
+
+
+def test_a_memory_knob_the_sizing_ignores_is_found(hub, monkeypatch):
+    # The toy's sizer, planted with the bug: it reads no --kv-fraction, though the knob says it
+    # changes memory. Unplanted, the same knob passes (test_every_knob_changes_what_it_declares).
+    sizer = toy_engine.Toy._sizer
+
+    def ignoring(self, job, art, shape, pool, v):
+        return sizer(self, replace(job, settings=replace(job.settings, engine_options=())),
+                     art, shape, pool, v)  # fmt: skip
+
+    monkeypatch.setattr(toy_engine.Toy, "_sizer", ignoring)
+    assert knob_problems("toy", "kv_fraction") == [
+        "toy --kv-fraction 0.5: declared to change memory, changes nothing of it in 1 options"
+    ]
+
+
+def test_explain_parts_that_do_not_add_up_are_found(hub, monkeypatch):
+    # Planted: the toy's --explain leaves its runtime GiB out, so its parts add up to 1 GiB less
+    # than the card's need (weights + one sequence's KV + 1 GiB).
+    def short(self, option, model):
+        told = explain(self, option, model)
+        return Explanation(tuple(p for p in told.parts if p.name != "overhead"), told.assumes)
+
+    explain = toy_engine.Toy.explain
+    (o, *_), model = _toy_options()
+    assert explain_problems(o, model) == []
+    monkeypatch.setattr(toy_engine.Toy, "explain", short)
+    (problem,) = explain_problems(o, model)
+    assert problem.endswith(f"add up to {o.per_card.need - GIB:,}, the card needs "
+                            f"{o.per_card.need:,}")  # fmt: skip
+
+
+def test_an_image_that_cannot_run_the_command_is_found(hub, monkeypatch):
+    # Planted: the toy's image runs `toy-server`, and its command is `toy-serve`.
+    (o, *_), _ = _toy_options()
+    assert image_problems(o) == []
+    wrong = Image("example.com/toy:1", ("toy-server",), 9000, "/")
+    monkeypatch.setattr(toy_engine.Toy, "image", lambda self, option: wrong)
+    assert image_problems(o) == [
+        "toy: toy-serve is not run by example.com/toy:1 (entrypoint ('toy-server',))"
+    ]
 
 
 def test_no_two_knobs_share_a_flag_on_llmfit_s_command_line(toy):
@@ -253,6 +461,11 @@ def test_the_toy_engine_s_knob_is_a_flag_with_its_help(run, toy):
     code, out, _ = run("plan", "--help")
     assert code == 0
     assert "--kv-fraction X" in out and "Toy: the share of a card the engine takes." in out
+    # --engine's choices and its default, from the registry: the toy is planned by default.
+    words = " ".join(out.split())
+    assert "--engine [vllm|llama.cpp|sglang|toy]" in words
+    default = "default: vLLM, llama.cpp and Toy, whichever can run the model (SGLang when named)."
+    assert default in words
 
 
 def test_the_toy_engine_s_knob_is_checked_as_declared(run, toy):

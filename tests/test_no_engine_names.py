@@ -3,19 +3,27 @@ speed constants, its environment variables, its words, its special cases) live i
 so that a new engine is a module and a registry line, and nothing else learns its name.
 
 Comments and docstrings may cite an engine's code (they say why a rule is as it is); code may not
-name one: no identifier, no string.
+name one: no identifier, no string. The names looked for, and the modules the import contract
+keeps the core from, are the registry's (tests/registered.py): every engine registered, the toy
+one included, is guarded with nothing here naming it (issue 35).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
+import grimp
 import pytest
 
+from llmfit.plan.engines import keys
+from tests.registered import names as engine_names
+from tests.registered import own_modules, toy_registered, with_toy
+
 ROOT = Path(__file__).resolve().parent.parent / "llmfit"
-NAMES = re.compile(r"vllm|sglang|llama[._-]?cpp|llama-server|rpc-server|trtllm", re.IGNORECASE)
 # Where engines may be named: their own modules, and the registry that lists them.
 ENGINES = ROOT / "plan" / "engines"
 
@@ -41,7 +49,15 @@ def _citations(tree: ast.AST) -> set[int]:
     }
 
 
-def _named(path: Path, root: Path = ROOT) -> list[str]:
+@pytest.fixture(autouse=True)
+def _toy() -> Iterator[None]:
+    """Every guard here runs with the toy engine registered, and so guards it too."""
+    with toy_registered():
+        yield
+
+
+def _named(path: Path, root: Path = ROOT, names: re.Pattern[str] | None = None) -> list[str]:
+    names = names or engine_names(keys())
     tree = ast.parse(path.read_text())
     skip = _docstrings(tree) | _citations(tree)
     found = []
@@ -57,7 +73,7 @@ def _named(path: Path, root: Path = ROOT) -> list[str]:
             text = node.name
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             text = node.name
-        if text and NAMES.search(text):
+        if text and names.search(text):
             found.append(f"{path.relative_to(root)}:{getattr(node, 'lineno', '?')}: {text[:60]!r}")
     return found
 
@@ -89,22 +105,82 @@ def test_the_check_finds_a_name_in_code_and_not_in_a_citation(tmp_path):
     ]
 
 
-def test_the_import_contract_covers_every_core_module():
-    import tomllib
+def test_the_names_looked_for_are_the_registry_s():
+    # The toy engine's words come from its line alone: its key, title, program and module.
+    assert engine_names(["toy"]).pattern == r"toy[._\-]?engine|toy[._\-]?serve|toy"
+    found = engine_names(["llama.cpp"])
+    assert all(found.search(w) for w in ("llama_cpp", "LlamaCpp", "llama-server", "rpc-server"))
+    # Every registered engine is looked for (a fourth is found with no edit here).
+    assert {k for k in with_toy() if engine_names([k]).search(k)} == set(with_toy())
 
+
+def test_a_core_module_naming_the_toy_engine_is_found(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text('BACKEND = "toy-serve"\n')
+    assert [line.split(": ", 1)[1] for line in _named(probe, root=tmp_path)] == ["'toy-serve'"]
+
+
+# -- the import contract ----------------------------------------------------------------------
+
+CONTRACT = "only plan/engines imports an engine's own modules"
+
+
+def _contract() -> dict[str, list[str]]:
     config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())
-    (contract,) = [
-        c
-        for c in config["tool"]["importlinter"]["contracts"]
-        if c["name"] == "only plan/engines imports an engine's own modules"
-    ]
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["name"] == CONTRACT]
+    return contract
+
+
+def _forbidden(engines: tuple[str, ...]) -> list[str]:
+    return sorted({m for k in engines for m in own_modules(k) if m.startswith("llmfit.")})
+
+
+def test_the_import_contract_covers_every_core_module():
+    contract = _contract()
     core = {f"llmfit.plan.{p.stem}" for p in (ROOT / "plan").glob("*.py") if p.stem != "__init__"}
     assert core <= set(contract["source_modules"])
-    engines = {
-        f"llmfit.plan.engines.{p.stem}"
-        for p in ENGINES.glob("*.py")
-        if p.stem.startswith(("vllm", "sglang", "llamacpp"))
-    }
-    # The fitted speed constants vLLM and SGLang share are theirs too.
-    engines.add("llmfit.plan.engines.serving_speed")
-    assert engines == set(contract["forbidden_modules"])
+
+
+def test_the_import_contract_forbids_exactly_the_registered_engines_modules():
+    """pyproject.toml's list is the registry's: an engine registered in the package adds its
+    modules there (the message gives the list to paste), one removed takes them away."""
+    want = _forbidden(keys())
+    assert sorted(_contract()["forbidden_modules"]) == want, f"forbidden_modules = {want!r}"
+
+
+def _crossings(graph: grimp.ImportGraph, core: list[str], engines: tuple[str, ...]) -> list[str]:
+    """Each chain of imports by which a core module reaches an engine's own module, as
+    lint-imports' forbidden contract looks for them (indirect chains too)."""
+    out = []
+    for source in core:
+        for target in sorted({m for k in engines for m in own_modules(k)}):
+            if source not in graph.modules or target not in graph.modules:
+                continue
+            for chain in graph.find_shortest_chains(source, target, as_packages=True):
+                out.append(" -> ".join(chain))
+    return out
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    # The package and the tests: a registered engine may live in either (the toy is a test's).
+    return grimp.build_graph("llmfit", "tests", cache_dir=None)
+
+
+def test_no_core_module_imports_a_registered_engine_s_own(graph):
+    # The toy engine's module is among those looked for, registered a moment ago and named in no
+    # configuration file.
+    assert "tests.plan.toy_engine" in own_modules("toy")
+    assert _crossings(graph, _contract()["source_modules"], keys()) == []
+
+
+def test_a_core_module_importing_the_toy_engine_is_found(graph):
+    graph.add_import(importer="llmfit.plan.planner", imported="tests.plan.toy_engine")
+    try:
+        found = _crossings(graph, ["llmfit.plan.planner"], keys())
+    finally:
+        graph.remove_import(importer="llmfit.plan.planner", imported="tests.plan.toy_engine")
+    # The planted import, and the chains it opens through the toy to the shared serving code's
+    # engines (the toy builds on plan/engines/serving.py, which reads vLLM's weight rules).
+    assert "llmfit.plan.planner -> tests.plan.toy_engine" in found
+    assert all(chain.startswith("llmfit.plan.planner -> tests.plan.toy_engine") for chain in found)

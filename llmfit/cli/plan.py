@@ -14,11 +14,11 @@ from llmfit.cli.shared import (
     budget_option,
     context_option,
     engine_options,
-    engines_option,
     fleet_option,
     hub_progress,
     json_option,
     offline_option,
+    planned_engines_option,
     priced_budget,
     rank_option,
     split_knobs,
@@ -98,10 +98,7 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     "that hold the context, the most sequences held, the fastest single sequence, the most "
     "tokens a second a card at the workload, or the shortest request."
 )
-@engines_option(
-    "Plan for this engine only (repeatable); default: vLLM and llama.cpp, whichever can "
-    "run the model (SGLang when named)."
-)
+@planned_engines_option("Plan for this engine only (repeatable)")
 @json_option()
 @click.option(
     "--all",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -40,6 +40,45 @@ def offline_option(
 
 def engines_option(help: str = "Plan for this engine only (repeatable).") -> Callable[[F], F]:
     return click.option("--engine", "engine_keys", multiple=True, type=EngineChoice(), help=help)
+
+
+def planned_engines_option(help: str) -> Callable[[F], F]:
+    """`--engine` for a plan, its help ending with the engines planned by default and those
+    planned only when named, as the registry says when the help is shown."""
+    return click.option(
+        "--engine", "engine_keys", multiple=True, type=EngineChoice(), cls=RegistryHelp,
+        help_of=lambda: f"{help}; default: {default_engines_text()}.",
+    )  # fmt: skip
+
+
+def titles(engine_keys: Iterable[str]) -> str:
+    """Engines' titles for a sentence: "vLLM", "vLLM and llama.cpp", "vLLM, llama.cpp and Toy"."""
+    from llmfit.plan.engines import registered
+
+    names = [registered(k).title for k in engine_keys]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def default_engines_text() -> str:
+    """ "vLLM and llama.cpp, whichever can run the model (SGLang when named)": from the registry."""
+    from llmfit.plan.engines import default_keys
+
+    named = [k for k in registered_engines() if k not in default_keys()]
+    text = f"{titles(default_keys())}, whichever can run the model"
+    return text + (f" ({titles(named)} when named)" if named else "")
+
+
+class RegistryHelp(click.Option):
+    """An option whose help is worked out from the registry when it is shown (`help_of`), so
+    that an engine registered after start-up is in it."""
+
+    def __init__(self, *args: Any, help_of: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help_of = help_of
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        self.help = self.help_of()
+        return super().get_help_record(ctx)
 
 
 def context_option(help: str) -> Callable[[F], F]:

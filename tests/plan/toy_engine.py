@@ -30,7 +30,7 @@ from llmfit.plan.engines import (
     serving,
 )
 from llmfit.plan.engines.argv import scan, whole
-from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
+from llmfit.plan.engines.knobs import MEMORY, knob
 from llmfit.plan.engines.serving import Variant
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Layout, LayoutSpace
@@ -47,6 +47,7 @@ DEFAULT_FRACTION = 0.9
 LINE = Registered(
     "tests.plan.toy_engine", "Toy", "tests.plan.toy_engine:ToyOptions", ("toy_width",),
     formats=("safetensors",), programs=("toy-serve",),
+    cases=(("Qwen/Qwen3-8B", "8xh100-80g"),), knob_case=("Qwen/Qwen3-8B", "1xh100-80g"),
 )  # fmt: skip
 
 
@@ -56,8 +57,9 @@ class ToyOptions:
         None, "--kv-fraction", kind="float", low=0, high=1, open_low=True, changes=(MEMORY,),
         help="the share of a card the engine takes.", example="0.5",
     )  # fmt: skip
+    # Passed on, and changes nothing the toy plans: it has no speed model to change.
     max_batch: int | None = knob(
-        None, "--max-batch", "-B", low=1, high=4096, changes=(SPEED,),
+        None, "--max-batch", "-B", low=1, high=4096,
         help="sequences a step (passed on).", example="32",
     )  # fmt: skip
 

@@ -240,7 +240,30 @@ class Registered:
     programs: tuple[str, ...] = ()
     # How its command starts, for the sentence that says which commands `llmfit check` reads.
     usage: str = ""
+    # What the contract test (tests/test_engine_contract.py) plans it on, on the bundled fixtures:
+    # (repository, fleet) pairs it plans, every layout of each checked; and the one its knobs are
+    # each tried on, a repository and fleet it fits with any knob set to its example.
+    cases: tuple[tuple[str, str], ...] = ()
+    knob_case: tuple[str, str] | None = None
+    # (knob, repository, fleet) for a knob whose effect only a model of its kind shows (prefix
+    # caching on a hybrid, the image limit on a multimodal model): tried there, not on knob_case.
+    knob_cases: tuple[tuple[str, str, str], ...] = ()
+    # Its own modules, beside those named like its module (`vllm_*` for vllm): the core imports
+    # none of them (pyproject.toml's import contract, checked against this registry by a test).
+    modules: tuple[str, ...] = ()
+    # Words it is known by beside its key, title, programs and module (its worker's program):
+    # the core names none of them in code (tests/test_no_engine_names.py).
+    names: tuple[str, ...] = ()
 
+
+# The safetensors engines' contract cases: a dense model and a MoE on one node, and two models
+# that need two and four nodes over a fabric.
+_SERVING_CASES = (
+    ("Qwen/Qwen3-8B", "8xh100-80g"),
+    ("Qwen/Qwen3-30B-A3B", "8xh100-80g"),
+    ("deepseek-ai/DeepSeek-V3", "2x8xh100-80g@ib0"),
+    ("meta-llama/Meta-Llama-3.1-405B", "4x8xh100-80g@ib0"),
+)
 
 # Key → its line; each module has an `ENGINE` implementing Engine. Order is the order engines are
 # tried and listed in. SGLang is planned only when named: it runs the same safetensors checkpoints
@@ -254,6 +277,13 @@ _REGISTRY: dict[str, Registered] = {
         "llmfit.plan.engines.vllm", "vLLM", "llmfit.plan.engines.vllm_options:VllmOptions",
         ("vllm_version",), formats=("safetensors",), programs=("vllm",),
         usage="`vllm serve REPO …`",
+        cases=_SERVING_CASES, knob_case=("Qwen/Qwen3-8B", "1xh100-80g"),
+        knob_cases=(
+            ("enable_prefix_caching", "Qwen/Qwen3-Next-80B-A3B-Thinking", "4xh100-80g"),
+            ("speculative_config", "deepseek-ai/DeepSeek-V3", "8xh200-141g"),
+            ("limit_mm_per_prompt", "google/gemma-3-27b-it", "1xh100-80g"),
+        ),
+        modules=("llmfit.plan.engines.serving_speed",),
     ),
     "llama.cpp": Registered(
         "llmfit.plan.engines.llamacpp", "llama.cpp",
@@ -261,11 +291,20 @@ _REGISTRY: dict[str, Registered] = {
         ("gpu_layers", "cpu_moe_layers", "host_bytes"), formats=("gguf",),
         programs=("llama-server",),
         usage="`llama-server -m FILE …`/`llama-server -hf REPO:QUANT …`",
+        cases=(
+            ("llmfit-fixtures/Tiny-Llama-GGUF", "8xrtx4090-24g"),
+            ("llmfit-fixtures/Tiny-Llama-GGUF", "cpu:64g"),
+        ),
+        knob_case=("llmfit-fixtures/Tiny-Llama-GGUF", "1xrtx4090-24g+64g"), names=("rpc-server",),
+        knob_cases=(("tensor_split", "llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g"),),
     ),
     "sglang": Registered(
         "llmfit.plan.engines.sglang", "SGLang", "llmfit.plan.engines.sglang_options:SglangOptions",
         named_only=True, formats=("safetensors",), programs=("sglang", "sglang.launch_server"),
         usage="`sglang serve --model-path REPO …` (or `python -m sglang.launch_server …`)",
+        cases=_SERVING_CASES, knob_case=("Qwen/Qwen3-8B", "1xh100-80g"),
+        knob_cases=(("enable_dp_lm_head", "Qwen/Qwen3-30B-A3B", "8xh100-80g"),),
+        modules=("llmfit.plan.engines.serving_speed",),
     ),
 }  # fmt: skip
 
@@ -325,6 +364,13 @@ def field_names() -> tuple[str, ...]:
     for key in _REGISTRY:
         out += [f for f in fields(key) if f not in out]
     return tuple(out)
+
+
+def knob_case(key: str, knob: str) -> tuple[str, str] | None:
+    """Where engine `key`'s knob is tried: its own case, else the engine's."""
+    line = registered(key)
+    own = [(repo, fleet) for name, repo, fleet in line.knob_cases if name == knob]
+    return own[0] if own else line.knob_case
 
 
 def register(key: str, line: Registered) -> None:

@@ -49,7 +49,7 @@ class LlamaCppOptions:
         None, "--n-gpu-layers", "-ngl", "--gpu-layers", parser=gpu_layers, passed=False,
         changes=(MEMORY, SPEED), metavar="N",
         help="layers on the cards (all, or a count; the rest in RAM).",
-        example="20",
+        example="2",
     )  # fmt: skip
     # Slots (-np); None: the plan's 4, as llama-server's auto gives.
     parallel: int | None = knob(
@@ -63,8 +63,8 @@ class LlamaCppOptions:
         example="256",
     )  # fmt: skip
     batch: int | None = knob(
-        None, "--batch-size", "-b", low=1, high=1 << 24, changes=(SPEED,),
-        help="the logical batch (passed on).",
+        None, "--batch-size", "-b", low=1, high=1 << 24,
+        help="the logical batch (passed on; the plan prices the physical one, --ubatch-size).",
         example="1024",
     )  # fmt: skip
     n_cpu_moe: int | None = knob(
@@ -98,7 +98,7 @@ class LlamaCppOptions:
     )  # fmt: skip
     flash_attn: str | None = knob(
         None, "--flash-attn", "-fa", kind="choice", choices=("on", "off", "auto"), cli=None,
-        passed=False, changes=(MEMORY, SPEED), help="flash attention (planned on).",
+        passed=False, help="flash attention (planned on; off is noted as not planned).",
         example="on",
     )  # fmt: skip
 

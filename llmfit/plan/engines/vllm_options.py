@@ -157,9 +157,9 @@ class VllmOptions:
         example="32",
     )  # fmt: skip
     speculative_config: str | None = knob(
-        None, "--speculative-config", "-sc", kind="json", changes=(MEMORY, SPEED), metavar="JSON",
+        None, "--speculative-config", "-sc", kind="json", changes=(MEMORY,), metavar="JSON",
         help='speculative decoding, as JSON (\'{"method": "mtp", "num_speculative_tokens": 1}\').',
-        example='{"method": "ngram", "num_speculative_tokens": 2}',
+        example='{"method": "mtp", "num_speculative_tokens": 1}',
     )  # fmt: skip
     limit_mm_per_prompt: str | None = knob(
         None, "--limit-mm-per-prompt", kind="json", changes=(MEMORY,), metavar="JSON",
