@@ -64,10 +64,11 @@ def test_gpu_memory_utilization_for_sglang_is_refused_with_sglangs_own_flag(run)
     )  # fmt: skip
     assert code == 2
     assert out == ""
+    # The one rule for a setting the plan's engine does not take (plan/engines/honoured.py):
+    # vLLM and llama.cpp take the share, SGLang's registry line names its own flag for it.
     assert err == (
-        "llmfit: --gpu-memory-utilization 0.7 is vLLM's share of a card, and SGLang's is its own "
-        "--mem-fraction-static (the weights and the KV pool, without the activations and CUDA "
-        "graphs SGLang keeps beside them): give --mem-fraction-static for SGLang.\n"
+        "llmfit: --gpu-memory-utilization is a setting of vLLM and llama.cpp, and SGLang, which "
+        "this plan runs, does not honour it: SGLang's own is --mem-fraction-static.\n"
         "hint: llmfit Qwen/Qwen3-8B --engine sglang --mem-fraction-static 0.7\n"
     )
     # Beside vLLM too: the SGLang options would not have it, in the same table.

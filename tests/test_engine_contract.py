@@ -44,6 +44,7 @@ from llmfit.plan.engines import (
     knob_case,
     knobs,
     options_class,
+    register,
     registered,
     split_env,
 )
@@ -499,3 +500,117 @@ def test_each_registry_line_says_what_its_engine_runs_and_starts(toy):
         e, line = engine(key), registered(key)
         assert tuple(line.programs) == tuple(e.programs), key
         assert e.name == line.title, key
+
+
+# -- a setting the planned engine does not take is refused, by one rule ------------------------
+
+# A value each of llmfit's own engine settings takes (None: a flag without one).
+SETTING_WORDS = {
+    "--gpu-memory-utilization": "0.5",
+    "--kv-cache-dtype": "fp8",
+    "--ray": None,
+    "--local-paths": None,
+}
+
+
+def _unhonoured_cases() -> list[tuple[str, str, str | None]]:
+    """(engine, flag, its value) for each of llmfit's engine settings the engine's line does not
+    take, and the first knob of every other engine that llmfit's command line offers."""
+    from llmfit.cli.shared import ENGINE_SETTINGS
+
+    assert set(ENGINE_SETTINGS.values()) == set(SETTING_WORDS)
+    out = []
+    with toy_registered():
+        for key in ENGINES:
+            line = registered(key)
+            out += [(key, f, SETTING_WORDS[f]) for f in SETTING_WORDS if f not in line.honours]
+            for other in ENGINES:
+                if other == key:
+                    continue
+                d = next(d for d in knobs.declared(options_class(other)) if d.knob.llmfit_flag)
+                assert d.knob.llmfit_flag is not None
+                out.append(
+                    (key, d.knob.llmfit_flag, d.knob.example if d.knob.takes_value else None)
+                )
+    return out
+
+
+@pytest.mark.parametrize(("key", "flag", "value"), _unhonoured_cases())
+def test_a_setting_the_engine_does_not_take_is_refused_naming_both(run, key, flag, value):
+    words = [flag] if value is None else [flag, value]
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", key, *words)
+    assert (code, out) == (2, "")
+    first = err.splitlines()[0]
+    # One sentence, naming the flag and the engine that does not take it.
+    assert first.startswith(f"llmfit: {flag} is ")
+    title = registered(key).title
+    assert f", and {title}, which this plan runs, does not honour it" in first, first
+    assert first.endswith(".") and first.count(". ") == 0
+
+
+def test_every_setting_an_engine_takes_passes_the_rule():
+    from llmfit.plan.engines.honoured import takers, unhonoured
+
+    for key in keys():
+        for flag in registered(key).honours:
+            assert key in takers(flag)
+            assert unhonoured([(flag, takers(flag))], (key,)) is None
+
+
+def test_the_refusals_read_as_written(run):
+    # vLLM's knob in an SGLang plan, which SGLang's line maps to its own flag.
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", "sglang",
+                       "--max-num-seqs", "8")  # fmt: skip
+    assert code == 2
+    assert err == (
+        "llmfit: --max-num-seqs is vLLM's setting, and SGLang, which this plan runs, does not "
+        "honour it: SGLang's own is --max-running-requests.\n"
+        "hint: llmfit Qwen/Qwen3-8B --engine sglang --max-running-requests 8\n"
+    )
+    # SGLang's knob with no engine named: no default takes it (the toy, registered here, is one).
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--mem-fraction-static", "0.8")
+    assert code == 2
+    assert err == (
+        "llmfit: --mem-fraction-static is SGLang's setting, and vLLM, llama.cpp and Toy, the "
+        "engines planned when none is named, do not honour it.\n"
+        "hint: leave --mem-fraction-static out, or plan with --engine sglang\n"
+    )
+    # The toy engine's line takes none of llmfit's engine settings.
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", "toy",
+                       "--kv-cache-dtype", "fp8")  # fmt: skip
+    assert code == 2
+    assert err.splitlines()[0] == (
+        "llmfit: --kv-cache-dtype is a setting of vLLM and SGLang, and Toy, which this plan runs, "
+        "does not honour it."
+    )
+    # llama.cpp takes the share; vLLM's knob with no engine named is vLLM's to take.
+    code, _, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g",
+                       "--engine", "llama.cpp", "--gpu-memory-utilization", "0.8")  # fmt: skip
+    assert code == 0, err
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--max-num-seqs", "8")
+    assert code == 0, err
+
+
+def test_a_checked_command_s_engine_is_held_to_the_rule_too(run):
+    code, _, err = run("check", "--fleet", "1xh100-80g", "--vllm-version", "0.30", "--",
+                       "sglang", "serve", "--model-path", "Qwen/Qwen3-8B")  # fmt: skip
+    assert code == 2
+    assert err == (
+        "llmfit: --vllm-version is vLLM's setting, and SGLang, which this plan runs, does not "
+        "honour it.\nhint: leave --vllm-version out\n"
+    )
+
+
+def test_the_help_of_an_engine_setting_follows_the_registry(run, toy):
+    from llmfit.plan.engines import unregister
+
+    # A line that takes --ray (the toy's, under another key) is named in its help as registered.
+    register("toy-ray", replace(toy_engine.LINE, title="Toy Ray", honours=("--ray",)))
+    try:
+        code, out, _ = run("plan", "--help")
+    finally:
+        unregister("toy-ray")
+    assert code == 0
+    words = " ".join(out.split())
+    assert "--ray Multi-node commands in the Ray form; taken by vLLM, SGLang and Toy Ray;" in words
+    assert "KV cache dtype to plan (auto: the checkpoint's); taken by vLLM and SGLang;" in words

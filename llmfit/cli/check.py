@@ -15,6 +15,7 @@ from llmfit.cli.shared import (
     hub_progress,
     json_option,
     offline_option,
+    refuse_unhonoured,
     split_knobs,
     workload_options,
 )
@@ -69,9 +70,13 @@ def check_cmd(
       llmfit check --fleet 1xh100-80g --rate 4 --tpot 30 -- vllm serve Qwen/Qwen3-8B
     """
     from llmfit.check import check, credentials
+    from llmfit.plan.engines import for_argv, split_env
     from llmfit.sources.fleet import resolve_fleet
 
     HIDDEN.extend(credentials(command))
+    started = for_argv(split_env(command)[1])
+    if started is not None:
+        refuse_unhonoured((started.key,), knob_values, checking=True)
     fleet = resolve_fleet(fleet_path)
     with hub_progress(offline) as progress:
         checked = check(

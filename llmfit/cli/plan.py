@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 
 import click
@@ -10,6 +9,7 @@ import click
 from llmfit.cli.app import cli
 from llmfit.cli.output import View, show_plan
 from llmfit.cli.shared import (
+    RegistryHelp,
     WithKnobs,
     budget_option,
     context_option,
@@ -21,34 +21,15 @@ from llmfit.cli.shared import (
     planned_engines_option,
     priced_budget,
     rank_option,
+    refuse_unhonoured,
     split_knobs,
+    taken_by,
     workload_options,
 )
 from llmfit.cli.values import context_tokens, finite, wants_trained
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import PRECISIONS, Pins, Workload
 from llmfit.render.commands import FORMATS
-
-
-def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) -> None:
-    """--gpu-memory-utilization is vLLM's share of a card (and llama.cpp's margin); SGLang's
-    share is its own --mem-fraction-static, of another thing (the weights and the KV pool, with
-    activations and CUDA graphs left outside it), so one is not the other and neither is mapped:
-    given for an SGLang plan, the flag is refused with the one that sets SGLang's."""
-    ctx = click.get_current_context()
-    given = ctx.get_parameter_source("gpu_memory_utilization") in (
-        click.core.ParameterSource.COMMANDLINE,
-        click.core.ParameterSource.ENVIRONMENT,
-    )
-    if given and "sglang" in engine_keys:
-        value = ctx.params["gpu_memory_utilization"]
-        raise UsageError(
-            f"--gpu-memory-utilization {value:g} is vLLM's share of a card, and SGLang's is its "
-            "own --mem-fraction-static (the weights and the KV pool, without the activations "
-            "and CUDA graphs SGLang keeps beside them): give --mem-fraction-static for SGLang.",
-            hint=f"llmfit {shlex.quote(str(ctx.params['repo']))} --engine sglang "
-            f"--mem-fraction-static {value:g}",
-        )
 
 
 @cli.command(name="plan", cls=WithKnobs)
@@ -67,15 +48,20 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     callback=finite,
     default=0.90,
     show_default=True,
-    help="Share of each card the plan counts on; passed on to vLLM (SGLang's own is "
-    "--mem-fraction-static).",
+    cls=RegistryHelp,
+    help_of=lambda: (
+        f"Share of each card the plan counts on; {taken_by('--gpu-memory-utilization')}."
+    ),
 )
 @click.option(
     "--kv-cache-dtype",
     type=click.Choice(["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
     default="auto",
     show_default=True,
-    help="KV cache dtype to plan (auto: the checkpoint's); passed on to vLLM.",
+    cls=RegistryHelp,
+    help_of=lambda: (
+        f"KV cache dtype to plan (auto: the checkpoint's); {taken_by('--kv-cache-dtype')}."
+    ),
 )
 @click.option(
     "--precision",
@@ -112,7 +98,10 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 @click.option(
     "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
 )
-@click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
+@click.option(
+    "--ray", is_flag=True, cls=RegistryHelp,
+    help_of=lambda: f"Multi-node commands in the Ray form; {taken_by('--ray')}.",
+)  # fmt: skip
 @click.option(
     "--replicas",
     type=click.IntRange(1, 10_000),
@@ -121,7 +110,11 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
 @click.option(
     "--local-paths",
     is_flag=True,
-    help="llama-server -m with this machine's file paths, not -hf REPO:QUANT.",
+    cls=RegistryHelp,
+    help_of=lambda: (
+        "Launch the model by this machine's file paths, not its repository's id; "
+        f"{taken_by('--local-paths')}."
+    ),
 )
 @click.option(
     "--format",
@@ -193,7 +186,7 @@ def plan_cmd(
     from llmfit.sources.calibration_file import for_fleet
     from llmfit.sources.fleet import resolve_fleet
 
-    _sglang_share(engine_keys, knob_values)
+    refuse_unhonoured(engine_keys, knob_values, repo)
     fleet = resolve_fleet(fleet_path)
     if no_calibration and calibration_path is not None:
         raise UsageError("--calibration and --no-calibration ask for opposite things: give one.")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import shlex
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,10 +54,21 @@ def planned_engines_option(help: str) -> Callable[[F], F]:
 
 def titles(engine_keys: Iterable[str]) -> str:
     """Engines' titles for a sentence: "vLLM", "vLLM and llama.cpp", "vLLM, llama.cpp and Toy"."""
-    from llmfit.plan.engines import registered
+    from llmfit.plan.engines.honoured import titles as joined
 
-    names = [registered(k).title for k in engine_keys]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return joined(engine_keys)
+
+
+def taken_by(flag: str) -> str:
+    """ "taken by vLLM and llama.cpp (SGLang's own is --mem-fraction-static)": which engines take
+    one of llmfit's engine settings, and the others' own flag for it, as the registry says."""
+    from llmfit.plan.engines.honoured import own_instead, takers
+
+    text = f"taken by {titles(takers(flag))}"
+    own = [(k, f) for k in registered_engines() if (f := own_instead(k, flag))]
+    if own:
+        text += " (" + "; ".join(f"{titles([k])}'s own is {f}" for k, f in own) + ")"
+    return text + "; refused for a plan of any other engine"
 
 
 def default_engines_text() -> str:
@@ -366,6 +378,67 @@ def engine_options(values: dict[str, object]) -> tuple[object, ...]:
         except ValueError as e:
             raise UsageError(str(e)) from None
     return tuple(out)
+
+
+# llmfit's own flags that only some engines take (registry lines' `honours`), by parameter name.
+ENGINE_SETTINGS = {
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "kv_cache_dtype": "--kv-cache-dtype",
+    "ray": "--ray",
+    "local_paths": "--local-paths",
+}
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    return ctx.get_parameter_source(name) in sources and ctx.params.get(name) is not False
+
+
+def _text(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def refuse_unhonoured(
+    engine_keys: tuple[str, ...],
+    knob_values: dict[str, object],
+    repo: str | None = None,
+    *,
+    checking: bool = False,
+) -> None:
+    """Raise UsageError, in the one sentence of plan/engines/honoured.py, for the first setting
+    given (one of llmfit's own flags some engines take, or an engine's knob) that an engine the
+    plan runs does not take."""
+    from llmfit.errors import UsageError
+    from llmfit.plan.engines import knobs, options_class
+    from llmfit.plan.engines.honoured import takers, unhonoured
+
+    ctx = click.get_current_context()
+    given: list[tuple[str, tuple[str, ...]]] = []
+    texts: dict[str, str] = {}
+    for name, setting in ENGINE_SETTINGS.items():
+        if name in ctx.params and _given(ctx, name):
+            given.append((setting, takers(setting)))
+            texts[setting] = _text(ctx.params[name])
+    for key in registered_engines():
+        for d in knobs.declared(options_class(key)):
+            value = knob_values.get(_param_name(key, d.name))
+            flag = d.knob.llmfit_flag
+            if flag is None or value is None or value is False and d.knob.kind == "switch":
+                continue
+            given.append((flag, (key,)))
+            texts[flag] = "" if isinstance(value, bool) else _text(value)
+    found = unhonoured(given, engine_keys)
+    if found is None:
+        return
+    if found.instead and repo is not None:
+        words = [repo, "--engine", found.deaf[0], found.instead, texts[found.flag]]
+        hint = "llmfit " + " ".join(shlex.quote(w) for w in words if w)
+    elif checking:
+        # The engine is the command's: only the setting can go.
+        hint = f"leave {found.flag} out"
+    else:
+        hint = f"leave {found.flag} out, or plan with --engine {found.takers[0]}"
+    raise UsageError(found.sentence(), hint=hint)
 
 
 class WithKnobs(click.Command):

@@ -40,3 +40,21 @@ def test_a_bad_value_is_refused_in_one_sentence():
         serving_speed._values({"speedup": 2.0}, "vllm")
     with pytest.raises(ValueError, match=r"base\.layer_s = 'fast' is not a number"):
         serving_speed._values({"layer_s": "fast"}, "base")
+
+
+def test_an_engine_brings_its_own_constants_and_names_no_table():
+    # The shared step-model inputs take the engine's own table (plan/engines/serving.py
+    # speed_inputs), looked up by the card's architecture alone: a fourth engine with a table of
+    # one default row gets that row on an H100 (Hopper, a row it lacks), and no engine's name is
+    # looked up anywhere on the way (the table by name had vLLM and SGLang only: a KeyError).
+    import inspect
+    from dataclasses import replace
+
+    from llmfit.plan.engines import serving
+
+    own = {"default": replace(serving_speed.BASE, weight_efficiency=0.5)}
+    assert serving_speed.for_card(own, "h100-80g").weight_efficiency == 0.5
+    assert "engine" not in inspect.signature(serving.speed_inputs).parameters
+    assert serving_speed.for_card(serving_speed.VLLM, "h100-80g") == serving_speed.constants(
+        "vllm", "h100-80g"
+    )

@@ -251,6 +251,12 @@ class Registered:
     # Its own modules, beside those named like its module (`vllm_*` for vllm): the core imports
     # none of them (pyproject.toml's import contract, checked against this registry by a test).
     modules: tuple[str, ...] = ()
+    # The flags of llmfit's own that it takes (`--gpu-memory-utilization`, `--ray`): any other
+    # given for a plan it runs is refused (plan/engines/honoured.py); its knobs are its own.
+    honours: tuple[str, ...] = ()
+    # Its own flag for what such a flag sets in other engines, for the refusal to name
+    # (("--gpu-memory-utilization", "--mem-fraction-static")).
+    instead: tuple[tuple[str, str], ...] = ()
     # Words it is known by beside its key, title, programs and module (its worker's program):
     # the core names none of them in code (tests/test_no_engine_names.py).
     names: tuple[str, ...] = ()
@@ -284,6 +290,7 @@ _REGISTRY: dict[str, Registered] = {
             ("limit_mm_per_prompt", "google/gemma-3-27b-it", "1xh100-80g"),
         ),
         modules=("llmfit.plan.engines.serving_speed",),
+        honours=("--gpu-memory-utilization", "--kv-cache-dtype", "--ray"),
     ),
     "llama.cpp": Registered(
         "llmfit.plan.engines.llamacpp", "llama.cpp",
@@ -297,6 +304,7 @@ _REGISTRY: dict[str, Registered] = {
         ),
         knob_case=("llmfit-fixtures/Tiny-Llama-GGUF", "1xrtx4090-24g+64g"), names=("rpc-server",),
         knob_cases=(("tensor_split", "llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g"),),
+        honours=("--gpu-memory-utilization", "--local-paths"),
     ),
     "sglang": Registered(
         "llmfit.plan.engines.sglang", "SGLang", "llmfit.plan.engines.sglang_options:SglangOptions",
@@ -305,6 +313,13 @@ _REGISTRY: dict[str, Registered] = {
         cases=_SERVING_CASES, knob_case=("Qwen/Qwen3-8B", "1xh100-80g"),
         knob_cases=(("enable_dp_lm_head", "Qwen/Qwen3-30B-A3B", "8xh100-80g"),),
         modules=("llmfit.plan.engines.serving_speed",),
+        # Its share of a card is its own static share, of another thing (the weights and the KV
+        # pool, with activations and CUDA graphs beside them): neither is mapped to the other.
+        honours=("--kv-cache-dtype", "--ray"),
+        instead=(
+            ("--gpu-memory-utilization", "--mem-fraction-static"),
+            ("--max-num-seqs", "--max-running-requests"),
+        ),
     ),
 }  # fmt: skip
 

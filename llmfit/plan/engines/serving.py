@@ -209,28 +209,8 @@ def where(layout: Layout, gpu_class: str, fabric: str | None) -> str:
     return f"{layout.cards} × {gpu_class}{layout.label()}"
 
 
-def speed(
-    engine: str,
-    model: Model,
-    weights: WeightLayout,
-    spec: cards.CardSpec | None,
-    layout: Layout,
-    context: int,
-    kv_per_token: int,
-    concurrency: float,
-    fp8: bool,
-    partition: Callable[[int, int], tuple[int, ...]],
-) -> speeds.Speed | None:
-    """How fast the layout decodes and prefills (plan/speed.py), its stages as the engine splits
-    them (`partition`: layers and stages → layers a stage)."""
-    inputs = speed_inputs(
-        engine, model, weights, spec, layout, context, kv_per_token, concurrency, fp8, partition
-    )
-    return speeds.estimate(inputs) if inputs else None
-
-
 def speed_inputs(
-    engine: str,
+    table: dict[str, speeds.Constants],
     model: Model,
     weights: WeightLayout,
     spec: cards.CardSpec | None,
@@ -246,7 +226,8 @@ def speed_inputs(
     overlap: bool = False,
 ) -> speeds.SpeedInputs | None:
     """The step model's inputs for one replica of the layout, with the engine's fitted
-    constants for the card's family.
+    constants for the card's family (`table`: the engine's own, by architecture; a new engine
+    brings its own, looked up by no engine's name).
 
     A MoE's data-parallel ranks each run their own batch through their own attention and share
     the routed experts, sharded over every rank: one replica of `dp` attention ranks, whose card
@@ -258,7 +239,7 @@ def speed_inputs(
     model = counted(model)
     moe_dp = model.is_moe and layout.dp > 1
     return speeds.inputs_for(
-        model, weights, spec, constants=serving_speed.constants(engine, spec.key),
+        model, weights, spec, constants=serving_speed.for_card(table, spec.key),
         context=context, kv_bytes_per_token=kv_per_token, tp=layout.tp, pp=layout.pp,
         replicas=1 if moe_dp else layout.dp, ranks=layout.dp if moe_dp else 1, ep=layout.ep,
         nodes=layout.nodes, concurrency=max(1, int(concurrency)),

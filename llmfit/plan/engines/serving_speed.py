@@ -127,7 +127,13 @@ VLLM: dict[str, Constants] = TABLES["vllm"]
 SGLANG: dict[str, Constants] = TABLES["sglang"]
 
 
-def constants(engine: str, key: str) -> Constants:
-    """The fitted constants of `engine` ("vllm" or "sglang") on a card class (or a family)."""
+def for_card(table: dict[str, Constants], key: str) -> Constants:
+    """An engine's fitted constants (`table`, its rows by architecture) on a card class (or a
+    family)."""
     # A key that is no card is taken for an architecture or family itself ("nvidia-hopper").
-    return pick(TABLES[engine], architecture(key) if cards.spec(key) is not None else key)
+    return pick(table, architecture(key) if cards.spec(key) is not None else key)
+
+
+def constants(engine: str, key: str) -> Constants:
+    """The fitted constants of the table named `engine` ("vllm" or "sglang") on a card class."""
+    return for_card(TABLES[engine], key)

@@ -34,7 +34,17 @@ from typing import Any
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.credentials import Vault
-from llmfit.plan.engines import NO_ENV, Explanation, Image, Job, Part, Request, knobs, serving
+from llmfit.plan.engines import (
+    NO_ENV,
+    Explanation,
+    Image,
+    Job,
+    Part,
+    Request,
+    knobs,
+    serving,
+    serving_speed,
+)
 from llmfit.plan.engines import sglang_sizes as sizes
 from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.sglang_options import SglangOptions
@@ -358,8 +368,8 @@ class Sglang(serving.Serving[SglangLaunch]):
             # that pause decoding (no --enable-mixed-chunk), CUDA graphs up to
             # --cuda-graph-max-bs.
             inputs = serving.speed_inputs(
-                self.key, model, weights, spec, layout, context, worst_token, concurrency, fp8,
-                pp_partition, graph_batch=reserve.decode_max_bs,
+                serving_speed.SGLANG, model, weights, spec, layout, context, worst_token,
+                concurrency, fp8, pp_partition, graph_batch=reserve.decode_max_bs,
                 # The overlap scheduler, unless turned off or pipeline-parallel (server_args.py
                 # _handle_pipeline_parallelism turns it off there).
                 overlap=not opts.disable_overlap_schedule and layout.pp == 1,

@@ -38,6 +38,7 @@ from llmfit.plan.engines import (
     Request,
     knobs,
     serving,
+    serving_speed,
 )
 from llmfit.plan.engines import vllm_memory as vm
 from llmfit.plan.engines.serving import Variant, split_refusal
@@ -351,8 +352,8 @@ class Vllm(serving.Serving[VllmLaunch]):
                 else fullest.version.async_scheduling(layout.pp)
             )
             inputs = serving.speed_inputs(
-                self.key, model, weights, spec, layout, context, token, concurrency, fp8,
-                pp_partition, eager=eager, graph_batch=graphs, overlap=overlap,
+                serving_speed.VLLM, model, weights, spec, layout, context, token, concurrency,
+                fp8, pp_partition, eager=eager, graph_batch=graphs, overlap=overlap,
             )  # fmt: skip
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(

@@ -1,0 +1,84 @@
+"""One rule for a setting the engine a plan runs does not take (issue 35): it is refused, in one
+sentence that names the flag and the engine, never dropped without a word.
+
+A setting is llmfit's own flag that some engines take (`--gpu-memory-utilization`, which vLLM
+and llama.cpp read and SGLang does not: its share is its own `--mem-fraction-static`), or an
+engine's knob (`--max-num-seqs` is vLLM's). Each registry line says which of llmfit's flags its
+engine takes (`Registered.honours`), its knobs are its own, and the engines a plan runs are
+those named with `--engine`, else the defaults. Named, every engine named must take each setting
+given (a plan of SGLang beside vLLM would print SGLang's options without the setting, in the same
+table); unnamed, one of the defaults must, since which of them runs the model is the
+repository's files' to say (a GGUF one runs on llama.cpp, safetensors on vLLM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from llmfit.plan.engines import default_keys, keys, registered
+
+
+def titles(engine_keys: Iterable[str]) -> str:
+    """Engines' titles for a sentence: "vLLM", "vLLM and llama.cpp", "vLLM, llama.cpp and Toy"."""
+    names = [registered(k).title for k in engine_keys]
+    if len(names) < 2:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def takers(flag: str) -> tuple[str, ...]:
+    """The engines whose registry line says they take llmfit's `flag`, in registry order."""
+    return tuple(k for k in keys() if flag in registered(k).honours)
+
+
+def own_instead(key: str, flag: str) -> str | None:
+    """Engine `key`'s own flag for what llmfit's `flag` sets elsewhere, where it has one."""
+    return next((own for given, own in registered(key).instead if given == flag), None)
+
+
+@dataclass(frozen=True)
+class Unhonoured:
+    """A setting given that an engine the plan runs does not take."""
+
+    flag: str
+    # The engines that take it, and those of the plan that do not.
+    takers: tuple[str, ...]
+    deaf: tuple[str, ...]
+    # Whether the plan runs the engines named, or the defaults.
+    named: bool
+    # The first deaf engine's own flag for the same thing, where it has one.
+    instead: str | None = None
+
+    def sentence(self) -> str:
+        owner = (
+            f"{titles(self.takers)}'s setting"
+            if len(self.takers) == 1
+            else f"a setting of {titles(self.takers)}"
+        )
+        if self.named:
+            runs = "which this plan runs"
+        else:
+            runs = "the engines planned when none is named"
+        verb = "does" if len(self.deaf) == 1 else "do"
+        text = f"{self.flag} is {owner}, and {titles(self.deaf)}, {runs}, {verb} not honour it"
+        if self.instead:
+            text += f": {titles(self.deaf[:1])}'s own is {self.instead}"
+        return text + "."
+
+
+def unhonoured(
+    given: Sequence[tuple[str, tuple[str, ...]]], named: Sequence[str]
+) -> Unhonoured | None:
+    """The first setting of `given` ((flag, the engines that take it), in command-line order)
+    that the plan's engines do not all take (`named`: the engines named; none: the defaults, one
+    of which must take it); None when every one is taken."""
+    running = tuple(named) or default_keys()
+    for flag, take in given:
+        if named:
+            deaf = tuple(k for k in running if k not in take)
+        else:
+            deaf = () if any(k in take for k in running) else running
+        if deaf:
+            return Unhonoured(flag, take, deaf, bool(named), own_instead(deaf[0], flag))
+    return None
