@@ -497,16 +497,6 @@ def _time(parts: tuple[float, float, float, float, float, float, float, float]) 
                 experts=e, expert_compute=grouped)  # fmt: skip
 
 
-def stage_time(
-    inp: SpeedInputs, s: Stage, batch: float, context: float, chunk: float = 0.0,
-    chunk_context: float = 0.0,
-) -> Time:  # fmt: skip
-    """One stage's share of a step (see `stage_parts`), over the replica's attention ranks."""
-    st = stepper(inp)
-    c = st.coefs[inp.stages.index(s)]
-    return _time(stage_parts(st, c, batch, context, chunk, chunk_context))
-
-
 def _host(inp: SpeedInputs, batch: float, context: float, chunk: float = 0.0) -> Time:
     h = inp.host
     if h is None:

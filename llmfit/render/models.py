@@ -38,13 +38,6 @@ def _name(r: ModelResult) -> str:
     return r.repo_id + (f"@{r.revision[:12]}" if r.revision else "")
 
 
-def models_table(fits: list[ModelResult], width: int = 120) -> Table | None:
-    """One row a model, its best option; the model's name is never cut, so at a narrow width
-    the columns a reader can do without go first, as in the plan's table (`left_out` says
-    which); None when even then it would not fit the width."""
-    return _models_table(fits, width)[0]
-
-
 def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, list[str]]:
     rows = []
     for r in fits:

@@ -25,6 +25,8 @@ from llmfit.plan.speed import (
     Constants,
     SpeedInputs,
     Stage,
+    Time,
+    _time,
     collective_latency,
     collective_s,
     decode_step,
@@ -32,7 +34,8 @@ from llmfit.plan.speed import (
     expert_share,
     inputs_for,
     prefill_time,
-    stage_time,
+    stage_parts,
+    stepper,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,6 +283,16 @@ def test_a_moe_layer_at_4_and_at_4000_tokens_an_expert():
     assert round(many.experts * 1e3, 4) == 26.6278
     assert round(many.expert_compute * 1e3, 4) == 644.9217
     assert many.bound == "compute"
+
+
+def stage_time(
+    inp: SpeedInputs, s: Stage, batch: float, context: float, chunk: float = 0.0,
+    chunk_context: float = 0.0,
+) -> Time:  # fmt: skip
+    """One stage's share of a step, as the step model prices it (speed.stage_parts)."""
+    st = stepper(inp)
+    return _time(stage_parts(st, st.coefs[inp.stages.index(s)], batch, context, chunk,
+                             chunk_context))  # fmt: skip
 
 
 def test_tp2_all_reduce_over_nvlink_against_pcie():

@@ -275,13 +275,6 @@ def argv(options: object) -> list[str]:
     return out
 
 
-def changed(options: object) -> tuple[str, ...]:
-    """The names of the knobs set away from their defaults."""
-    return tuple(
-        d.name for d in declared(type(options)) if getattr(options, d.name) not in (None, d.default)
-    )
-
-
 # -- reading a command -----------------------------------------------------------------------------
 
 
