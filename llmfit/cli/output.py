@@ -36,6 +36,18 @@ class View:
 def show_plan(advice: Advice, view: View) -> None:
     options = advice.plan.options
     chosen = options[view.number - 1] if options else None
+    if view.json and view.explain and chosen is not None:
+        # The plan's document, with the shown option's card part by part (docs/json.md).
+        from llmfit.render.explain import explain_document
+        from llmfit.render.json import document
+        from llmfit.render.safe import safe_dumps
+
+        click.echo(
+            safe_dumps(
+                {**document(advice, ray=view.ray), "explain": explain_document(advice, view.number)}
+            )
+        )
+        return
     if view.json:
         from llmfit.render.json import render_json
 

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from llmfit.plan.advice import Advice
-from llmfit.plan.engines import engine
+from llmfit.plan.engines import Explanation, Part, engine
 from llmfit.plan.engines.bench import Bench, bench
 from llmfit.plan.fleet import memory_source
 from llmfit.plan.model import AttentionKind
@@ -45,6 +45,29 @@ def longest(o: Option, trained: int | None, as_given: bool = False) -> str:
     return f"one sequence of up to {o.max_context:,} tokens{capped}"
 
 
+def shown_parts(o: Option, told: Explanation) -> tuple[Part, ...]:
+    """The parts `--explain` shows of the option's fullest card, in text and in JSON alike: the
+    engine's, then what is left free of the share counted on."""
+    return (*told.parts, Part("free", max(o.room, 0), "left of what is counted on"))
+
+
+def explain_document(advice: Advice, number: int) -> dict[str, object]:
+    """`--explain --json`: option `number`'s fullest card, the same parts the text shows, as
+    data (docs/json.md "explain")."""
+    o = advice.plan.options[number - 1]
+    told = engine(o.engine).explain(o, advice.repo.model)
+    return {
+        "option": number,
+        "engine": o.engine,
+        "cpu": o.cpu,
+        "share": o.share,
+        "parts": [{"name": p.name, "bytes": p.bytes, "why": p.why} for p in shown_parts(o, told)],
+        "need": o.per_card.need,
+        "have": o.have,
+        "assumes": told.assumes,
+    }
+
+
 def explain_lines(
     advice: Advice, o: Option, number: int, width: int = 0, as_given: bool = False
 ) -> list[str]:
@@ -61,8 +84,7 @@ def explain_lines(
         if o.layout.cards > 1:
             lines.append(f"  the fullest card of {o.layout.cards} ({o.layout.short()}):")
     told = engine(o.engine).explain(o, m)
-    parts = [(p.name, p.bytes, p.why) for p in told.parts]
-    parts.append(("free", max(o.room, 0), "left of what is counted on"))
+    parts = [(p.name, p.bytes, p.why) for p in shown_parts(o, told)]
     for name, size, why in parts:
         # A bar where there is room for it beside the words; on a narrow terminal, the words.
         bar = f"{_bar(size, o.have)}  " if not width or width >= 120 else ""
