@@ -281,7 +281,7 @@ def knob_problems(key: str, name: str) -> list[str]:
     assert before, f"{key} {name}: nothing of {repo} is planned on {fleet}"
     changed: set[str] = set()
     for one in _settings(cls, d):
-        after = advise(repo, f, base.with_options(_built(cls, one)), offline=True).plan.options
+        after = advise(repo, f, base.with_options(_built(cls, d, one)), offline=True).plan.options
         # Compared as wholes: a knob that fixes the placement (-ngl, --tensor-split) offers other
         # layouts than the plan without it, and any that changes nothing offers the same.
         for what, figures in ((knobs.MEMORY, _memory), (knobs.SPEED, _speed)):
@@ -299,16 +299,15 @@ def _each(options: Any, figures: Any) -> list[str]:
     return sorted(repr((o.artifact.name, o.layout, o.what_if, figures(o))) for o in options)
 
 
-def _built(cls: type, values: dict[str, Any]) -> object:
-    """The options with `values` set; a knob the engine takes only with its pair (llama.cpp's K
-    and V cache types, both or neither) is set with the knobs of its kind that share its example."""
+def _built(cls: type, d: knobs.Declared, values: dict[str, Any]) -> object:
+    """The options with `values` (knob `d`'s, and what it implies) set; a knob the engine takes
+    only with its pair (llama.cpp's K and V cache types, both or neither) is set with the knobs
+    of its kind that share its example."""
     try:
         return knobs.build(cls, values)
     except ValueError:
-        (name,) = [n for n in values if n in {d.name for d in knobs.declared(cls)}][:1]
-        d = next(d for d in knobs.declared(cls) if d.name == name)
         pair = {
-            o.name: values[name]
+            o.name: values[d.name]
             for o in knobs.declared(cls)
             if o.knob.kind == d.knob.kind and o.knob.example == d.knob.example
         }
