@@ -21,10 +21,11 @@ throughput, too slow on TPOT):
 then the same, sweep by sweep (the median of its pairs), and the run calibrated on itself.
 
 A sweep is a deployment's rows at one pair of lengths (its loads); --lengths takes every length of
-a deployment together. --rows prints every pair of the one-run calibration.
+a deployment together. --rows prints every pair of the one-run calibration. --fade prints the
+errors at other FADEs (plan/calibration.py) and a choice of it left one sweep out.
 
 Run from the repository root (about a minute):
-    PYTHONPATH=. python benchmarks/calibrate_sweeps.py [--rows] [--lengths]
+    PYTHONPATH=. python benchmarks/calibrate_sweeps.py [--rows] [--lengths] [--fade]
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 from benchmarks import accuracy_load as al
@@ -231,12 +233,60 @@ def main(argv: list[str]) -> int:
         size = (1 + math.isqrt(1 + 4 * runs)) // 2  # n (n − 1) pairs
         print(f"| {_sweep_name(first)} | {size} | {u.rsplit(' | ', 1)[0]} | "
               f"{c.rsplit(' | ', 1)[0]} |")  # fmt: skip
+    if "--fade" in argv:
+        _fades(sweeps, model)
     print()
     print(f"the run calibrated on, itself (mean of its two errors): "
           f"{statistics.median(selves) * 100:.1f} % (median)")  # fmt: skip
     if "--rows" in argv:
         print("\n".join(lines))
     return 0
+
+
+def _fades(sweeps: list[list[al.Row]], model: Callable[[Run, Scales], Measured]) -> None:
+    """--fade: one run's factor at each FADE (plan/calibration.py), over every pair, and the
+    FADE each sweep would get were it chosen on the other sweeps (leave one sweep out), with
+    that sweep's errors at it: how much of the gain is the choice fitted to these sweeps."""
+    fades = (0.5, 1.0, 2.0, 3.0, 4.0, math.inf)
+    # errs[f][sweep]: the sweep's pairs at FADE f.
+    errs: dict[float, list[Pairs]] = {f: [] for f in fades}
+    for g in sweeps:
+        batch = {id(r): decode_batch(run_of(r), Scales()) for r in g}
+        mine = {f: Pairs() for f in fades}
+        for one in g:
+            scales = fit([run_of(one)], model)
+            pool = Pool("", "", scales, 1, 0.0, 0.0, (), span([run_of(one)], scales))
+            for other in g:
+                if other is not one:
+                    for f in fades:
+                        mine[f].add(other, predicted(other, pool.at_batch(batch[id(other)], f)))
+        for f in fades:
+            errs[f].append(mine[f])
+
+    def score(ps: list[Pairs]) -> float:
+        """The pairs' median absolute errors, throughput's and TPOT's, added."""
+        tps = [abs(x) for p in ps for x in p.tps]
+        tpot = [abs(x) for p in ps for x in p.tpot]
+        return statistics.median(tps) + statistics.median(tpot)
+
+    print()
+    print("FADE | tok/s a GPU | TPOT (medians over pairs, absolute)")
+    for f in fades:
+        ps = errs[f]
+        tps = statistics.median(abs(x) for p in ps for x in p.tps)
+        tpot = statistics.median(abs(x) for p in ps for x in p.tpot)
+        print(f"{f:g} | {tps * 100:.1f} % | {tpot * 100:.1f} %")
+    held = Pairs()
+    chosen = []
+    for i in range(len(sweeps)):
+        best = min(fades, key=lambda f: score([p for j, p in enumerate(errs[f]) if j != i]))
+        chosen.append(best)
+        held.tps += errs[best][i].tps
+        held.tpot += errs[best][i].tpot
+    tps = statistics.median(abs(x) for x in held.tps)
+    tpot = statistics.median(abs(x) for x in held.tpot)
+    print(f"left one sweep out: FADE chosen {sorted(set(chosen))}, the sweeps held out at it: "
+          f"{tps * 100:.1f} % on tok/s a GPU, {tpot * 100:.1f} % on TPOT")  # fmt: skip
 
 
 def _sweep_name(row: al.Row) -> str:

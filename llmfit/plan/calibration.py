@@ -102,14 +102,14 @@ class Pool:
     def key(self) -> tuple[str, str]:
         return (self.card, self.engine)
 
-    def at_batch(self, batch: float) -> Scales:
+    def at_batch(self, batch: float, fade: float = FADE) -> Scales:
         """The scales at `batch` sequences decoding a replica: whole within the batches of its
-        runs, faded toward the model's own (1, 1) outside them, by FADE (a batch under one
-        counted as one)."""
+        runs, faded toward the model's own (1, 1) outside them, by `fade` (a batch under one
+        counted as one; math.inf: never faded)."""
         lo, hi = self.batches
         b = max(batch, 1.0)
         edge = max(lo, 1.0) if b < lo else max(hi, 1.0) if b > hi else b
-        w = (max(b, edge) / min(b, edge)) ** (-1.0 / FADE)
+        w = (max(b, edge) / min(b, edge)) ** (-1.0 / fade)
         s = self.scales
         return s if w == 1.0 else Scales(s.decode**w, s.prefill**w)
 
