@@ -373,6 +373,9 @@ def test_one_run_fits_one_factor_on_the_whole_step(run, fleet, tmp_path):
     assert pool["decode"] == pool["prefill"]
     assert pool["decode"] == pytest.approx(1.3, rel=0.02)
     assert pool["error_after"] < 0.01
+    assert (
+        "\n  one factor on the whole step: runs at one load pin the step time at its batch" in out
+    )
     # The batch it ran at: 16 in flight, a few of them prefilling at any time (at most 16).
     assert 1 < pool["batch_low"] <= pool["batch_high"] <= 16
 
