@@ -125,3 +125,35 @@ def test_tensor_parallel_with_expert_parallelism_keeps_a_small_workspace():
 
 def test_an_h100_plans_the_same_kernel():
     assert moe_kernel(ctx("0.34", DP8, card=H100)) == "flashinfer"
+
+
+# An EAGLE-3 head for Llama-3.1-8B as yuhuili/EAGLE3-LLaMA3.1-Instruct-8B publishes it (its
+# config: hidden 4,096, 32 heads and 8 KV heads of 128, intermediate 14,336, draft vocabulary
+# 32,000; the checkpoint holds no embedding), in bf16: the midlayer's q from the doubled input
+# (4,096 × 8,192), k and v (1,024 × 8,192 each), o (4,096 × 4,096), its MLP (3 × 4,096 × 14,336),
+# the fc (4,096 × 3 × 4,096), the output head (32,000 × 4,096) and three norms of 4,096; d2t
+# (32,000 int64) and t2d (128,256 bools).
+EAGLE3_FC = 3 * 4_096 * 4_096 * 2
+EAGLE3_BYTES = (
+    2 * (4_096 * 8_192 + 2 * 1_024 * 8_192 + 4_096 * 4_096 + 3 * 4_096 * 14_336 + 3 * 4_096
+         + 32_000 * 4_096)
+    + EAGLE3_FC + 32_000 * 8 + 128_256
+)  # fmt: skip
+
+
+def test_an_eagle3_heads_fc_is_whole_on_every_rank():
+    # llama_eagle3.py: the decoder layer and the head are the target's parallel layers, split
+    # over TP 2; the fc from the 3 auxiliary hidden states is a ReplicatedLinear, whole.
+    from llmfit.plan.engines.vllm_memory import Speculative
+    from tests.plan.test_vllm_memory import LLAMA_8B_BYTES
+
+    spec = Speculative("eagle3", 3, draft_weight_bytes=EAGLE3_BYTES, draft_layers=1,
+                       draft_replicated_bytes=EAGLE3_FC)  # fmt: skip
+    r = run("meta-llama/Llama-3.1-8B-Instruct", LLAMA_8B_BYTES, rank=Rank(tp=2), card=H100,
+            max_model_len=32_768, version="0.34", gpu_memory_utilization=None,
+            speculative=spec)  # fmt: skip
+    assert r.weights.draft == -(-(EAGLE3_BYTES - EAGLE3_FC) // 2) + EAGLE3_FC
+    # 100,663,296 B of fc whole, 374,546,048 B of the rest a rank: 50 MB more than half.
+    assert EAGLE3_FC == 100_663_296 and r.weights.draft == 475_209_344
+    # The head's layer is cached like a target layer: 33 layers in the group.
+    assert r.layout is not None and r.layout.kinds[0].layers == 33
