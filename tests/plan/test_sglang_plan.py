@@ -310,3 +310,26 @@ def test_enable_dp_lm_head_is_read_and_passed_on():
     from llmfit.plan.engines import knobs
 
     assert knobs.argv(opts) == ["--enable-dp-lm-head"]
+
+
+def test_deepseek_v3_attention_dp8_pool_at_sglangs_default_share():
+    # Issue 32: SGLang 0.5.23's default share for DeepSeek-V3 at attention DP 8 on H200 is 0.758
+    # (test_sglang_sizes); each rank holds the whole embedding (its attention group is one card),
+    # so the pool is what 0.758 of the card less 0.6 GiB leaves beside 91.3 GiB of weights, in
+    # 70,272-byte cells: 219,004 tokens (242,081 when the embedding was split over 8).
+    from llmfit.plan.engines import sglang_sizes as sizes
+    from llmfit.plan.engines.sglang import rank_weights
+    from llmfit.plan.engines.vllm_weights import parts_of
+
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    fleet = Fleet((node("h", "h200-141g", H200, 8),))
+    settings = PlanSettings(precision="stored", engines=("sglang",), context=32_768,
+                            every_layout=True)  # fmt: skip
+    dp8 = next(o for o in plan(m, [art], fleet, settings).options if o.dp == 8)
+    assert dp8.launch.mem_fraction_static == 0.758
+    ss = sizes.ServerSizes(tp_size=8, attn_dp_size=8, ep_size=8)
+    w = rank_weights(m, parts_of(m, 688_586_727_753, None), 0, 61, True, True, ss)
+    assert dp8.per_card.weights == w
+    static = int((H200 - PRE) * 0.758)
+    assert dp8.kv_tokens == (static - w) // 70_272 == 219_004

@@ -324,7 +324,8 @@ class Sglang(serving.Serving[SglangLaunch]):
             aiter = sizes.aiter_scaled(backend, mla, model.kv_heads // ss.tp_size, context)
             effective = share * sizes.AITER_SHARE_FACTOR if aiter else share
             have = int(pool.card_bytes * effective)
-            static = sizes.static_budget(pool.card_bytes, effective)
+            pre = sizes.pre_baseline(pool.gpu_class, ss.tp_size)
+            static = sizes.static_budget(pool.card_bytes, effective, pre)
             worst: PerCard | None = None
             worst_token = 0
             fullest: sizes.Pool | None = None
@@ -523,6 +524,7 @@ class Sglang(serving.Serving[SglangLaunch]):
                 f"; the dense MLPs, shared experts{embed}{head} over all {ss.tp_size} "
                 f"ranks, attention{within} within its group"
             )
+        gpu_class = o.card.gpu_class if o.card is not None else ""
         per_token = f"{o.kv_per_token:,} B a token a card"
         kv_why = f"{o.context:,} tokens × {per_token}"
         if launch.state_slots:
@@ -542,7 +544,8 @@ class Sglang(serving.Serving[SglangLaunch]):
                 "overhead",
                 c.overhead,
                 f"the static share ({launch.mem_fraction_static:.3f}, {whose}) of the "
-                f"{sizes.PRE_BASELINE / (1 << 30):.1f} GiB CUDA and NCCL hold before SGLang "
+                f"{round(sizes.pre_baseline(gpu_class, ss.tp_size) / (1 << 30), 2):g} GiB "
+                "CUDA and NCCL hold before SGLang "
                 "measures the card"
                 + (
                     ", and the 0.1 GiB multimodal cache it keeps back"
