@@ -1,0 +1,430 @@
+"""Disaggregated prefill and decode: one pool of workers prefills, another decodes, and each
+request's KV cache moves between them.
+
+A prefill worker (a replica of some layout) runs prompts only: its time goes to prefill batches
+of up to its step budget, and a prompt waits for those ahead of it as an M/D/1 queue at the
+prefill's share of the worker (plan/load.py `prefill_service`, the same figures the aggregated
+model uses). Its capacity Rp is the largest request rate whose time to first token, with the KV
+transfer and the decode worker's next step, meets the TTFT target.
+
+A decode worker runs decode steps only: with B sequences decoding at I + O/2 tokens of context,
+its step takes τ(B) (plan/load.py `decode_round`, with the pool's calibration) and, by Little's
+law, it completes B / ((O − 1) τ(B)) requests a second. Its capacity Rd is that at the largest B
+whose τ meets the TPOT target and that its batch and KV pool hold (`load.admits`: the KV pool is
+the concurrency limit; a prefill worker holds a request's KV only until it is read).
+
+x prefill workers and y decode workers make one unit (xPyD); the unit serves min(x Rp, y Rd),
+and x : y is chosen for the most served a card, so that neither pool starves the other.
+
+The KV transfer of a request is its prompt's KV cache, layer kind by layer kind (a full or MLA
+layer every prompt token, a sliding window at most its window, a linear or state-space layer its
+state), as the decode worker's ranks hold it: the bytes one decode card receives (its KV heads'
+share; an MLA latent is whole on every rank) and those one prefill card sends, over the link
+between the pools (NVLink or the node's own link inside a node, the fabric's RDMA between nodes,
+TCP where there is none), plus a base latency per request.
+
+No engine is named here: an engine declares which pairs it launches (plan/layout.py
+`PairRules`), and the planner asks it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llmfit.plan.layout import Layout, LayoutSpace, PairKind
+from llmfit.plan.load import TOLERANCE, Replica, admits, decode_round, prefill_service
+from llmfit.plan.model import AttentionKind, Shape, dtype_bytes
+from llmfit.plan.settings import Workload
+
+# Where no fabric joins the pools' nodes, the KV moves over the hosts' Ethernet by TCP (NIXL's
+# UCX or Mooncake's TCP transport), taken as one 25 Gb/s port a node: an assumption, the common
+# data-centre NIC of a node without RDMA; a fleet that says its fabric replaces it.
+TCP_BANDWIDTH = 25e9 / 8
+# What a transfer costs a request beside its bytes: the prefill's completion reaching the decode
+# worker, the decode worker's read being posted and its completion noticed (vLLM's NixlConnector
+# polls its transfers once a step, nixl/worker.py `get_finished`; SGLang's decode polls its
+# queue each --disaggregation-decode-polling-interval steps, disaggregation/decode.py). An
+# assumption of a few milliseconds over RDMA or NVLink, more over TCP's round trips.
+BASE_LATENCY = {"node": 0.002, "rdma": 0.002, "tcp": 0.005}
+# The most workers of each role a unit is searched over: past it, the ratio changes by less than
+# the model's own error.
+MOST_WORKERS = 8
+
+
+def pair_kind(shape: Shape) -> PairKind:
+    """What the engines' pair rules look at of a model."""
+    kinds = {g.kind for g in shape.layer_groups}
+    return PairKind(
+        kv_heads=shape.kv_heads,
+        mla=AttentionKind.MLA in kinds,
+        hybrid=AttentionKind.LINEAR in kinds,
+    )
+
+
+def pair_refusal(
+    name: str, space: LayoutSpace, prefill: Layout, decode: Layout, shape: Shape
+) -> str | None:
+    """Why engine `name` (its layout space) cannot launch this prefill layout with this decode
+    one, as a sentence's end; None where it can."""
+    if space.pairs is None:
+        return f"{name} launches no disaggregated prefill and decode"
+    why = space.pairs.refusal(prefill, decode, pair_kind(shape))
+    return f"{name} cannot launch it: {why}" if why else None
+
+
+@dataclass(frozen=True)
+class Link:
+    """The path a request's KV takes from a prefill card to a decode card."""
+
+    kind: str  # "node" (the cards' own link inside a node), "rdma", "tcp"
+    bandwidth: float  # bytes a second one way, one card's share
+    latency_s: float
+    name: str = ""  # in words: "NVLink", "the ib0 fabric's RDMA", "TCP"
+
+
+def link_between(
+    prefill: Replica, decode: Replica, same_node: bool, fabric: str | None, family: str = "nvlink"
+) -> Link:
+    """The link a unit's KV crosses: inside one node its cards' own link (`family`, the card's
+    `CardSpec.link_family`: NVLink, Infinity Fabric, PCIe; the slower of the two pools'), between
+    nodes the fabric's RDMA (one port a card, `SpeedInputs.fabric_bandwidth`), and TCP where the
+    nodes share no fabric."""
+    p, d = prefill.inputs, decode.inputs
+    if same_node and p.link_bandwidth > 0 and d.link_bandwidth > 0:
+        words = {"nvlink": "NVLink", "infinity-fabric": "Infinity Fabric"}
+        return Link("node", min(p.link_bandwidth, d.link_bandwidth), BASE_LATENCY["node"],
+                    words.get(family, "PCIe"))  # fmt: skip
+    if fabric:
+        bw = min(p.fabric_bandwidth, d.fabric_bandwidth)
+        return Link("rdma", bw, BASE_LATENCY["rdma"], f"the {fabric} fabric's RDMA")
+    return Link("tcp", TCP_BANDWIDTH, BASE_LATENCY["tcp"], "TCP")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One request's KV moved from the prefill pool to the decode pool."""
+
+    bytes: int  # every decode card's together: what the link carries for the request
+    per_decode_card: int  # what one decode card receives
+    per_prefill_card: int  # what the busiest prefill card sends
+    link: Link
+    seconds: float  # base latency + the busier end's bytes over the link
+
+
+def kv_transfer(shape: Shape, prompt: int, prefill_tp: int, decode_tp: int, link: Link) -> Transfer:
+    """The KV cache of a `prompt`-token request moved from a prefill worker of `prefill_tp`
+    cards a stage to a decode worker of `decode_tp`.
+
+    A decode card receives its own share, as it holds it (`LayerGroup.token_bytes` at the decode
+    TP: KV heads split until one a rank, an MLA latent whole on every rank; a sliding window at
+    most its window's tokens; a linear state split over the ranks). vLLM's NixlConnector reads a
+    decode rank's heads from the prefill ranks that hold them, and an MLA latent from one prefill
+    rank only (nixl/tp_mapping.py `compute_tp_mapping`); SGLang maps the ranks the same way
+    (disaggregation/common/conn.py `_resolve_rank_mapping`). So a prefill card sends the decode
+    worker's total over the prefill ranks, or, where the latent is whole on each rank, one
+    decode card's bytes to each decode rank that reads from it."""
+    elem = dtype_bytes(shape.kv_dtype)
+    per_card = 0.0
+    whole = False
+    for g in shape.layer_groups:
+        if g.kind in (AttentionKind.FULL, AttentionKind.MLA):
+            per_card += g.layers * g.token_bytes(elem, decode_tp) * prompt
+            per_card += g.indexer_layers * g.indexer_bytes * prompt
+            whole = whole or g.kind is AttentionKind.MLA
+        elif g.kind is AttentionKind.SLIDING:
+            per_card += g.layers * g.token_bytes(elem, decode_tp) * min(prompt, g.window)
+        elif g.kind is AttentionKind.LINEAR:
+            per_card += g.layers * -(-g.state_bytes // decode_tp)
+    total = per_card * decode_tp
+    sent = total / prefill_tp
+    if whole:
+        sent = max(sent, per_card)
+    busiest = max(per_card, sent)
+    seconds = link.latency_s + busiest / link.bandwidth
+    return Transfer(int(total), int(per_card), int(sent), link, seconds)
+
+
+@dataclass(frozen=True)
+class PrefillWorker:
+    """A prefill worker at a request rate."""
+
+    rate: float  # requests a second
+    service_s: float  # one prompt's prefill once its turn comes
+    tokens_per_s: float  # prompt tokens a second it prefills with prompts waiting
+    busy: float  # its share of time prefilling (ρ)
+    wait_s: float  # a prompt's queueing before its turn (M/D/1)
+    ttft_s: float  # to the first token at the client: fixed cost, wait, prefill, transfer, decode
+
+
+@dataclass(frozen=True)
+class DecodeWorker:
+    """A decode worker at a request rate."""
+
+    rate: float  # requests a second it completes
+    batch: float  # sequences decoding
+    tpot_s: float
+
+
+def prefill_at(
+    r: Replica, w: Workload, rate: float, transfer_s: float, decode_step_s: float
+) -> PrefillWorker:
+    """A prefill worker of replica `r` at `rate` requests a second: the prompt's wait (M/D/1 at
+    the worker's share of time prefilling), its prefill, the KV transfer, and half a decode step
+    (the decode worker takes the request in at its next step) besides the engine's fixed cost."""
+    service, per_s = prefill_service(r, w, 0.0)
+    rho = rate * w.input_len / per_s if per_s > 0 else math.inf
+    wait = rho / (2 * (1 - rho)) * service if rho < 1 else math.inf
+    k = r.inputs.constants
+    ttft = k.ttft_s + wait + service + transfer_s + decode_step_s / 2
+    return PrefillWorker(rate, service, per_s, rho, wait, ttft)
+
+
+def prefill_capacity(
+    r: Replica, w: Workload, transfer_s: float, decode_step_s: float
+) -> PrefillWorker | None:
+    """Rp: the most requests a second one prefill worker serves with the TTFT target met (the
+    M/D/1 wait solved for it: ρ / (2 (1 − ρ)) × s = what the target leaves, a = that over s,
+    ρ = 2a / (1 + 2a)); with no target, up to a busy share of 1 − TOLERANCE. None where one
+    prompt alone misses the target."""
+    idle = prefill_at(r, w, 0.0, transfer_s, decode_step_s)
+    if w.ttft_s is not None and idle.ttft_s > w.ttft_s:
+        return None
+    rho = 1 - TOLERANCE
+    if w.ttft_s is not None and idle.service_s > 0:
+        a = (w.ttft_s - idle.ttft_s) / idle.service_s
+        rho = min(rho, 2 * a / (1 + 2 * a))
+    rate = rho * idle.tokens_per_s / max(w.input_len, 1)
+    return prefill_at(r, w, rate, transfer_s, decode_step_s)
+
+
+def _tau(r: Replica, w: Workload, batch: float) -> float:
+    t, _ = decode_round(r, max(batch, 1.0), w.input_len + w.output_len / 2)
+    return t
+
+
+def decode_at(r: Replica, w: Workload, rate: float) -> DecodeWorker | None:
+    """A decode worker at `rate` requests a second: the least batch B with B = rate (O − 1)
+    τ(B) (the steady state its batch reaches filling from empty), found by bisection on B;
+    None where none is within what it admits."""
+    decoding = max(w.output_len - 1, 1)
+    most = admits(r, w)
+    if most < 1:
+        return None
+
+    def excess(b: float) -> float:
+        return rate * decoding * _tau(r, w, b) - b
+
+    lo, hi = 0.0, most
+    if excess(hi) > 0:
+        return None
+    for _ in range(100):
+        if hi - lo <= 1e-6 * max(hi, 1.0):
+            break
+        mid = (lo + hi) / 2
+        if excess(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return DecodeWorker(rate, hi, _tau(r, w, hi))
+
+
+def decode_capacity(r: Replica, w: Workload) -> DecodeWorker | None:
+    """Rd: the most requests a second one decode worker completes with the TPOT target met and
+    its batch within what its batch size and KV pool admit: the largest such B (τ grows with
+    B; bisection), and B / ((O − 1) τ(B)). None where one sequence alone misses the target or
+    the worker cannot hold one request."""
+    most = admits(r, w)
+    if most < 1:
+        return None
+    target = w.tpot_s
+    if target is not None and _tau(r, w, 1.0) > target:
+        return None
+    b = most
+    if target is not None and _tau(r, w, most) > target:
+        lo, hi = 1.0, most  # lo meets the target, hi misses it
+        for _ in range(100):
+            if hi - lo <= 1e-6 * hi:
+                break
+            mid = (lo + hi) / 2
+            if _tau(r, w, mid) <= target:
+                lo = mid
+            else:
+                hi = mid
+        b = lo
+    tau = _tau(r, w, b)
+    return DecodeWorker(b / (max(w.output_len - 1, 1) * tau), b, tau)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """x prefill workers and y decode workers, and what they serve together at capacity."""
+
+    prefill_workers: int
+    decode_workers: int
+    prefill_cards: int  # a worker's
+    decode_cards: int
+    rate: float  # requests a second the unit serves: min(x Rp, y Rd)
+
+    @property
+    def cards(self) -> int:
+        return self.prefill_workers * self.prefill_cards + self.decode_workers * self.decode_cards
+
+    @property
+    def label(self) -> str:
+        return f"{self.prefill_workers}P{self.decode_workers}D"
+
+
+def match(rp: float, rd: float, prefill_cards: int, decode_cards: int,
+          pinned: tuple[int, int] | None = None) -> Unit | None:  # fmt: skip
+    """The xPyD unit that serves the most requests a second a card, x and y each up to
+    MOST_WORKERS (or the pinned pair): neither pool left idle waiting for the other beyond what
+    whole workers force. A tie goes to the fewer cards. None where either capacity is nil."""
+    if rp <= 0 or rd <= 0:
+        return None
+    pairs = (
+        [pinned]
+        if pinned
+        else [(x, y) for x in range(1, MOST_WORKERS + 1) for y in range(1, MOST_WORKERS + 1)]
+    )
+    best: Unit | None = None
+    best_key: tuple[float, int] = (0.0, 0)
+    for x, y in pairs:
+        u = Unit(x, y, prefill_cards, decode_cards, min(x * rp, y * rd))
+        key = (u.rate / u.cards, -u.cards)
+        if (
+            best is None
+            or key[0] > best_key[0] * (1 + 1e-9)
+            or (key[0] >= best_key[0] * (1 - 1e-9) and key[1] > best_key[1])
+        ):
+            best, best_key = u, key
+    return best
+
+
+@dataclass(frozen=True)
+class Disaggregated:
+    """A prefill layout × a decode layout, matched into a unit, at the workload."""
+
+    unit: Unit
+    transfer: Transfer
+    prefill: PrefillWorker  # one prefill worker at the unit's rate over its x workers
+    decode: DecodeWorker  # one decode worker at the unit's rate over its y workers
+    prefill_capacity: float  # Rp
+    decode_capacity: float  # Rd
+    # Units the named load needs (1 where none is named); None where none serves it.
+    units: int | None = 1
+
+    @property
+    def ttft_s(self) -> float:
+        return self.prefill.ttft_s
+
+    @property
+    def tpot_s(self) -> float:
+        return self.decode.tpot_s
+
+    @property
+    def cards_per_rate(self) -> float:
+        """Cards a request a second takes at the unit's capacity: the aggregated options'
+        `Serving.cards_per_load` with no load named, so the two compare."""
+        return self.unit.cards / self.unit.rate if self.unit.rate > 0 else math.inf
+
+    def output_tokens_per_s_per_gpu(self, w: Workload) -> float:
+        return self.unit.rate * w.output_len / self.unit.cards
+
+
+def disaggregate(
+    prefill: Replica,
+    decode: Replica,
+    w: Workload,
+    shape: Shape,
+    link: Link,
+    pinned: tuple[int, int] | None = None,
+) -> Disaggregated | None:
+    """A prefill replica's layout and a decode replica's, on `link`, at workload `w` (targets
+    on the means): their capacities, the unit that matches them, and each pool's worker at the
+    unit's rate. None where either alone misses its target with one request."""
+    d = decode_capacity(decode, w)
+    if d is None:
+        return None
+    transfer = kv_transfer(shape, w.input_len, prefill.inputs.tp, decode.inputs.tp, link)
+    idle_step = _tau(decode, w, 1.0)
+    p = prefill_capacity(prefill, w, transfer.seconds, d.tpot_s)
+    if p is None:
+        return None
+    unit = match(p.rate, d.rate, prefill.cards, decode.cards, pinned)
+    if unit is None:
+        return None
+    at_d = decode_at(decode, w, unit.rate / unit.decode_workers)
+    if at_d is None:
+        return None
+    at_p = prefill_at(prefill, w, unit.rate / unit.prefill_workers, transfer.seconds,
+                      at_d.tpot_s if at_d.batch >= 1 else idle_step)  # fmt: skip
+    units: int | None = 1
+    if w.rate is not None:
+        units = max(1, math.ceil(w.rate / unit.rate * (1 - 0.005)))
+    elif w.concurrency is not None:
+        # Requests in flight a unit holds at its capacity (Little's law over a request's life).
+        held = unit.rate * (at_p.ttft_s + max(w.output_len - 1, 0) * at_d.tpot_s)
+        units = max(1, math.ceil(w.concurrency / held * (1 - 0.005))) if held > 0 else None
+    return Disaggregated(unit, transfer, at_p, at_d, p.rate, d.rate, units)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A unit with a number of requests in flight (a closed loop, `bench serve
+    --max-concurrency`): its rate, and what a request sees."""
+
+    rate: float  # requests a second the unit completes
+    ttft_s: float  # at the client: the unit's, and the wait of those it does not hold
+    tpot_s: float
+    batch: float  # sequences a decode worker decodes
+
+
+def at_concurrency(
+    prefill: Replica, decode: Replica, w: Workload, shape: Shape, link: Link, unit: Unit,
+    concurrency: float,
+) -> InFlight | None:  # fmt: skip
+    """The unit with `concurrency` requests in flight: the rate R whose requests in the unit,
+    R × (TTFT + (O − 1) τ) by Little's law, are the concurrency (found by bisection: both
+    grow with R), each prefill worker at R / x and each decode worker at R / y. Where the unit
+    cannot hold that many (its decode batch and KV pool, or its prefill keeping up), it runs at
+    the most it holds and the rest wait outside, their wait in the TTFT. None where it cannot
+    hold one request."""
+    transfer = kv_transfer(shape, w.input_len, prefill.inputs.tp, decode.inputs.tp, link)
+    decoding = max(w.output_len - 1, 0)
+    most = admits(decode, w)
+    if most < 1:
+        return None
+    _, per_s = prefill_service(prefill, w, 0.0)
+    top_p = unit.prefill_workers * per_s / max(w.input_len, 1) * (1 - 1e-6)
+    top_d = unit.decode_workers * most / (max(decoding, 1) * _tau(decode, w, most))
+    top = min(top_p, top_d)
+
+    def point(rate: float) -> tuple[float, float, float, float] | None:
+        d = decode_at(decode, w, rate / unit.decode_workers)
+        if d is None:
+            return None
+        p = prefill_at(prefill, w, rate / unit.prefill_workers, transfer.seconds, d.tpot_s)
+        if not math.isfinite(p.ttft_s):
+            return None
+        return rate * (p.ttft_s + decoding * d.tpot_s), p.ttft_s, d.tpot_s, d.batch
+
+    lo, hi = 0.0, top
+    best = point(1e-9)
+    if best is None:
+        return None
+    best_rate = 1e-9
+    for _ in range(200):
+        if hi - lo <= 1e-6 * hi:
+            break
+        mid = (lo + hi) / 2
+        got = point(mid)
+        if got is None or got[0] > concurrency:
+            hi = mid
+        else:
+            lo, best, best_rate = mid, got, mid
+    held, ttft, tpot, batch = best
+    if held < concurrency * (1 - 1e-3) and best_rate > 0:
+        # The rest wait outside for a place: Little's law again, at the rate it keeps.
+        ttft += (concurrency - held) / best_rate
+    return InFlight(best_rate, ttft, tpot, batch)
