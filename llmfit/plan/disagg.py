@@ -30,12 +30,15 @@ No engine is named here: an engine declares which pairs it launches (plan/layout
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from llmfit.plan.layout import Layout, LayoutSpace, PairKind
 from llmfit.plan.load import TOLERANCE, Replica, admits, decode_round, prefill_service
 from llmfit.plan.model import AttentionKind, Shape, dtype_bytes
-from llmfit.plan.settings import Workload
+from llmfit.plan.pools import ClassPool
+from llmfit.plan.settings import Disagg, Workload
 
 # Where no fabric joins the pools' nodes, the KV moves over the hosts' Ethernet by TCP (NIXL's
 # UCX or Mooncake's TCP transport), taken as one 25 Gb/s port a node: an assumption, the common
@@ -50,6 +53,8 @@ BASE_LATENCY = {"node": 0.002, "rdma": 0.002, "tcp": 0.005}
 # The most workers of each role a unit is searched over: past it, the ratio changes by less than
 # the model's own error.
 MOST_WORKERS = 8
+# The layouts of each card class tried in each role: its best few at that role alone.
+CANDIDATES = 4
 
 
 def pair_kind(shape: Shape) -> PairKind:
@@ -112,7 +117,9 @@ class Transfer:
     seconds: float  # base latency + the busier end's bytes over the link
 
 
-def kv_transfer(shape: Shape, prompt: int, prefill_tp: int, decode_tp: int, link: Link) -> Transfer:
+def kv_transfer(
+    shape: Shape, prompt: int, prefill_tp: int, decode_tp: int, link: Link, elem: float = 0.0
+) -> Transfer:
     """The KV cache of a `prompt`-token request moved from a prefill worker of `prefill_tp`
     cards a stage to a decode worker of `decode_tp`.
 
@@ -124,7 +131,7 @@ def kv_transfer(shape: Shape, prompt: int, prefill_tp: int, decode_tp: int, link
     (disaggregation/common/conn.py `_resolve_rank_mapping`). So a prefill card sends the decode
     worker's total over the prefill ranks, or, where the latent is whole on each rank, one
     decode card's bytes to each decode rank that reads from it."""
-    elem = dtype_bytes(shape.kv_dtype)
+    elem = elem or dtype_bytes(shape.kv_dtype)
     per_card = 0.0
     whole = False
     for g in shape.layer_groups:
@@ -205,28 +212,28 @@ def _tau(r: Replica, w: Workload, batch: float) -> float:
 
 def decode_at(r: Replica, w: Workload, rate: float) -> DecodeWorker | None:
     """A decode worker at `rate` requests a second: the least batch B with B = rate (O − 1)
-    τ(B) (the steady state its batch reaches filling from empty), found by bisection on B;
-    None where none is within what it admits."""
+    τ(B), the steady state its batch reaches filling from empty; None where none is within what
+    it admits. τ only grows with B but may jump (a batch past the largest captured CUDA graph
+    runs eager), so B = rate (O − 1) τ(B) may have several roots, the least in a window too
+    narrow near a capacity for a bracket to find: the batch is stepped as it fills, B ← rate
+    (O − 1) τ(B) from 0, which never passes the least root (below it, τ(B) ≤ τ(B*)) and
+    reaches it."""
     decoding = max(w.output_len - 1, 1)
     most = admits(r, w)
     if most < 1:
         return None
-
-    def excess(b: float) -> float:
-        return rate * decoding * _tau(r, w, b) - b
-
-    lo, hi = 0.0, most
-    if excess(hi) > 0:
-        return None
-    for _ in range(100):
-        if hi - lo <= 1e-6 * max(hi, 1.0):
+    b = 0.0
+    for _ in range(100_000):
+        nxt = rate * decoding * _tau(r, w, b)
+        if nxt > most:
+            return None
+        if nxt - b <= 1e-9 * max(nxt, 1.0):
+            b = nxt
             break
-        mid = (lo + hi) / 2
-        if excess(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-    return DecodeWorker(rate, hi, _tau(r, w, hi))
+        b = nxt
+    else:
+        return None
+    return DecodeWorker(rate, b, _tau(r, w, b))
 
 
 def decode_capacity(r: Replica, w: Workload) -> DecodeWorker | None:
@@ -287,18 +294,14 @@ def match(rp: float, rd: float, prefill_cards: int, decode_cards: int,
         if pinned
         else [(x, y) for x in range(1, MOST_WORKERS + 1) for y in range(1, MOST_WORKERS + 1)]
     )
-    best: Unit | None = None
-    best_key: tuple[float, int] = (0.0, 0)
+    best, best_rate, best_cards, best_key = (0, 0), 0.0, 0, 0.0
     for x, y in pairs:
-        u = Unit(x, y, prefill_cards, decode_cards, min(x * rp, y * rd))
-        key = (u.rate / u.cards, -u.cards)
-        if (
-            best is None
-            or key[0] > best_key[0] * (1 + 1e-9)
-            or (key[0] >= best_key[0] * (1 - 1e-9) and key[1] > best_key[1])
-        ):
-            best, best_key = u, key
-    return best
+        rate = min(x * rp, y * rd)
+        cards = x * prefill_cards + y * decode_cards
+        key = rate / cards
+        if key > best_key * (1 + 1e-9) or (key >= best_key * (1 - 1e-9) and cards < best_cards):
+            best, best_rate, best_cards, best_key = (x, y), rate, cards, key
+    return Unit(best[0], best[1], prefill_cards, decode_cards, best_rate)
 
 
 @dataclass(frozen=True)
@@ -339,6 +342,7 @@ def disaggregate(
     shape: Shape,
     link: Link,
     pinned: tuple[int, int] | None = None,
+    elem: float = 0.0,
 ) -> Disaggregated | None:
     """A prefill replica's layout and a decode replica's, on `link`, at workload `w` (targets
     on the means): their capacities, the unit that matches them, and each pool's worker at the
@@ -346,7 +350,7 @@ def disaggregate(
     d = decode_capacity(decode, w)
     if d is None:
         return None
-    transfer = kv_transfer(shape, w.input_len, prefill.inputs.tp, decode.inputs.tp, link)
+    transfer = kv_transfer(shape, w.input_len, prefill.inputs.tp, decode.inputs.tp, link, elem)
     idle_step = _tau(decode, w, 1.0)
     p = prefill_capacity(prefill, w, transfer.seconds, d.tpot_s)
     if p is None:
@@ -428,3 +432,214 @@ def at_concurrency(
         # The rest wait outside for a place: Little's law again, at the rate it keeps.
         ttft += (concurrency - held) / best_rate
     return InFlight(best_rate, ttft, tpot, batch)
+
+
+# Where a disaggregated option and the plan's best take the same cards, the disaggregated one
+# wins only by serving more than this share more a card: the serving model is no truer than a
+# few tens of per cent (docs/accuracy.md), and a gain within that is no reason to run two pools
+# and move every request's KV.
+WIN = 0.10
+
+
+def beats(offer: Offer, best: Any, rank: str, w: Workload) -> bool:
+    """Whether a disaggregated option beats the plan's best option by the plan's ranking, within
+    the same targets (`--disagg auto` lists it only then).
+
+    `serve` (the default): the fewer cards that serve the workload (the named load's units or
+    replicas; with no load named, one of each: a unit of two pools is never fewer cards than the
+    layouts it pairs), then, on as many cards, more than WIN more output a card. `throughput`:
+    more than WIN more output tokens a second a card. Every other order (cards, concurrency,
+    speed, latency of one request) is about one replica, which disaggregation does not improve.
+    Where the plan's best serves nothing within the targets and this does, it wins."""
+    r = offer.result
+    s = best.serving
+    if s is None or s.replicas is None:
+        return r.units is not None
+    mine = r.output_tokens_per_s_per_gpu(w)
+    theirs = s.output_tokens_per_s_per_gpu if w.load is None else (
+        s.capacity_rate * w.output_len / best.gpus if best.gpus else 0.0
+    )  # fmt: skip
+    if rank == "throughput":
+        return mine > theirs * (1 + WIN)
+    if rank != "serve" or r.units is None:
+        return False
+    cards, their_cards = r.unit.cards * r.units, best.gpus * s.replicas
+    return cards < their_cards or (cards == their_cards and mine > theirs * (1 + WIN))
+
+
+@dataclass(frozen=True)
+class Engines:
+    """What the search needs of the engines, by key: their names and their layout spaces
+    (the planner passes the registry's; plan/disagg.py imports no engine)."""
+
+    names: dict[str, str]
+    spaces: dict[str, LayoutSpace]
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One disaggregated option: a prefill option's layout for its workers, a decode option's
+    for its, matched into a unit, against the best aggregated option on the same cards."""
+
+    prefill: Any  # the Option whose layout, cards and launch the prefill workers take
+    decode: Any  # the Option the decode workers take
+    result: Disaggregated
+    transport: str  # the engine's KV transfer ("NixlConnector")
+    # The best aggregated option on the same card class(es), within the same targets, and how
+    # many more requests a second a card the disaggregated one serves (0.25: 25 % more); None
+    # where no aggregated option there meets the targets at all.
+    aggregated: Any | None
+    gain: float | None
+    # Whether it beats the plan's best option by the plan's own ranking (`beats`).
+    wins: bool = False
+
+
+def _cards_per_rate(o: Any) -> float:
+    s = o.serving
+    return o.gpus / s.capacity_rate if s is not None and s.capacity_rate > 0 else math.inf
+
+
+def offers(
+    options: Sequence[Any],
+    w: Workload,
+    shape: Shape,
+    engines: Engines,
+    nodes: dict[str, tuple[int, str | None]],
+    pins: Disagg | None = None,
+    every: bool = False,
+    rank: str = "serve",
+) -> list[Offer]:
+    """The disaggregated options of a plan's (aggregated) options: for each engine that
+    launches pairs, artifact and what-if, and each prefill card class × decode card class, the
+    pair of their layouts the engine launches that serves the most a card (its xPyD matched),
+    best first; under `every` (`--disagg on`) whether or not it wins, else only where it beats the
+    plan's best option (`options[0]`, ranked by `rank`).
+
+    `nodes`: each card class's most cards a node (a unit that fits one node moves its KV over the
+    node's own link) and the fabric its nodes share, if any (`class_nodes`)."""
+    pins = pins or Disagg()
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for o in options:
+        s = o.serving
+        # A worker is one copy on one node: an option of several copies (a dense model's data
+        # parallel ranks) is its one-copy option times its copies, which the plan has too.
+        if o.card is None or s is None or s.replica is None or o.nodes > 1 or s.replica.copies > 1:
+            continue
+        space = engines.spaces.get(o.engine)
+        if space is None or space.pairs is None:
+            continue
+        key = (o.engine, o.artifact.name, o.what_if, o.engine_flags)
+        groups.setdefault(key, []).append(o)
+    kind = pair_kind(shape)
+    found: dict[tuple[Any, ...], tuple[float, Any, Any, Unit, Link]] = {}
+    for key, members in groups.items():
+        space = engines.spaces[key[0]]
+        assert space.pairs is not None
+        # Each class's few best layouts for each role: the most requests a second a card within
+        # the targets for decode, the most prompt tokens a second a card for prefill (the plan
+        # under --all holds hundreds of layouts, and every pair of them would take seconds).
+        decodes: dict[str, list[tuple[float, Any, DecodeWorker]]] = {}
+        prefills: dict[str, list[tuple[float, Any]]] = {}
+        for o in members:
+            r = o.serving.replica
+            if pins.decode_tp is None or o.tp == pins.decode_tp:
+                cap = decode_capacity(r, w)
+                if cap is not None:
+                    decodes.setdefault(o.gpu_class, []).append((-cap.rate / r.cards, o, cap))
+            if pins.prefill_tp is None or o.tp == pins.prefill_tp:
+                _, per_s = prefill_service(r, w, 0.0)
+                prefills.setdefault(o.gpu_class, []).append((-per_s / r.cards, o))
+        chosen_d = [
+            x for rows in decodes.values() for x in sorted(rows, key=lambda t: t[0])[:CANDIDATES]
+        ]
+        chosen_p = [
+            x for rows in prefills.values() for x in sorted(rows, key=lambda t: t[0])[:CANDIDATES]
+        ]
+        for _, p in chosen_p:
+            rp = p.serving.replica
+            for _, d, dcap in chosen_d:
+                if space.pairs.refusal(p.layout, d.layout, kind) is not None:
+                    continue
+                got = _pair(p, d, rp, d.serving.replica, dcap, w, shape, nodes, pins.xpyd)
+                if got is None:
+                    continue
+                unit, link = got
+                where = (*key, p.gpu_class, d.gpu_class)
+                score = unit.cards / unit.rate
+                if where not in found or score < found[where][0]:
+                    found[where] = (score, p, d, unit, link)
+    out: list[Offer] = []
+    for _, p, d, unit, link in found.values():
+        result = disaggregate(p.serving.replica, d.serving.replica, w, shape, link,
+                              (unit.prefill_workers, unit.decode_workers),
+                              kv_element(shape, d))  # fmt: skip
+        if result is None:
+            continue
+        # Against the aggregated options of the same engine, checkpoint and what-if on either
+        # pool's card class.
+        same = [
+            o for o in options
+            if o.gpu_class in (p.gpu_class, d.gpu_class) and o.engine == p.engine
+            and o.artifact.name == p.artifact.name and o.what_if == p.what_if
+            and o.engine_flags == p.engine_flags
+            and o.serving is not None and o.serving.replicas is not None
+        ]  # fmt: skip
+        agg = min(same, key=_cards_per_rate, default=None)
+        gain = None if agg is None else _cards_per_rate(agg) / result.cards_per_rate - 1
+        transport = engines.spaces[p.engine].pairs
+        assert transport is not None
+        offer = Offer(p, d, result, transport.transport, agg, gain)
+        offer = replace(offer, wins=bool(options) and beats(offer, options[0], rank, w))
+        if every or offer.wins:
+            out.append(offer)
+    out.sort(key=lambda o: (o.result.cards_per_rate, o.result.unit.cards))
+    return out
+
+
+def kv_element(shape: Shape, o: Any) -> float:
+    """The bytes of one KV element as option `o` keeps its cache: the shape's dtype scaled by
+    what the option's own card pays a token (`Option.kv_per_token`, at its KV dtype: a what-if's
+    fp8 cache is half a bf16 one) over what the shape's dtype would; the shape's own where
+    either is unknown."""
+    elem = dtype_bytes(shape.kv_dtype)
+    plain = shape.kv_bytes_per_token(o.tp, o.pp)
+    if plain <= 0 or o.kv_per_token <= 0:
+        return elem
+    return float(elem * o.kv_per_token / plain)
+
+
+def class_nodes(pools: Sequence[ClassPool]) -> dict[str, tuple[int, str | None]]:
+    """Each card class's most cards a node, and the one fabric all its nodes are on (None where
+    some are islands or they are on several)."""
+    out: dict[str, tuple[int, str | None]] = {}
+    for pool in pools:
+        fabrics = {h.fabric for h in pool.hosts}
+        one = fabrics.pop() if len(fabrics) == 1 else ""
+        out[pool.gpu_class] = (pool.max_gpus, one or None)
+    return out
+
+
+def _pair(
+    p: Any, d: Any, rp: Replica, rd: Replica, dcap: DecodeWorker, w: Workload, shape: Shape,
+    nodes: dict[str, tuple[int, str | None]], pinned: tuple[int, int] | None,
+) -> tuple[Unit, Link] | None:  # fmt: skip
+    """A prefill option and a decode option matched: first on the node's own link, and where
+    the unit is more cards than a node holds (or the classes differ), on the fabric's RDMA (the
+    two options' common fabric) or TCP."""
+    family = p.card.spec.link_family if p.card.spec else "pcie"
+    link = link_between(rp, rd, True, None, family)
+    while True:
+        xfer = kv_transfer(
+            shape, w.input_len, rp.inputs.tp, rd.inputs.tp, link, kv_element(shape, d)
+        )
+        pcap = prefill_capacity(rp, w, xfer.seconds, dcap.tpot_s)
+        if pcap is None:
+            return None
+        unit = match(pcap.rate, dcap.rate, rp.cards, rd.cards, pinned)
+        if unit is None:
+            return None
+        most, fabric = nodes.get(p.gpu_class, (0, None))
+        if link.kind != "node" or (p.gpu_class == d.gpu_class and unit.cards <= most):
+            return unit, link
+        other = nodes.get(d.gpu_class, (0, None))[1]
+        link = link_between(rp, rd, False, fabric if fabric == other else None)

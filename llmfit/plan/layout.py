@@ -158,6 +158,9 @@ class PairRules:
     decode_pp_matches: bool = False
     # Where the rules are in the engine's code.
     source: str = ""
+    # "module:function" that turns the two options' serve lines into the roles' launch (each
+    # worker's line, and the router's): plan/engines/disagg_launch.py `Roles`.
+    launch: str = ""
 
     def refusal(self, prefill: Layout, decode: Layout, kind: PairKind) -> str | None:
         """Why the engine cannot launch this prefill layout with this decode one, in a few

@@ -267,6 +267,7 @@ class Sglang(serving.Serving[SglangLaunch]):
         pairs=PairRules(
             transport="mooncake, nixl", unequal_tp=True, decode_pp_matches=True,
             source="sglang/srt/disaggregation (SGLang 0.5.23)",
+            launch="llmfit.plan.engines.sglang_disagg:roles",
         ),
     )  # fmt: skip
 

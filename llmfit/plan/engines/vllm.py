@@ -284,6 +284,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             transport="NixlConnector", unequal_tp=True, no_wider_replicated_prefill=True,
             hybrid_no_pp=True, decode_pp_one=True,
             source="vllm/distributed/kv_transfer/kv_connector/v1/nixl (vLLM 0.34.0)",
+            launch="llmfit.plan.engines.vllm_disagg:roles",
         ),
     )  # fmt: skip
 
