@@ -177,3 +177,94 @@ def test_llama_cpp_says_it_has_none(run):
                        "--context", "4096", "--rate", "5", "--disagg", "on")  # fmt: skip
     assert code == 0
     assert "no disaggregated option: llama.cpp launches no disaggregated prefill and decode" in out
+
+
+KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
+def _vllm(tp: int, *extra: str) -> list[str]:
+    return ["vllm", "serve", "Qwen/Qwen3-235B-A22B", "-tp", str(tp), "--enable-expert-parallel",
+            "--kv-transfer-config", KV, *extra]  # fmt: skip
+
+
+def test_check_reads_a_pair_of_role_commands(run):
+    # TP 4 prefill, TP 8 decode: vLLM's NixlConnector reads a decode rank's heads from the
+    # prefill rank that holds them (each TP a multiple of the other).
+    code, out, err = run("check", "--fleet", "8xh200-141g", "--", *_vllm(4), "--", *_vllm(8))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "# prefill" and lines[1].startswith(
+        "$ vllm serve Qwen/Qwen3-235B-A22B -tp 4"
+    )
+    assert "# decode" in lines
+    assert lines[-1] == "the pair: one disaggregated deployment its engine launches"
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode", "why"),
+    [
+        # Qwen3-235B has 4 KV heads: a prefill of TP 8 holds each twice, which vLLM 0.34's NIXL
+        # handshake refuses to send to a narrower decode (nixl/base_worker.py
+        # `_validate_remote_agent_handshake`).
+        (_vllm(8), _vllm(4), "vLLM cannot launch it: a prefill of TP 8 replicates the model's 4 "
+         "KV heads and may not feed a narrower decode of TP 4"),
+        (_vllm(2), _vllm(3), "vLLM cannot launch it: its prefill and decode tensor-parallel sizes "
+         "(2 and 3) must each divide the other"),
+        (_vllm(4), _vllm(8, "--kv-cache-dtype", "fp8"), "the prefill command's KV cache dtype is "
+         "auto and the decode command's fp8: both must keep one"),
+        (["vllm", "serve", "Qwen/Qwen3-235B-A22B", "-tp", "4"], _vllm(4),
+         "the prefill command has no --kv-transfer-config, so vLLM serves it whole"),
+        (["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+          "--disaggregation-mode", "decode"],
+         ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
+          "--disaggregation-mode", "decode"],
+         "the prefill command's role is 'decode', not prefill"),
+        (_vllm(4), ["vllm", "serve", "Qwen/Qwen3-8B", "--kv-transfer-config", KV],
+         "the prefill command serves Qwen/Qwen3-235B-A22B and the decode command Qwen/Qwen3-8B: "
+         "both must serve one model"),
+    ],
+)  # fmt: skip
+def test_check_refuses_a_pair_its_engine_refuses_in_one_sentence(run, prefill, decode, why):
+    code, out, err = run("check", "--fleet", "8xh200-141g", "--", *prefill, "--", *decode)
+    assert code == 2
+    assert out == ""
+    assert f"the pair of commands cannot run as prefill and decode: {why}." in err
+
+
+def test_explain_splits_the_disaggregated_option(run, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = run(*SGLANG_2P1D, "--explain")
+    assert code == 0
+    lines = out.splitlines()
+    at = lines.index("D1 worked out: prefill and decode on separate workers (mooncake, nixl)")
+    # The transfer, by hand (the module's docstring): 197,132,288 B, 49,283,072 B a decode card
+    # of TP 4 (one of 4 KV heads), 98,566,144 B each of the 2 prefill cards, over NVLink.
+    assert lines[at + 4] == (
+        "  KV transfer: 2,048 prompt tokens × 96,256 B a token of the layers moved = 197 MB; a "
+        "decode card receives 49 MB, the busiest prefill card sends 99 MB, over NVLink at 450.0 "
+        "GB/s a card, plus 2.0 ms: 2.2 ms"
+    )
+    assert lines[at + 3].startswith("  2P1D: 2 × ")
+
+
+def test_a_burst_is_not_planned_disaggregated_and_says_so_when_asked():
+    # A burst of requests sent at once is served in waves, not the steady state two pools
+    # share: asked for by name, the plan says why there is none (and under auto says nothing).
+    from llmfit.plan.planner import _disaggregated
+    from llmfit.plan.settings import Disagg, Workload
+
+    burst = Workload(requests=100)
+    asked = PlanSettings(workload=burst, disagg=Disagg("on"))
+    assert _disaggregated([object()], None, [], ["vllm"], asked) == ((), (  # type: ignore[arg-type]
+        "disaggregated prefill and decode is planned for a steady load (--rate, --concurrency), "
+        "not a burst of requests sent at once",
+    ))  # fmt: skip
+    auto = PlanSettings(workload=burst)
+    assert _disaggregated([object()], None, [], ["vllm"], auto) == ((), ())  # type: ignore[arg-type]
+
+
+def test_a_pair_is_checked_in_words_only(run):
+    code, _, err = run("check", "--json", "--fleet", "8xh200-141g", "--", *_vllm(4), "--",
+                       *_vllm(8))  # fmt: skip
+    assert code == 2
+    assert "a pair of commands is checked in words: --json and --format take one command." in err

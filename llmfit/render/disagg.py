@@ -111,8 +111,9 @@ def explain(advice: Advice, i: int, offer: Offer) -> list[str]:
         f"hold: Rd = B / ({w.output_len - 1:,} × TPOT) = {_rate(r.decode_capacity)} requests a "
         "second",
         f"  {r.unit.label}: {r.unit.prefill_workers} × {_rate(r.prefill_capacity)} and "
-        f"{r.unit.decode_workers} × {_rate(r.decode_capacity)}, the pair of worker counts (up "
-        f"to 8 each) that serves the most a card: {_rate(r.unit.rate)} requests a second",
+        f"{r.unit.decode_workers} × {_rate(r.decode_capacity)}: the unit serves the lesser, "
+        f"{_rate(r.unit.rate)} requests a second (without --xpyd, the worker counts, up to 8 "
+        "each, that serve the most a card)",
         f"  KV transfer: {w.input_len:,} prompt tokens × {per_token:,.0f} B a token of the "
         f"layers moved = {_mb(x.bytes)}; a decode card receives {_mb(x.per_decode_card)}, the "
         f"busiest prefill card sends {_mb(x.per_prefill_card)}, over {x.link.name} at "
