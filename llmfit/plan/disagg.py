@@ -174,27 +174,31 @@ class DecodeWorker:
 
 
 def prefill_at(
-    r: Replica, w: Workload, rate: float, transfer_s: float, decode_step_s: float
-) -> PrefillWorker:
+    r: Replica, w: Workload, rate: float, transfer_s: float, decode_step_s: float,
+    service: tuple[float, float] | None = None,
+) -> PrefillWorker:  # fmt: skip
     """A prefill worker of replica `r` at `rate` requests a second: the prompt's wait (M/D/1 at
     the worker's share of time prefilling), its prefill, the KV transfer, and half a decode step
-    (the decode worker takes the request in at its next step) besides the engine's fixed cost."""
-    service, per_s = prefill_service(r, w, 0.0)
+    (the decode worker takes the request in at its next step) besides the engine's fixed cost.
+    `service`: `load.prefill_service(r, w, 0)`, where the caller has it already."""
+    service_s, per_s = service or prefill_service(r, w, 0.0)
     rho = rate * w.input_len / per_s if per_s > 0 else math.inf
-    wait = rho / (2 * (1 - rho)) * service if rho < 1 else math.inf
+    wait = rho / (2 * (1 - rho)) * service_s if rho < 1 else math.inf
     k = r.inputs.constants
-    ttft = k.ttft_s + wait + service + transfer_s + decode_step_s / 2
-    return PrefillWorker(rate, service, per_s, rho, wait, ttft)
+    ttft = k.ttft_s + wait + service_s + transfer_s + decode_step_s / 2
+    return PrefillWorker(rate, service_s, per_s, rho, wait, ttft)
 
 
 def prefill_capacity(
-    r: Replica, w: Workload, transfer_s: float, decode_step_s: float
-) -> PrefillWorker | None:
+    r: Replica, w: Workload, transfer_s: float, decode_step_s: float,
+    service: tuple[float, float] | None = None,
+) -> PrefillWorker | None:  # fmt: skip
     """Rp: the most requests a second one prefill worker serves with the TTFT target met (the
     M/D/1 wait solved for it: ρ / (2 (1 − ρ)) × s = what the target leaves, a = that over s,
     ρ = 2a / (1 + 2a)); with no target, up to a busy share of 1 − TOLERANCE. None where one
     prompt alone misses the target."""
-    idle = prefill_at(r, w, 0.0, transfer_s, decode_step_s)
+    service = service or prefill_service(r, w, 0.0)
+    idle = prefill_at(r, w, 0.0, transfer_s, decode_step_s, service)
     if w.ttft_s is not None and idle.ttft_s > w.ttft_s:
         return None
     rho = 1 - TOLERANCE
@@ -202,7 +206,7 @@ def prefill_capacity(
         a = (w.ttft_s - idle.ttft_s) / idle.service_s
         rho = min(rho, 2 * a / (1 + 2 * a))
     rate = rho * idle.tokens_per_s / max(w.input_len, 1)
-    return prefill_at(r, w, rate, transfer_s, decode_step_s)
+    return prefill_at(r, w, rate, transfer_s, decode_step_s, service)
 
 
 def _tau(r: Replica, w: Workload, batch: float) -> float:
@@ -289,11 +293,15 @@ def match(rp: float, rd: float, prefill_cards: int, decode_cards: int,
     whole workers force. A tie goes to the fewer cards. None where either capacity is nil."""
     if rp <= 0 or rd <= 0:
         return None
-    pairs = (
-        [pinned]
-        if pinned
-        else [(x, y) for x in range(1, MOST_WORKERS + 1) for y in range(1, MOST_WORKERS + 1)]
-    )
+    pairs = [pinned] if pinned else []
+    if not pinned:
+        # For x prefill workers the served share a card rises with y while decode is the
+        # lesser pool and falls after: the best y is one of the two whole numbers about
+        # x Rp / Rd (within 1 to MOST_WORKERS).
+        for x in range(1, MOST_WORKERS + 1):
+            y = x * rp / rd
+            for cand in sorted({math.floor(y), math.ceil(y)}):
+                pairs.append((x, min(max(cand, 1), MOST_WORKERS)))
     best, best_rate, best_cards, best_key = (0, 0), 0.0, 0, 0.0
     for x, y in pairs:
         rate = min(x * rp, y * rd)
@@ -455,10 +463,7 @@ def beats(offer: Offer, best: Any, rank: str, w: Workload) -> bool:
     s = best.serving
     if s is None or s.replicas is None:
         return r.units is not None
-    mine = r.output_tokens_per_s_per_gpu(w)
-    theirs = s.output_tokens_per_s_per_gpu if w.load is None else (
-        s.capacity_rate * w.output_len / best.gpus if best.gpus else 0.0
-    )  # fmt: skip
+    mine, theirs = r.output_tokens_per_s_per_gpu(w), _their_output(best, w)
     if rank == "throughput":
         return mine > theirs * (1 + WIN)
     if rank != "serve" or r.units is None:
@@ -499,6 +504,29 @@ def _cards_per_rate(o: Any) -> float:
     return o.gpus / s.capacity_rate if s is not None and s.capacity_rate > 0 else math.inf
 
 
+def _their_output(best: Any, w: Workload) -> float:
+    """The plan's best option's output tokens a second a card at its capacity."""
+    s = best.serving
+    if w.load is None:
+        return float(s.output_tokens_per_s_per_gpu)
+    return float(s.capacity_rate * w.output_len / best.gpus) if best.gpus else 0.0
+
+
+def _could_win(unit: Unit, best: Any, rank: str, w: Workload) -> bool:
+    """Whether a unit matched from capacities alone might beat the plan's best (`beats`), before
+    its workers are worked out at its rate: the cards it needs at least, and its output a card,
+    which the unit's rate gives."""
+    s = best.serving
+    if s is None or s.replicas is None:
+        return True
+    if rank == "throughput":
+        return unit.rate * w.output_len / unit.cards > _their_output(best, w) * (1 + WIN)
+    if rank != "serve":
+        return False
+    least = math.ceil(w.rate / unit.rate * (1 - 0.005)) if w.rate is not None else 1
+    return bool(unit.cards * max(least, 1) <= best.gpus * s.replicas)
+
+
 def offers(
     options: Sequence[Any],
     w: Workload,
@@ -530,6 +558,14 @@ def offers(
             continue
         key = (o.engine, o.artifact.name, o.what_if, o.engine_flags)
         groups.setdefault(key, []).append(o)
+    best = options[0] if options else None
+    served = best is not None and best.serving is not None and best.serving.replicas is not None
+    if best is not None and not every and served and rank == "serve" and w.load is None:
+        # With no load named the plan's best is one replica, and a unit is two workers at
+        # least: where the fewest cards any two workers take are more, none can win.
+        least = min((o.serving.replica.cards for m in groups.values() for o in m), default=0)
+        if not least or 2 * least > best.gpus:
+            return []
     kind = pair_kind(shape)
     found: dict[tuple[Any, ...], tuple[float, Any, Any, Unit, Link]] = {}
     for key, members in groups.items():
@@ -539,7 +575,7 @@ def offers(
         # the targets for decode, the most prompt tokens a second a card for prefill (the plan
         # under --all holds hundreds of layouts, and every pair of them would take seconds).
         decodes: dict[str, list[tuple[float, Any, DecodeWorker]]] = {}
-        prefills: dict[str, list[tuple[float, Any]]] = {}
+        prefills: dict[str, list[tuple[float, Any, tuple[float, float]]]] = {}
         for o in members:
             r = o.serving.replica
             if pins.decode_tp is None or o.tp == pins.decode_tp:
@@ -547,20 +583,21 @@ def offers(
                 if cap is not None:
                     decodes.setdefault(o.gpu_class, []).append((-cap.rate / r.cards, o, cap))
             if pins.prefill_tp is None or o.tp == pins.prefill_tp:
-                _, per_s = prefill_service(r, w, 0.0)
-                prefills.setdefault(o.gpu_class, []).append((-per_s / r.cards, o))
+                service = prefill_service(r, w, 0.0)
+                prefills.setdefault(o.gpu_class, []).append((-service[1] / r.cards, o, service))
         chosen_d = [
             x for rows in decodes.values() for x in sorted(rows, key=lambda t: t[0])[:CANDIDATES]
         ]
         chosen_p = [
             x for rows in prefills.values() for x in sorted(rows, key=lambda t: t[0])[:CANDIDATES]
         ]
-        for _, p in chosen_p:
+        for _, p, service in chosen_p:
             rp = p.serving.replica
             for _, d, dcap in chosen_d:
                 if space.pairs.refusal(p.layout, d.layout, kind) is not None:
                     continue
-                got = _pair(p, d, rp, d.serving.replica, dcap, w, shape, nodes, pins.xpyd)
+                got = _pair(p, d, rp, d.serving.replica, dcap, w, shape, nodes, pins.xpyd,
+                            service)  # fmt: skip
                 if got is None:
                     continue
                 unit, link = got
@@ -570,6 +607,8 @@ def offers(
                     found[where] = (score, p, d, unit, link)
     out: list[Offer] = []
     for _, p, d, unit, link in found.values():
+        if not every and not (options and _could_win(unit, options[0], rank, w)):
+            continue
         result = disaggregate(p.serving.replica, d.serving.replica, w, shape, link,
                               (unit.prefill_workers, unit.decode_workers),
                               kv_element(shape, d))  # fmt: skip
@@ -622,6 +661,7 @@ def class_nodes(pools: Sequence[ClassPool]) -> dict[str, tuple[int, str | None]]
 def _pair(
     p: Any, d: Any, rp: Replica, rd: Replica, dcap: DecodeWorker, w: Workload, shape: Shape,
     nodes: dict[str, tuple[int, str | None]], pinned: tuple[int, int] | None,
+    service: tuple[float, float] | None = None,
 ) -> tuple[Unit, Link] | None:  # fmt: skip
     """A prefill option and a decode option matched: first on the node's own link, and where
     the unit is more cards than a node holds (or the classes differ), on the fabric's RDMA (the
@@ -632,7 +672,7 @@ def _pair(
         xfer = kv_transfer(
             shape, w.input_len, rp.inputs.tp, rd.inputs.tp, link, kv_element(shape, d)
         )
-        pcap = prefill_capacity(rp, w, xfer.seconds, dcap.tpot_s)
+        pcap = prefill_capacity(rp, w, xfer.seconds, dcap.tpot_s, service)
         if pcap is None:
             return None
         unit = match(pcap.rate, dcap.rate, rp.cards, rd.cards, pinned)
