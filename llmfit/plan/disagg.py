@@ -30,7 +30,7 @@ No engine is named here: an engine declares which pairs it launches (plan/layout
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -287,21 +287,30 @@ class Unit:
 
 
 def match(rp: float, rd: float, prefill_cards: int, decode_cards: int,
-          pinned: tuple[int, int] | None = None) -> Unit | None:  # fmt: skip
+          pinned: tuple[int, int] | None = None,
+          room: Callable[[int, int], bool] | None = None) -> Unit | None:  # fmt: skip
     """The xPyD unit that serves the most requests a second a card, x and y each up to
-    MOST_WORKERS (or the pinned pair): neither pool left idle waiting for the other beyond what
-    whole workers force. A tie goes to the fewer cards. None where either capacity is nil."""
+    MOST_WORKERS and within `room` (the fleet's cards), or the pinned pair: neither pool left
+    idle waiting for the other beyond what whole workers force. A tie goes to the fewer cards.
+    None where either capacity is nil, or no unit fits."""
     if rp <= 0 or rd <= 0:
         return None
     pairs = [pinned] if pinned else []
     if not pinned:
         # For x prefill workers the served share a card rises with y while decode is the
         # lesser pool and falls after: the best y is one of the two whole numbers about
-        # x Rp / Rd (within 1 to MOST_WORKERS).
+        # x Rp / Rd (within 1 and the most that fit).
         for x in range(1, MOST_WORKERS + 1):
+            top = MOST_WORKERS
+            while top >= 1 and room is not None and not room(x, top):
+                top -= 1
+            if top < 1:
+                break
             y = x * rp / rd
             for cand in sorted({math.floor(y), math.ceil(y)}):
-                pairs.append((x, min(max(cand, 1), MOST_WORKERS)))
+                pairs.append((x, min(max(cand, 1), top)))
+        if not pairs:
+            return None
     best, best_rate, best_cards, best_key = (0, 0), 0.0, 0, 0.0
     for x, y in pairs:
         rate = min(x * rp, y * rd)
@@ -458,7 +467,12 @@ def beats(offer: Offer, best: Any, rank: str, w: Workload) -> bool:
     layouts it pairs), then, on as many cards, more than WIN more output a card. `throughput`:
     more than WIN more output tokens a second a card. Every other order (cards, concurrency,
     speed, latency of one request) is about one replica, which disaggregation does not improve.
-    Where the plan's best serves nothing within the targets and this does, it wins."""
+    Where the plan's best serves nothing within the targets and this does, it wins. A what-if
+    (fp8 weights or cache) is compared only with a best of the same what-if: the plan ranks the
+    checkpoint as its authors shipped it first, and a pair of what-if layouts is no reason to
+    change the model."""
+    if offer.prefill.what_if != best.what_if:
+        return False
     r = offer.result
     s = best.serving
     if s is None or s.replicas is None:
@@ -512,10 +526,12 @@ def _their_output(best: Any, w: Workload) -> float:
     return float(s.capacity_rate * w.output_len / best.gpus) if best.gpus else 0.0
 
 
-def _could_win(unit: Unit, best: Any, rank: str, w: Workload) -> bool:
+def _could_win(p: Any, unit: Unit, best: Any, rank: str, w: Workload) -> bool:
     """Whether a unit matched from capacities alone might beat the plan's best (`beats`), before
     its workers are worked out at its rate: the cards it needs at least, and its output a card,
     which the unit's rate gives."""
+    if p.what_if != best.what_if:
+        return False
     s = best.serving
     if s is None or s.replicas is None:
         return True
@@ -532,7 +548,7 @@ def offers(
     w: Workload,
     shape: Shape,
     engines: Engines,
-    nodes: dict[str, tuple[int, str | None]],
+    nodes: dict[str, tuple[int, str | None, int]],
     pins: Disagg | None = None,
     every: bool = False,
     rank: str = "serve",
@@ -544,7 +560,7 @@ def offers(
     plan's best option (`options[0]`, ranked by `rank`).
 
     `nodes`: each card class's most cards a node (a unit that fits one node moves its KV over the
-    node's own link) and the fabric its nodes share, if any (`class_nodes`)."""
+    node's own link), the fabric its nodes share, if any, and its cards in all (`class_nodes`)."""
     pins = pins or Disagg()
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for o in options:
@@ -607,7 +623,7 @@ def offers(
                     found[where] = (score, p, d, unit, link)
     out: list[Offer] = []
     for _, p, d, unit, link in found.values():
-        if not every and not (options and _could_win(unit, options[0], rank, w)):
+        if not every and not (options and _could_win(p, unit, options[0], rank, w)):
             continue
         result = disaggregate(p.serving.replica, d.serving.replica, w, shape, link,
                               (unit.prefill_workers, unit.decode_workers),
@@ -647,20 +663,21 @@ def kv_element(shape: Shape, o: Any) -> float:
     return float(elem * o.kv_per_token / plain)
 
 
-def class_nodes(pools: Sequence[ClassPool]) -> dict[str, tuple[int, str | None]]:
-    """Each card class's most cards a node, and the one fabric all its nodes are on (None where
-    some are islands or they are on several)."""
-    out: dict[str, tuple[int, str | None]] = {}
+def class_nodes(pools: Sequence[ClassPool]) -> dict[str, tuple[int, str | None, int]]:
+    """Each card class's most cards a node, the one fabric all its nodes are on (None where
+    some are islands or they are on several), and its cards in all (a unit is never more)."""
+    out: dict[str, tuple[int, str | None, int]] = {}
     for pool in pools:
         fabrics = {h.fabric for h in pool.hosts}
         one = fabrics.pop() if len(fabrics) == 1 else ""
-        out[pool.gpu_class] = (pool.max_gpus, one or None)
+        total = sum(h.gpus * h.count for h in pool.hosts)
+        out[pool.gpu_class] = (pool.max_gpus, one or None, total)
     return out
 
 
 def _pair(
     p: Any, d: Any, rp: Replica, rd: Replica, dcap: DecodeWorker, w: Workload, shape: Shape,
-    nodes: dict[str, tuple[int, str | None]], pinned: tuple[int, int] | None,
+    nodes: dict[str, tuple[int, str | None, int]], pinned: tuple[int, int] | None,
     service: tuple[float, float] | None = None,
 ) -> tuple[Unit, Link] | None:  # fmt: skip
     """A prefill option and a decode option matched: first on the node's own link, and where
@@ -668,6 +685,17 @@ def _pair(
     two options' common fabric) or TCP."""
     family = p.card.spec.link_family if p.card.spec else "pcie"
     link = link_between(rp, rd, True, None, family)
+    # A unit on no more cards than the fleet has of its classes.
+    have_p, have_d = (
+        nodes.get(p.gpu_class, (0, None, 0))[2],
+        nodes.get(d.gpu_class, (0, None, 0))[2],
+    )
+
+    def room(x: int, y: int) -> bool:
+        if p.gpu_class == d.gpu_class:
+            return not have_p or x * rp.cards + y * rd.cards <= have_p
+        return (not have_p or x * rp.cards <= have_p) and (not have_d or y * rd.cards <= have_d)
+
     while True:
         xfer = kv_transfer(
             shape, w.input_len, rp.inputs.tp, rd.inputs.tp, link, kv_element(shape, d)
@@ -675,11 +703,11 @@ def _pair(
         pcap = prefill_capacity(rp, w, xfer.seconds, dcap.tpot_s, service)
         if pcap is None:
             return None
-        unit = match(pcap.rate, dcap.rate, rp.cards, rd.cards, pinned)
+        unit = match(pcap.rate, dcap.rate, rp.cards, rd.cards, pinned, room)
         if unit is None:
             return None
-        most, fabric = nodes.get(p.gpu_class, (0, None))
+        most, fabric, _ = nodes.get(p.gpu_class, (0, None, 0))
         if link.kind != "node" or (p.gpu_class == d.gpu_class and unit.cards <= most):
             return unit, link
-        other = nodes.get(d.gpu_class, (0, None))[1]
+        other = nodes.get(d.gpu_class, (0, None, 0))[1]
         link = link_between(rp, rd, False, fabric if fabric == other else None)

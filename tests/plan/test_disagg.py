@@ -156,6 +156,12 @@ def test_dense_xpyd_and_the_unit():
     unit = disagg.match(13.6617, 4.21529, 1, 1)
     assert unit is not None and unit.label == "1P3D" and unit.cards == 4
     assert unit.rate == pytest.approx(12.6459, rel=1e-5)
+    # On a fleet of 3 such cards: 1P2D, min(13.6617, 8.43058) / 3 = 2.81019 a card, over 1P1D's
+    # 4.21529 / 2 = 2.10765 and 2P1D's 4.21529 / 3.
+    small = disagg.match(13.6617, 4.21529, 1, 1, room=lambda x, y: x + y <= 3)
+    assert small is not None and small.label == "1P2D"
+    assert small.rate == pytest.approx(8.43058)
+    assert disagg.match(13.6617, 4.21529, 1, 1, room=lambda x, y: False) is None
     # Pinned 2:1, prefill's 2 × 13.6617 are far more than decode's 4.21529.
     pinned = disagg.match(13.6617, 4.21529, 1, 1, pinned=(2, 1))
     assert pinned is not None and pinned.rate == pytest.approx(4.21529)
