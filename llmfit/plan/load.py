@@ -127,6 +127,11 @@ class Point:
     stable: bool  # whether the replica keeps up (its budget, batch and pool suffice)
     why: str  # what it runs out of, when not stable
     chunk: float  # prompt tokens the decode step shown carries (0: a step of decodes alone)
+    # Of `ttft_s`, the mean wait in the queue for the prefill (M/D/1), and the prefill's share of
+    # the replica's time it queues at (ρ): what the spread of the TTFTs comes from
+    # (`ttft_quantile`). 0, 0: no queue.
+    queue_s: float = 0.0
+    busy: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -342,7 +347,27 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: flo
     wait = rho / (2 * (1 - rho)) * service
     ttft = k.ttft_s + (tau if r.mixed else tau * (1 - rho)) / 2 + wait + service
     admitted = rate * (ttft + decoding * tau)
-    return Point(rate, batch, admitted, tau, ttft, True, "", 0.0)
+    return Point(rate, batch, admitted, tau, ttft, True, "", 0.0, wait, rho)
+
+
+def ttft_quantile(p: Point, q: float, ttft: float | None = None) -> float:
+    """The `q` quantile of the TTFTs of a point's requests (0.5: their median), given their mean
+    `ttft` (the point's own, or with a wait outside the replica its clients all share). Only
+    the queue for the prefill spreads them: in an M/D/1 queue a share 1 − ρ of arrivals finds
+    no prompt ahead and waits nothing; the others' wait has a tail close to exponential (the
+    M/D/1 wait's distribution decays geometrically past its first few service times), taken as
+    exponential of the mean that makes the whole mean the queue's (`queue_s` / ρ). The median
+    is then the mean less the queue's wait where ρ ≤ 1/2: what a benchmark's median TTFT
+    reports at a load its prefill is not half busy with (the SGLang cookbook's runs, whose
+    means one request's one-off cost can double)."""
+    mean = p.ttft_s if ttft is None else ttft
+    base = mean - p.queue_s
+    rho = p.busy
+    if p.queue_s <= 0 or rho <= 0 or q <= 1 - rho:
+        return base
+    if q >= 1:
+        return math.inf
+    return base + p.queue_s / rho * math.log(rho / (1 - q))
 
 
 def _least_fixed_point(
