@@ -388,8 +388,18 @@ def parse(r: dict) -> Row | str:
             "their card reads the weights once (Qwen3.6-27B bf16 at 4.3-7.4 ms a token, 54 GB), "
             "so it speculates"
         )
+    c = r.get("concurrency")
+    if kind == "request_rate" and n and peak and peak < n and float(r["request_rate"]) >= 100:
+        # Every prompt due within a second or so, but never more than `peak` in flight: the
+        # client capped them. guidellm 0.4-0.5 holds a constant-rate run to 512 requests in
+        # flight unless told otherwise (guidellm/settings.py `Settings.max_concurrency`, which
+        # the scheduler takes where the strategy sets no limit); GPUStack's runs at 1,000 a
+        # second peak at exactly 512. Its TTFT counts from the request's send, after its slot
+        # came (guidellm/schemas/request_stats.py `time_to_first_token_ms`, from
+        # `request_start`), as bench_serving's from inside the semaphore: a closed loop at
+        # `peak`, its first `peak` prompts at once.
+        kind, c = "max_concurrency", peak
     if kind == "max_concurrency":
-        c = r["concurrency"]
         kind, amount = ("wave", float(c)) if n is not None and n <= c else ("closed", float(c))
     elif kind == "burst":
         kind, amount = "wave", float(n or r.get("observed_max_concurrency") or 0)

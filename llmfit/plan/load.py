@@ -277,11 +277,15 @@ def prefill_cost(r: Replica, w: Workload, batch: float) -> Cost:
     return Cost(tuple(p.scaled(steps) for p in one.parts))
 
 
-def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: float = 0.0) -> Point:
+def at_rate(
+    r: Replica, w: Workload, rate: float, guess: float = 0.0, above: float = 0.0,
+    in_flight: float | None = None,
+) -> Point:  # fmt: skip
     """One replica in steady state at `rate` requests a second (Poisson arrivals): at the least
     TPOT that is its own step time, the steady state a replica reaches as its batch fills from
     empty. `guess`, the TPOT of a lower rate, and `above`, that of a higher one (a capacity's),
-    bracket it and save steps."""
+    bracket it and save steps. `in_flight`: the requests a closed loop keeps in the replica
+    (`at_concurrency`), whose arrivals find the others there, not a Poisson number."""
     inp = r.inputs
     k = inp.constants
     prompt, out = w.input_len, w.output_len
@@ -345,9 +349,35 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: flo
     # An arrival waits for the step in flight, then for the prompts ahead (M/D/1 at the
     # prefill's share of the budget), then its own prefill; the engine's fixed cost besides.
     wait = rho / (2 * (1 - rho)) * service
-    ttft = k.ttft_s + (tau if r.mixed else tau * (1 - rho)) / 2 + wait + service
+    ttft = k.ttft_s + _step_wait(r, batch, tau, in_flight) * (1 if r.mixed else 1 - rho)
+    ttft += wait + service
     admitted = rate * (ttft + decoding * tau)
     return Point(rate, batch, admitted, tau, ttft, True, "", 0.0, wait, rho)
+
+
+def _step_wait(r: Replica, batch: float, tau: float, in_flight: float | None) -> float:
+    """The mean wait of an arriving prompt for the decode steps ahead of its first prefill step.
+
+    Only where a decode step runs: with `batch` sequences decoding on average, Poisson arrivals
+    find none with chance e^(−batch) (the number decoding is Poisson, as in any M/G/∞ system);
+    a closed loop's arrival finds the other `in_flight` − 1 requests, each decoding a share
+    batch / in_flight of its time (one alone finds the replica idle). Where a step runs, the
+    prompt waits for the rest of it (half a step on average) and, where the engine overlaps
+    its CPU work with the GPU's (SpeedInputs.overlap), for the next step as well: that one was
+    scheduled while this one ran, before the prompt was read. SGLang's overlap loop reads new
+    requests after it has launched batch N + 1 and processed batch N's result, so a request
+    read then goes into batch N + 2 (sglang/srt/managers/scheduler.py
+    `Scheduler.event_loop_overlap`); vLLM's async scheduling schedules step N + 1 while step N
+    runs, its engine core keeping two batches in its queue (vllm/config/vllm.py
+    `VllmConfig.max_concurrent_batches`, vllm/v1/engine/core.py
+    `EngineCore.step_with_batch_queue`)."""
+    if in_flight is None:
+        running = -math.expm1(-batch) if batch > 0 else 0.0
+    elif in_flight <= 1:
+        running = 0.0
+    else:
+        running = 1.0 - (1.0 - min(batch / in_flight, 1.0)) ** (in_flight - 1)
+    return running * (tau / 2 + (tau if r.inputs.overlap else 0.0))
 
 
 def ttft_quantile(p: Point, q: float, ttft: float | None = None) -> float:
@@ -511,8 +541,9 @@ def _ceiling(r: Replica, w: Workload, idle: Point) -> float:
 
 
 def _search(
-    r: Replica, w: Workload, excess: Callable[[Point], float], hi: float, idle: Point
-) -> Point | None:
+    r: Replica, w: Workload, excess: Callable[[Point], float], hi: float, idle: Point,
+    in_flight: float | None = None,
+) -> Point | None:  # fmt: skip
     """The point of the largest rate below `hi` (a rate the replica cannot reach) at which
     `excess` is at most 0 (it is at no load, `idle`, and grows with the rate; inf where the
     replica cannot keep up), to TOLERANCE: regula falsi (the Illinois kind) on the bracket,
@@ -532,7 +563,7 @@ def _search(
             # shrinks every step.
             x = hi - g_hi * span / (g_hi - g_lo)
             x = min(max(x, lo + 0.05 * span), hi - 0.05 * span)
-        p = at_rate(r, w, x, guess)
+        p = at_rate(r, w, x, guess, in_flight=in_flight)
         g = excess(p)
         if g <= 0:
             lo, g_lo, best, guess = x, g, p, p.tpot_s
@@ -592,6 +623,7 @@ def at_concurrency(r: Replica, w: Workload, concurrency: float) -> tuple[Point, 
         lambda p: p.admitted / held - 1 if p.stable else math.inf,
         _ceiling(r, w, idle),
         idle,
+        in_flight=held,
     )
     if best is None:
         # Fewer requests in flight than one arrival an idle TPOT: the replica is idle, and

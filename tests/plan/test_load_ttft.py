@@ -8,8 +8,9 @@ step of n tokens is max(1 ms, n × 1.2207 µs)), no fixed costs but the 50 ms be
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from llmfit.plan.load import Point, Replica, at_rate, ttft_quantile
+from llmfit.plan.load import Point, Replica, _step_wait, at_rate, ttft_quantile
 from llmfit.plan.settings import Workload
 from llmfit.plan.speed import Constants, SpeedInputs, Stage
 
@@ -70,3 +71,32 @@ def test_a_point_at_a_rate_says_its_queue_and_how_busy_its_prefill_is():
     assert math.isclose(p.queue_s, 0.090312e-3, rel_tol=1e-4)
     # Under half busy: the median is the mean less the queue's wait.
     assert ttft_quantile(p, 0.5) == p.ttft_s - p.queue_s
+
+
+def test_a_prompt_waits_for_the_step_in_flight_and_with_overlap_the_one_scheduled_beside_it():
+    r = Replica(INPUTS)
+    on = Replica(replace(INPUTS, overlap=True))
+    # Poisson arrivals with 2 sequences decoding on average find a step running with chance
+    # 1 − e^(−2) = 0.864665, and wait half of it (5 ms of 10) ...
+    assert math.isclose(_step_wait(r, 2.0, 0.01, None), 0.864665 * 0.005, rel_tol=1e-6)
+    # ... and, where the engine overlaps its CPU work (vLLM's async scheduling, SGLang's overlap
+    # scheduler), the next step too, scheduled before the prompt was read: 15 ms.
+    assert math.isclose(_step_wait(on, 2.0, 0.01, None), 0.864665 * 0.015, rel_tol=1e-6)
+    # A closed loop of one: its request comes when the one before has ended, to an idle replica.
+    assert _step_wait(on, 0.9, 0.01, 1.0) == 0.0
+    # Of 16 in flight, 12 decoding: each other request decodes 3/4 of its time, so a step runs
+    # unless all 15 others are elsewhere, (1/4)^15 = 9.3e-10.
+    assert math.isclose(_step_wait(on, 12.0, 0.01, 16.0), 0.015 * (1 - 0.25**15), rel_tol=1e-12)
+
+
+def test_overlap_adds_a_step_to_the_ttft_at_a_rate():
+    # The replica has no CPU work (its step_s and sequence_s are 0), so overlap changes no step:
+    # at 100 requests a second (τ = 1.02696 ms, b = 10.2696 decoding, above) the TTFT grows by
+    # the step scheduled beside the one in flight, τ (1 − e^(−10.27)).
+    w = Workload("custom", 1024, 101, rate=100.0, ttft_s=None, tpot_s=None, named=True)
+    off = at_rate(Replica(INPUTS), w, 100.0)
+    on = at_rate(Replica(replace(INPUTS, overlap=True)), w, 100.0)
+    assert on.tpot_s == off.tpot_s
+    assert math.isclose(on.ttft_s - off.ttft_s, off.tpot_s * (1 - math.exp(-off.batch)),
+                        rel_tol=1e-9)  # fmt: skip
+    assert math.isclose(on.ttft_s - off.ttft_s, 1.02692e-3, rel_tol=1e-4)
