@@ -362,7 +362,9 @@ def _step_wait(r: Replica, batch: float, tau: float, in_flight: float | None) ->
     find none with chance e^(−batch) (the number decoding is Poisson, as in any M/G/∞ system);
     a closed loop's arrival finds the other `in_flight` − 1 requests, each decoding a share
     batch / in_flight of its time (one alone finds the replica idle). Where a step runs, the
-    prompt waits for the rest of it (half a step on average) and, where the engine overlaps
+    prompt waits for the rest of it: half a step on average for a Poisson arrival, nearly all of
+    it for a closed loop's, sent as another request ended at a step's end (the client's turnaround
+    of a few ms left out); and, where the engine overlaps
     its CPU work with the GPU's (SpeedInputs.overlap), for the next step as well: that one was
     scheduled while this one ran, before the prompt was read. SGLang's overlap loop reads new
     requests after it has launched batch N + 1 and processed batch N's result, so a request
@@ -373,11 +375,15 @@ def _step_wait(r: Replica, batch: float, tau: float, in_flight: float | None) ->
     `EngineCore.step_with_batch_queue`)."""
     if in_flight is None:
         running = -math.expm1(-batch) if batch > 0 else 0.0
+        rest = tau / 2
     elif in_flight <= 1:
-        running = 0.0
+        return 0.0
     else:
         running = 1.0 - (1.0 - min(batch / in_flight, 1.0)) ** (in_flight - 1)
-    return running * (tau / 2 + (tau if r.inputs.overlap else 0.0))
+        # A closed loop's request is sent as one ends, at the end of the step that gave its last
+        # token: it comes to the engine just after a step began, and waits for nearly all of it.
+        rest = tau
+    return running * (rest + (tau if r.inputs.overlap else 0.0))
 
 
 def ttft_quantile(p: Point, q: float, ttft: float | None = None) -> float:

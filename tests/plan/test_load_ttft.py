@@ -85,8 +85,11 @@ def test_a_prompt_waits_for_the_step_in_flight_and_with_overlap_the_one_schedule
     # A closed loop of one: its request comes when the one before has ended, to an idle replica.
     assert _step_wait(on, 0.9, 0.01, 1.0) == 0.0
     # Of 16 in flight, 12 decoding: each other request decodes 3/4 of its time, so a step runs
-    # unless all 15 others are elsewhere, (1/4)^15 = 9.3e-10.
-    assert math.isclose(_step_wait(on, 12.0, 0.01, 16.0), 0.015 * (1 - 0.25**15), rel_tol=1e-12)
+    # unless all 15 others are elsewhere, (1/4)^15 = 9.3e-10. A closed loop's request is sent as
+    # one ends, at a step's end, so it waits for nearly the whole next step (10 ms), and with
+    # overlap the one after (20 ms).
+    assert math.isclose(_step_wait(r, 12.0, 0.01, 16.0), 0.010 * (1 - 0.25**15), rel_tol=1e-12)
+    assert math.isclose(_step_wait(on, 12.0, 0.01, 16.0), 0.020 * (1 - 0.25**15), rel_tol=1e-12)
 
 
 def test_overlap_adds_a_step_to_the_ttft_at_a_rate():
