@@ -10,7 +10,8 @@ measured: output tokens a second a GPU, TPOT and TTFT (the mean where the row gi
 its median, else the figure it gives without saying which).
 
 A row the model cannot represent is listed with why, never dropped silently: speculative
-decoding (its TPOT counts accepted drafts), prefill/decode disaggregation (the next step),
+decoding (its TPOT counts accepted drafts), prefill/decode disaggregation (priced apart by
+accuracy_disagg.py),
 a model whose config is not at hand, a layout llmfit does not plan (with the engine's reason).
 
 Load kinds (the shared README): `max_concurrency` with more prompts than the concurrency is a
@@ -311,7 +312,7 @@ def parse(r: dict) -> Row | str:
     if (r.get("spec_decoding") or "none") != "none":
         return "speculative decoding: its TPOT counts accepted drafts, which llmfit does not model"
     if r.get("pd_disaggregation"):
-        return "prefill/decode disaggregation: separate pools, the next step (not yet modelled)"
+        return "prefill/decode disaggregation: separate pools, priced by accuracy_disagg.py"
     card = card_of(r["gpu"])
     if card is None:
         return f"card {r['gpu']!r} is not in the card table"
