@@ -284,3 +284,14 @@ def test_the_docs_example_is_what_it_prints(run, monkeypatch):
 def test_the_fleet_file_says_ib0_is_infiniband():
     # What the RDMA above rests on.
     assert 'fabric_kind = "infiniband"' in Path(EXAMPLE_FLEET).read_text()
+
+
+@pytest.mark.parametrize("fmt", ["docker", "k8s"])
+def test_a_local_directory_has_no_container_launch_of_d1(run, fmt):
+    from tests.conftest import HUB
+
+    snap = next((HUB / "models--Qwen--Qwen3-8B" / "snapshots").iterdir())
+    code, out, err = run(str(snap), "--fleet", "8xh100-80g", "--rate", "20", "--disagg", "on",
+                         "--option", "D1", "--commands", "--format", fmt)  # fmt: skip
+    assert code == 2 and out == ""
+    assert "is a directory on this machine, which a container on another node cannot see" in err

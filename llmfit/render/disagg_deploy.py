@@ -107,7 +107,11 @@ def _units_line(offer: Offer) -> str | None:
     units = offer.result.units
     if not units or units <= 1:
         return None
-    return f"the load named needs {units} such units: this is one, start {units - 1} more on cards of their own"
+    more = units - 1
+    return (
+        f"the load named needs {units} such units: this is one, start {more} more on cards of "
+        "their own"
+    )
 
 
 def shell_lines(advice: Advice, offer: Offer, encoding: str | None = None) -> list[str]:
