@@ -396,7 +396,10 @@ class _Kernels:
         local = inp.nodes <= 1  # the tables measured collectives within a node
         return cls(
             gemm=kc.gemm(inp.curve_dtype),
-            moe=kc.moe(inp.curve_dtype),
+            # fp8 MoE checkpoints are block-scaled (DeepSeek's 128 × 128 blocks, as Qwen's,
+            # GLM's and MiniMax's fp8 releases): their grouped GEMM is the block-scaled kernel,
+            # not the per-tensor one (vLLM's measured per-tensor fp8 MoE is 4-5 times slower).
+            moe=kc.moe("fp8_block" if inp.curve_dtype == "fp8" else inp.curve_dtype),
             attention=kc.mla_decode if inp.mla and kc.mla_decode else kc.attention_decode,
             prefill=kc.attention_prefill,
             allreduce=kc.allreduce(inp.tp) if inp.tp > 1 and local else None,
