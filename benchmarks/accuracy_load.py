@@ -500,7 +500,8 @@ def _waves(
     _, per_s = load.prefill_service(r, w, 0.0)
     prefill = held * w.input_len / per_s
     decoding = max(w.output_len - 1, 1)
-    tau = speed.round_total(r.inputs, held, w.input_len + w.output_len / 2)
+    # The replica's own decode round: its pool's calibration (load.Scales) applies here too.
+    tau, _ = load.decode_round(r, held, w.input_len + w.output_len / 2)
     if r.mixed:
         # Prompt chunks ride in decode steps (vLLM's scheduler runs the running requests first,
         # then fills the budget from the waiting queue: vllm/v1/core/sched/scheduler.py

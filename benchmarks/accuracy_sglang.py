@@ -183,7 +183,8 @@ def rows() -> list[dict[str, Any]]:
         spec = cards.spec(inp.card) if inp.card else None
         if spec is not None:
             w = ours_weights if ours_weights else int(weights_logged * GIB)
-            by_card = (sizes.static_budget(spec.memory_bytes, inp.share) - w) // cell
+            pre = sizes.pre_baseline(inp.card, tp)
+            by_card = (sizes.static_budget(spec.memory_bytes, inp.share, pre) - w) // cell
         # SGLang's rule on the free memory it logged and the weights it logged loading.
         by_free = None
         if before is not None and weights_logged is not None:

@@ -115,7 +115,9 @@ def test_at_80_columns_busy_options_still_say_so(run, monkeypatch):
     rows = [line for line in lines if line[:2].strip().isdigit()]
     whole = [row for row in rows if "nodes × 8 h100-80g" in row]
     halves = [row for row in rows if "nodes × 4 h100-80g" in row]
-    assert len(whole) == 8 and len(halves) == 2
+    # (6 whole-node layouts: FlashInfer's MoE scratch under data parallelism, issue 32, leaves
+    # two of the data-parallel ones over 2 × 8 H100s without room.)
+    assert len(whole) == 6 and len(halves) == 2
     assert all(row.rstrip().endswith(" busy") for row in whole), whole
     assert all(row.rstrip().endswith(" free") for row in halves), halves
     assert rows[0].rstrip().endswith(" free")

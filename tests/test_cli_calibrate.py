@@ -352,3 +352,64 @@ def test_no_scale_passes_the_cards_datasheet_peak(run, fleet, tmp_path):
     (pool,) = _pools(tmp_path / "fleet.calibration.toml")
     assert pool["decode"] == pytest.approx(0.72, rel=1e-3)
     assert pool["error_after"] > 0.1
+
+
+# -- what one run identifies, and how far its scales carry ---------------------------------------
+
+
+def test_one_run_fits_one_factor_on_the_whole_step(run, fleet, tmp_path):
+    # One run at one load pins the step time at its batch, not its split between decode and
+    # prefill: a run made at decode × 1.3, prefill × 1.3 (the whole step) comes back as 1.3 on
+    # both, within 2 %; its own figures then match it (the error after is nil).
+    m = _figures("Qwen/Qwen3-8B", "1xh100-80g", "vllm", "concurrency", 16.0, (1.3, 1.3))
+    one = vllm_result(
+        tmp_path / "c16.json", model="Qwen/Qwen3-8B", input_len=2048, output_len=512,
+        prompts=160, output_tps=m.output_tokens_per_s, tpot_s=m.tpot_s, ttft_s=m.ttft_s,
+        concurrency=16,
+    )  # fmt: skip
+    code, out, err = run("calibrate", str(one), "--fleet", str(fleet))
+    assert code == 0, err
+    (pool,) = _pools(tmp_path / "fleet.calibration.toml")
+    assert pool["decode"] == pool["prefill"]
+    assert pool["decode"] == pytest.approx(1.3, rel=0.02)
+    assert pool["error_after"] < 0.01
+    assert (
+        "\n  one factor on the whole step: runs at one load pin the step time at its batch" in out
+    )
+    # The batch it ran at: 16 in flight, a few of them prefilling at any time (at most 16).
+    assert 1 < pool["batch_low"] <= pool["batch_high"] <= 16
+
+
+def test_scales_hold_whole_within_their_runs_batches_and_fade_outside():
+    from llmfit.plan.calibration import FADE, Pool
+    from llmfit.plan.load import Scales
+
+    p = Pool("h100-80g", "vllm", Scales(1.3, 1.25), 3, 0.2, 0.0, (), (8.0, 64.0))
+    assert FADE == 2.0
+    assert p.at_batch(8.0) == p.at_batch(32.0) == p.at_batch(64.0) == Scales(1.3, 1.25)
+    # 256 is 4 times the last run's batch: the scales count for 4^(-1/2) = half (in the
+    # logarithm): 1.3^0.5 = 1.140175, 1.25^0.5 = 1.118034. 2 is 4 times under the first.
+    for b in (256.0, 2.0):
+        s = p.at_batch(b)
+        assert (s.decode, s.prefill) == pytest.approx((1.140175, 1.118034), rel=1e-6)
+    # A batch under one counts as one: 8 times under 8, 8^(-1/2) = 0.353553 of the logarithm,
+    # 1.3^0.353553 = exp(0.262364 × 0.353553) = 1.097198.
+    assert p.at_batch(0.2).decode == pytest.approx(1.097198, rel=1e-6)
+    # A pool from a file written before the batches were kept: whole at every batch.
+    old = Pool("h100-80g", "vllm", Scales(1.3, 1.25), 3, 0.2, 0.0)
+    assert old.at_batch(1e6) == Scales(1.3, 1.25)
+
+
+def test_a_calibration_file_whose_batches_are_upside_down_is_one_sentence(run, fleet, tmp_path):
+    pool = ('schema = 1\n[[pool]]\ncard = "h100-80g"\nengine = "vllm"\nruns = 1\ndecode = 1.3\n'
+            'prefill = 1.3\nerror_before = 0.2\nerror_after = 0.0\n')  # fmt: skip
+    cal = tmp_path / "fleet.calibration.toml"
+    cal.write_text(pool + "batch_low = 64\nbatch_high = 8\n")
+    code, _, err = run("Qwen/Qwen3-8B", "--fleet", str(fleet))
+    assert code == EXIT_BAD_INPUT
+    assert "pool 1: batch_low 64 is above batch_high 8." in err
+    # Without them (a file of before): read, and applied whole.
+    cal.write_text(pool)
+    code, out, err = run("Qwen/Qwen3-8B", "--fleet", str(fleet), "--json")
+    assert code == 0, err
+    assert "calibrated on 1 run of yours" in out

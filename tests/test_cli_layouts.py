@@ -84,15 +84,17 @@ def test_deepseek_v3_on_eight_h200_offers_data_parallel_attention_with_expert_pa
     # But each of the eight ranks holds its own sequences, where tensor parallelism copies one
     # cache to all eight. A block of 16 tokens costs 16 × 61 × 1,152 B = 1,124,352 B; a
     # sequence of 163,840 tokens takes 10,240 of them. The KV budget is what is counted on less
-    # the weights and the rest, of which the MoE workspace: for every token the experts see, 8
-    # experts × (7,168 + 7,168) × 2 B, and under data parallelism they see all 8 ranks'
-    # 8,192 (the all-gather): 14 GiB a rank, against 1.75 for TP's 8,192.
-    assert 8 * 8_192 * 8 * 14_336 * 2 == 14 * 2**30 and 8_192 * 8 * 14_336 * 2 == 1.75 * 2**30
+    # the weights and the rest, of which the MoE: block FP8 on Hopper with expert parallelism
+    # runs FlashInfer's CUTLASS kernel (issue 32), whose workspace keeps 7,168 × 2 B for every
+    # token the experts see, and under data parallelism they see all 8 ranks' 8,192 (the
+    # all-gather): 0.875 GiB a rank, against 0.109 for TP's 8,192; FlashInfer's own scratch
+    # (tests/plan/test_vllm_still_off.py) is a transient of the profile run, in the overhead.
+    assert 8 * 8_192 * 7_168 * 2 == 0.875 * 2**30 and 8_192 * 7_168 * 2 == 0.109375 * 2**30
     block, per_seq = 16 * 61 * 1152, 163_840 // 16
     for o, ranks in ((dp8, 8), (tp8, 1)):
         budget = H200_HAVE - o["per_card"]["weights"] - o["per_card"]["overhead"]
         assert o["concurrency"] == round(budget // block / per_seq * ranks, 2)
-    assert (dp8["concurrency"], tp8["concurrency"]) == (10.35, 3.95)
+    assert (dp8["concurrency"], tp8["concurrency"]) == (9.13, 4.01)
 
 
 def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
@@ -110,17 +112,18 @@ def test_deepseek_v3_explain_shows_the_data_parallel_arithmetic(run):
     )
     assert code == 0
     out = " ".join(out.split())  # each part one line, wrapped to the terminal: read unwrapped
-    # Four ranks of TP 2 hold the most: their experts' workspace gathers four ranks' batches,
-    # 7 GiB a card, where eight ranks' take 14.
+    # Four ranks of TP 2 hold the most: their experts gather four ranks' batches, 32,768 tokens:
+    # FlashInfer's workspace of 32,768 × 7,168 × 2 B and its per-call scratch (issue 32).
     assert "Option 1: 8 × h200-141g (tp2×dp4+ep), fp8" in out
     assert (
         "the attention and dense weights over the 2 cards of a rank, the routed experts over all 8"
         in out
     )
     assert (
-        "MoE workspace 7.00 GiB (the experts' buffers for 32,768 tokens, every rank's batch " in out
+        "MoE workspace 0.44 GiB (the experts' buffers for 32,768 tokens, every rank's batch " in out
     )
-    assert "11.26 sequences of 163,840 tokens at once over 4 ranks" in out
+    assert "of it FlashInfer's MoE scratch 7.75 GiB, freed after each call" in out
+    assert "11.09 sequences of 163,840 tokens at once over 4 ranks" in out
     assert "each of the 4 data-parallel ranks keeps its own KV cache" in out
 
 

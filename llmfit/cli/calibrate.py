@@ -108,7 +108,7 @@ def calibrate_cmd(
       llmfit calibrate llmfit-bench-*.json --fleet fleet.toml
       llmfit calibrate run.jsonl --fleet 8xh100-80g --calibration cal.toml --model Qwen/Qwen3-8B
     """
-    from llmfit.plan.calibration import calibrate, merged
+    from llmfit.plan.calibration import calibrate, identifies_both, merged
     from llmfit.sources.bench_results import read_results
     from llmfit.sources.calibration_file import read_calibration, write_calibration
     from llmfit.sources.fleet import resolve_fleet
@@ -139,6 +139,14 @@ def calibrate_cmd(
                 f"{pool.error_after * 100:.1f} % after"
             )
         )
+        if not identifies_both([m.run for m in ms]):
+            click.echo(
+                clean(
+                    "  one factor on the whole step: runs at one load pin the step time at its "
+                    "batch, not its split between decode and prefill (a run at another load "
+                    "fits them apart); plans at other batches get it faded (docs/fleet.md)"
+                )
+            )
     if target is None:
         click.echo("--dry-run: nothing written.")
         return

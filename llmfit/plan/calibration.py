@@ -11,6 +11,16 @@ The fit minimises, over the pool's runs, the squared log errors of output tokens
 and (weighted less: a mean TTFT is the noisiest of the three, its tail a few prompts that
 queued) TTFT, by a grid over the bounds refined by Nelder–Mead.
 
+What the runs identify decides what is fitted. A serving run at one load pins the step time at
+the batch it ran, not how that time splits between the step's parts (its fixed costs, the
+weights' reads, the per-sequence reads and compute); its TTFT might pin the prefill, but a
+published TTFT is often its queue. So runs at one operating point (one load, one pair of
+lengths) fit ONE factor on the whole step time, decode and prefill alike: the model's own shape
+across loads, moved as a whole. Runs at two operating points or more, or a llama-bench run (its
+prompt and its generation measured apart), fit the two scales apart. On the published load
+sweeps (benchmarks/calibrate_sweeps.py, docs/accuracy.md) one factor from one run predicts the
+sweep's other loads better than two scales from it did, on throughput and TPOT both.
+
 Bounds (physical, docs/fleet.md):
 - a scale below the efficiency the engine's constants claim would have the card read its
   weights faster than its datasheet bandwidth (decode: `weight_efficiency`) or multiply faster
@@ -39,6 +49,12 @@ MAX_SCALE = 4.0
 TTFT_WEIGHT = 0.25
 # The fit stops when its triangle is this far across (in the scales' logarithms).
 PRECISION = 1e-4
+# Outside the batches its runs ran at, a pool's scales count for (batch ratio)^(-1/FADE) of
+# themselves (in the logarithm): at 4 times the batch half, at 100 times a tenth. A run pins the
+# step time at its own batch; further from it, more of the step is made of parts it did not
+# measure. Chosen on the published load sweeps (docs/accuracy.md, issue 36), where 1 to 4 all
+# bring the sweeps' median errors below the uncalibrated ones and a factor carried whole does not.
+FADE = 2.0
 
 
 @dataclass(frozen=True)
@@ -78,10 +94,24 @@ class Pool:
     error_before: float
     error_after: float
     sources: tuple[str, ...] = ()
+    # The least and most sequences decoding a replica at its runs: the scales hold whole there,
+    # and fade further from them (`at_batch`). (0, inf): whole at every batch.
+    batches: tuple[float, float] = (0.0, math.inf)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.card, self.engine)
+
+    def at_batch(self, batch: float, fade: float = FADE) -> Scales:
+        """The scales at `batch` sequences decoding a replica: whole within the batches of its
+        runs, faded toward the model's own (1, 1) outside them, by `fade` (a batch under one
+        counted as one; math.inf: never faded)."""
+        lo, hi = self.batches
+        b = max(batch, 1.0)
+        edge = max(lo, 1.0) if b < lo else max(hi, 1.0) if b > hi else b
+        w = (max(b, edge) / min(b, edge)) ** (-1.0 / fade)
+        s = self.scales
+        return s if w == 1.0 else Scales(s.decode**w, s.prefill**w)
 
 
 def figures(r: Replica, w: Workload, kind: str, load_: float) -> Measured:
@@ -106,6 +136,22 @@ def figures(r: Replica, w: Workload, kind: str, load_: float) -> Measured:
         return Measured(b.requests * copies * out / b.makespan_s, b.tpot_s, b.ttft_s)
     p, ttft = load.at_concurrency(r, w, load_ / copies)
     return Measured(p.rate * copies * out, p.tpot_s, ttft)
+
+
+def decode_batch(run: Run, scales: Scales) -> float:
+    """Sequences decoding a replica at the run, as the model has it at `scales` (llama-bench's
+    one sequence: one; a rate past the replica's capacity, or a burst: as many as it admits)."""
+    r = replace(run.replica, scales=scales)
+    w = run.workload
+    if run.kind == "single":
+        return 1.0
+    if run.kind == "rate":
+        p = load.at_rate(r, w, run.load / r.copies)
+        return p.batch if p.stable else load.admits(r, w)
+    if run.kind == "requests":
+        return min(math.ceil(run.load / r.copies), load.admits(r, w))
+    p, _ = load.at_concurrency(r, w, run.load / r.copies)
+    return p.batch
 
 
 def _log_error(est: float, meas: float) -> float:
@@ -165,15 +211,35 @@ def bounds(r: Replica) -> tuple[tuple[float, float], tuple[float, float]]:
     return (lo_d, MAX_SCALE), (lo_p, MAX_SCALE)
 
 
-def fit(runs: Sequence[Run], model: Model = _figures_of) -> Scales:
+def operating_points(runs: Sequence[Run]) -> int:
+    """How many distinct operating points the runs measured: their loads and lengths."""
+    return len({(r.kind, r.load, r.workload.input_len, r.workload.output_len) for r in runs})
+
+
+def identifies_both(runs: Sequence[Run]) -> bool:
+    """Whether the runs tell decode's scale from prefill's: runs at two operating points or
+    more (the step time at two batches or two prompt lengths), or a llama-bench run, whose
+    prompt and generation tests are measured apart (no queue in either)."""
+    return operating_points(runs) >= 2 or any(r.kind == "single" for r in runs)
+
+
+def fit(runs: Sequence[Run], model: Model = _figures_of, apart: bool | None = None) -> Scales:
     """The scales that bring the model's figures nearest the runs (all of one pool), within
-    `bounds` (the tightest of the runs' replicas')."""
+    `bounds` (the tightest of the runs' replicas'): one factor on the whole step time where the
+    runs do not tell decode from prefill (`identifies_both`), else the two apart (`apart`, when
+    given, says which instead: benchmarks/calibrate_sweeps.py compares the two)."""
     if not runs:
         return Scales()
     (lo_d, hi_d), (lo_p, hi_p) = bounds(runs[0].replica)
     for run in runs[1:]:
         (a, _), (b, _) = bounds(run.replica)
         lo_d, lo_p = max(lo_d, a), max(lo_p, b)
+    if not (identifies_both(runs) if apart is None else apart):
+        # One factor on both: no lower than either bound, so neither the weights' reads nor the
+        # prompt's multiplications pass the card's datasheet peak.
+        least, most = max(lo_d, lo_p), min(hi_d, hi_p)
+        one = _fit_one(lambda s: _loss(runs, Scales(s, s), model), least, most)
+        return Scales(one, one)
     grid = 9
     best, best_loss = Scales(), math.inf
     for i in range(grid):
@@ -205,6 +271,32 @@ def fit(runs: Sequence[Run], model: Model = _figures_of) -> Scales:
         step = (step[0] / 2, step[1] / 2)
     best = Scales(math.exp(x[0]), math.exp(x[1]))
     return best
+
+
+def _fit_one(f: Callable[[float], float], lo: float, hi: float) -> float:
+    """The least of f over [lo, hi]: a grid in log space, then golden sections of the best
+    cell and its neighbours down to PRECISION (in the logarithm)."""
+    a, b = math.log(lo), math.log(hi)
+    grid = 17
+    xs = [a + (b - a) * i / (grid - 1) for i in range(grid)]
+    vals = [f(math.exp(x)) for x in xs]
+    best = min(range(grid), key=lambda i: vals[i])
+    a, b = xs[max(best - 1, 0)], xs[min(best + 1, grid - 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    while b - a > PRECISION:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(math.exp(d))
+    x = (a + b) / 2
+    # The grid's best where the sections' end is no better (a loss flat at a bound).
+    return math.exp(x) if f(math.exp(x)) <= vals[best] else math.exp(xs[best])
 
 
 def _nelder_mead(
@@ -266,7 +358,17 @@ def calibrate(card: str, engine: str, runs: Sequence[Run], sources: Sequence[str
     scales = fit(runs)
     before = statistics.median(run_error(r, Scales()) for r in runs)
     after = statistics.median(run_error(r, scales) for r in runs)
-    return Pool(card, engine, scales, len(runs), before, after, tuple(sources))
+    return Pool(card, engine, scales, len(runs), before, after, tuple(sources),
+                span(runs, scales))  # fmt: skip
+
+
+def span(runs: Sequence[Run], scales: Scales) -> tuple[float, float]:
+    """The least and most sequences decoding a replica at the runs: at the scales fitted (what
+    a calibrated plan has) and at the model's own (a plan's batch is read before its
+    calibration), so that the runs' own batches are whole either way."""
+    batches = [decode_batch(r, s) for r in runs for s in (scales, Scales())]
+    batches = [b for b in batches if math.isfinite(b)]
+    return (min(batches), max(batches)) if batches else (0.0, math.inf)
 
 
 def merged(old: Sequence[Pool], new: Sequence[Pool]) -> tuple[Pool, ...]:
@@ -296,7 +398,9 @@ def calibrated(options: Sequence[Option[Any]], pools: Sequence[Pool]) -> list[Op
         if p is None or sv is None or sv.replica is None or p.scales.identity:
             out.append(o)
             continue
-        r = replace(sv.replica, scales=p.scales)
+        # At the batch the model's own figures put the option at: the pool's scales whole
+        # within its runs' batches, faded outside them (Pool.at_batch).
+        r = replace(sv.replica, scales=p.at_batch(sv.batch))
         out.append(replace(o, serving=load.serve(r, sv.workload)))
     return out
 

@@ -103,6 +103,14 @@ def _pool(path: Path, i: int, t: object) -> Pool:
     sources = t.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
         raise CalibrationFileError(f"{where}: sources is not a list of file names.")
+    # The batches its runs ran at (a file written before they were kept: whole at every batch).
+    batches = (0.0, math.inf)
+    if "batch_low" in t or "batch_high" in t:
+        batches = (number("batch_low", 0.0, 1e9), number("batch_high", 0.0, 1e9))
+        if batches[0] > batches[1]:
+            raise CalibrationFileError(
+                f"{where}: batch_low {batches[0]:g} is above batch_high {batches[1]:g}."
+            )
     return Pool(
         card=text("card"),
         engine=text("engine"),
@@ -113,6 +121,7 @@ def _pool(path: Path, i: int, t: object) -> Pool:
         error_before=number("error_before", 0.0, 1e6),
         error_after=number("error_after", 0.0, 1e6),
         sources=tuple(sources),
+        batches=batches,
     )
 
 
@@ -136,6 +145,9 @@ def render(pools: tuple[Pool, ...]) -> str:
             f"error_after = {p.error_after:.6g}",
             f"sources = [{', '.join(json.dumps(s) for s in p.sources)}]",
         ]
+        lo, hi = p.batches
+        if math.isfinite(hi):
+            lines += [f"batch_low = {lo:.6g}", f"batch_high = {hi:.6g}"]
     return "\n".join(lines) + "\n"
 
 

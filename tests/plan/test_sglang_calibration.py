@@ -33,11 +33,25 @@ def test_every_record_is_compared_or_says_why_not(bench):
 
 
 def test_the_stated_mean_errors(bench):
-    # docs/accuracy.md, "SGLang": the pool from the card table 1.86 % over 8 records, from the
+    # docs/accuracy.md, "SGLang": the pool from the card table 1.46 % over 8 records (1.86 before
+    # issue 32 took a desktop card's and a multi-rank ROCm node's own pre-load hold), from the
     # free memory SGLang logged 0.04 % over 12, a rank's weights 0.30 % over 5 (the fp32 rotary
     # cache SGLang counts in its weights, issue 26, took it from 0.56).
     got = {k: (round(v[0], 2), v[1]) for k, v in bench.errors(bench.rows()).items()}
-    assert got == {"by_card": (1.86, 8), "by_free": (0.04, 12), "weights_ours": (0.30, 5)}
+    assert got == {"by_card": (1.46, 8), "by_free": (0.04, 12), "weights_ours": (0.30, 5)}
+
+
+def test_from_the_card_no_record_is_planned_more_than_1_percent_optimistic(bench):
+    # Issue 32: from the card table alone (llmfit's whole path), the RTX 3090 under WSL 2 was
+    # +3.6 % and the MI355X at TP 8 +2.0 % while llmfit took 0.6 GiB before SGLang's measurement
+    # on every card; with a desktop card's 0.85 GiB and a multi-rank ROCm node's 3.66 GiB they
+    # are -0.3 % and +0.4 %.
+    errs = {r["id"]: (r["by_card"] - r["tokens"]) / r["tokens"] for r in bench.rows()
+            if r["stock"] and r["by_card"] is not None}  # fmt: skip
+    assert len(errs) == 8
+    assert max(errs.values()) <= 0.01
+    assert round(100 * errs["jerryzsj-r1-distill-qwen7b-rtx3090-2025-02"], 1) == -0.3
+    assert round(100 * errs["kimi-k25-mi355x-tp8-2026-02"], 1) == 0.4
 
 
 def test_on_every_record_whose_inputs_are_known_the_pool_is_within_the_issue_26_bounds(bench):

@@ -224,7 +224,8 @@ def test_deepseek_v3_under_data_parallel_attention_splits_mlps_embedding_and_hea
     # 61 (tests/plan/test_vllm_memory.py deepseek_layout). SGLang's deepseek_v2.py under
     # --tp-size 8 --attn-dp-size 8: attention within its group of 1, the dense MLPs and shared
     # experts (DeepseekV2MLP, parallel_group "tp") and the routed experts over all 8; norms, the
-    # router gates and MLA's fused q/kv-a projection whole; the embedding and the head over 8.
+    # router gates and MLA's fused q/kv-a projection whole; the head over 8, the embedding
+    # within the attention's group of 1 (get_embedding_tp_kwargs: use_attn_tp_group), whole.
     from llmfit.plan.engines import sglang_sizes as sizes
     from llmfit.plan.engines.sglang import rank_weights
     from llmfit.plan.engines.vllm_weights import parts_of
@@ -248,10 +249,10 @@ def test_deepseek_v3_under_data_parallel_attention_splits_mlps_embedding_and_hea
     kc_vc = 61 * 512 * 128 * 256 * 2
     rope = 163_840 * 64 * 4
     want = (
-        attention + mlps // 8 + experts // 8 + replicated + embed // 8 + 14_336 + head // 8
+        attention + mlps // 8 + experts // 8 + replicated + embed + 14_336 + head // 8
         + kc_vc + rope
     )  # fmt: skip
-    assert rank_weights(m, p, 0, 61, True, True, dp8) == want == 96_386_922_496
+    assert rank_weights(m, p, 0, 61, True, True, dp8) == want == 98_008_610_816
     # The MTP layer 61 is not built: it is in none of it. --enable-dp-lm-head keeps the head
     # within each group: the whole head on every rank.
     assert rank_weights(m, p, 0, 61, True, True, dp8, dp_lm_head=True) == want - head // 8 + head
@@ -270,7 +271,9 @@ def test_sglang_keeps_the_mtp_layer_out_of_the_weights():
     assert p.mtp_bytes > 12 * GIB
     dp8 = sizes.ServerSizes(tp_size=8, attn_dp_size=8, ep_size=8)
     with_mtp = rank_weights(m, p, 0, 61, True, True, dp8)
-    assert with_mtp < (688_586_727_753 - p.mtp_bytes) // 8 + 12 * GIB
+    # The 61 layers' share is an eighth of them plus what each rank holds whole (attention,
+    # the embedding: 12.93 GiB); the MTP layer's own share would add at least its 1.7 GiB.
+    assert with_mtp < (688_586_727_753 - p.mtp_bytes) // 8 + 13 * GIB
 
 
 def test_llama_8b_on_one_mi300x_takes_085_of_its_share_past_8192_tokens():
@@ -281,8 +284,12 @@ def test_llama_8b_on_one_mi300x_takes_085_of_its_share_past_8192_tokens():
     card = 206_141_652_992  # the card table's mi300x-192g: HIP's 196,592 MiB
     fleet = Fleet((node("m", "mi300x-192g", card, 1),))
     long = plan(m, [art], fleet, SGLANG).options[0]
-    assert long.share == 0.867 and "0.867" in argv(long)
+    assert long.launch.mem_fraction_static == 0.867 and "0.867" in argv(long)
     assert long.have == int(card * 0.867 * 0.85)
+    # Issue 32: the share the plan counts on, and shows, is the one SGLang applies (0.737), not
+    # the 0.867 the command passes (17.6 % more): the card is its whole 192 GiB, of which 0.74.
+    assert long.share == 0.867 * 0.85
+    assert abs(long.have / long.share - card) < 2  # int() of card × share
     weights = 16_060_522_496 + 131_072 * 128 * 4
     assert long.kv_tokens == (int((card - PRE) * 0.867 * 0.85) - weights) // 131_072
     short = plan(m, [art], fleet, PlanSettings(precision="stored", engines=("sglang",),
@@ -303,3 +310,26 @@ def test_enable_dp_lm_head_is_read_and_passed_on():
     from llmfit.plan.engines import knobs
 
     assert knobs.argv(opts) == ["--enable-dp-lm-head"]
+
+
+def test_deepseek_v3_attention_dp8_pool_at_sglangs_default_share():
+    # Issue 32: SGLang 0.5.23's default share for DeepSeek-V3 at attention DP 8 on H200 is 0.758
+    # (test_sglang_sizes); each rank holds the whole embedding (its attention group is one card),
+    # so the pool is what 0.758 of the card less 0.6 GiB leaves beside 91.3 GiB of weights, in
+    # 70,272-byte cells: 219,004 tokens (242,081 when the embedding was split over 8).
+    from llmfit.plan.engines import sglang_sizes as sizes
+    from llmfit.plan.engines.sglang import rank_weights
+    from llmfit.plan.engines.vllm_weights import parts_of
+
+    m = model("deepseek-ai/DeepSeek-V3")
+    art = Artifact("safetensors", "safetensors", 688_586_727_753, quant="fp8")
+    fleet = Fleet((node("h", "h200-141g", H200, 8),))
+    settings = PlanSettings(precision="stored", engines=("sglang",), context=32_768,
+                            every_layout=True)  # fmt: skip
+    dp8 = next(o for o in plan(m, [art], fleet, settings).options if o.dp == 8)
+    assert dp8.launch.mem_fraction_static == 0.758
+    ss = sizes.ServerSizes(tp_size=8, attn_dp_size=8, ep_size=8)
+    w = rank_weights(m, parts_of(m, 688_586_727_753, None), 0, 61, True, True, ss)
+    assert dp8.per_card.weights == w
+    static = int((H200 - PRE) * 0.758)
+    assert dp8.kv_tokens == (static - w) // 70_272 == 219_004

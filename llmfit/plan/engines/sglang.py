@@ -185,8 +185,9 @@ def rank_weights(
     - the dense MLP layers and a MoE's shared experts over the whole --tp-size group
       (DeepseekV2MLP's parallel_group "tp"), routed experts over it too (--ep-size or TP);
     - what stays whole on every rank: norms, the router gate, MLA's fused q/kv-a projection;
-    - the embedding over the whole group (VocabParallelEmbedding), the output head too unless
-      --enable-dp-lm-head (then over the attention's group); a tied head is the embedding
+    - the embedding over the attention's group (the whole group for llama.py and mixtral.py),
+      the output head over the whole group unless --enable-dp-lm-head (then over the
+      attention's group); a tied head is the embedding
       on one stage, its own copy on a last stage that is not the first;
     - at load, MLA's w_kc and w_vc (kv_b_proj split and kept in bf16: kv_lora_rank × heads a
       rank × (qk_nope + v_head) × 2 B a layer) and the fp32 rotary cos/sin cache (max
@@ -209,7 +210,14 @@ def rank_weights(
         replicated += p.replicated_bytes[i]
     w = -(-attn // ss.attn_tp) + -(-mlp // ss.tp_size) + -(-experts // ss.tp_size) + replicated
     if first:
-        w += -(-p.embed_bytes // ss.tp_size) + p.extra_bytes + -(-p.vision_bytes // ss.tp_size)
+        # Under data-parallel attention most models build the embedding over the attention's
+        # group, not the whole --tp-size one (VocabParallelEmbedding(use_attn_tp_group=
+        # is_dp_attention_enabled()) in qwen2.py, qwen2_moe.py, glm4_moe.py, gpt_oss.py, ...;
+        # deepseek_v2.py through vocab_parallel_embedding.py get_embedding_tp_kwargs): each rank
+        # of DeepSeek-V3's attention DP 8 holds the whole table. llama.py and mixtral.py split
+        # it over the whole group.
+        embed_tp = ss.tp_size if model.architecture in WHOLE_TP_EMBEDDING else ss.attn_tp
+        w += -(-p.embed_bytes // embed_tp) + p.extra_bytes + -(-p.vision_bytes // ss.tp_size)
     if last:
         norm = h * elem
         head = vocab * h * elem if s.tied_embeddings and pp > 1 else max(0, p.output_bytes - norm)
@@ -228,6 +236,11 @@ def rank_weights(
         w += s.rope_caches * model.max_context * s.rotary_dim * 4
     return w
 
+
+# Architectures whose SGLang model splits the embedding over the whole --tp-size group even
+# under data-parallel attention (VocabParallelEmbedding without use_attn_tp_group: models/llama.py,
+# whose Mistral extends it, and models/mixtral.py in 0.5.23).
+WHOLE_TP_EMBEDDING = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM"})
 
 # The layers whose attention rotates positions (SGLang builds each rotary cache once).
 ROTARY_KINDS = ("full", "sliding", "chunked", "mla")
@@ -311,7 +324,8 @@ class Sglang(serving.Serving[SglangLaunch]):
             aiter = sizes.aiter_scaled(backend, mla, model.kv_heads // ss.tp_size, context)
             effective = share * sizes.AITER_SHARE_FACTOR if aiter else share
             have = int(pool.card_bytes * effective)
-            static = sizes.static_budget(pool.card_bytes, effective)
+            pre = sizes.pre_baseline(pool.gpu_class, ss.tp_size)
+            static = sizes.static_budget(pool.card_bytes, effective, pre)
             worst: PerCard | None = None
             worst_token = 0
             fullest: sizes.Pool | None = None
@@ -408,7 +422,10 @@ class Sglang(serving.Serving[SglangLaunch]):
             given=settings.given,
             aiter=extra.aiter,
         )
-        return serving.option_of(job, self.key, art, pool, t, launch, share=extra.share)
+        # The share the plan counts on is the one SGLang applies: on ROCm past 8,192 tokens, 0.85
+        # of what the command passes (the command still passes its own).
+        share = extra.share * sizes.AITER_SHARE_FACTOR if extra.aiter else extra.share
+        return serving.option_of(job, self.key, art, pool, t, launch, share=share)
 
     # -- launching ------------------------------------------------------------------------------
 
@@ -501,10 +518,13 @@ class Sglang(serving.Serving[SglangLaunch]):
         )
         if ss.attn_dp_size > 1:
             head = "" if launch.options.enable_dp_lm_head else ", the output head"
+            whole_tp = model.architecture in WHOLE_TP_EMBEDDING
+            embed, within = (", the embedding", "") if whole_tp else ("", " and the embedding")
             share += (
-                f"; the dense MLPs, shared experts, the embedding{head} over all {ss.tp_size} "
-                "ranks, attention within its group"
+                f"; the dense MLPs, shared experts{embed}{head} over all {ss.tp_size} "
+                f"ranks, attention{within} within its group"
             )
+        gpu_class = o.card.gpu_class if o.card is not None else ""
         per_token = f"{o.kv_per_token:,} B a token a card"
         kv_why = f"{o.context:,} tokens × {per_token}"
         if launch.state_slots:
@@ -524,7 +544,8 @@ class Sglang(serving.Serving[SglangLaunch]):
                 "overhead",
                 c.overhead,
                 f"the static share ({launch.mem_fraction_static:.3f}, {whose}) of the "
-                f"{sizes.PRE_BASELINE / (1 << 30):.1f} GiB CUDA and NCCL hold before SGLang "
+                f"{round(sizes.pre_baseline(gpu_class, ss.tp_size) / (1 << 30), 2):g} GiB "
+                "CUDA and NCCL hold before SGLang "
                 "measures the card"
                 + (
                     ", and the 0.1 GiB multimodal cache it keeps back"

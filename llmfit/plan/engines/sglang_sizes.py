@@ -38,6 +38,14 @@ MIB = 1 << 20
 # sglang-logs.jsonl that give both (H100 TP 1: 0.40, 0.62 and 0.72 GiB; RTX 3090 under WSL 2:
 # 0.83; MI300X: 0.65; L4 TP 4: 0.32; RTX 4090 TP 4: 0.56). The median, 0.62 GiB, rounded: 0.6.
 PRE_BASELINE = int(0.6 * GIB)
+# A desktop card (GeForce, Radeon) often drives a display or runs under Windows and WSL 2, which
+# keep more of it: the RTX 3090 under WSL 2 held 0.83 GiB, the RTX 4090s at TP 4 0.56; llmfit takes
+# 0.85 GiB there, so that no desktop record's pool is planned larger than SGLang made it.
+PRE_DESKTOP = int(0.85 * GIB)
+# ROCm with several ranks on a node (RCCL's communicators): an MI300X at DP 8 held 3.66 GiB before
+# loading (sglang7691), an MI355X at TP 8 4.4 (kimi-k25-mi355x); one rank 0.65 and 0.80. llmfit
+# takes the lesser of the two multi-rank records.
+PRE_ROCM_RANKS = int(3.66 * GIB)
 
 # Tokens a page of the pool holds: 1 by default on CUDA (arg_groups/overrides.py
 # _page_size_default). Backends that page more coarsely (FlashMLA and TRT-LLM MLA 64, FA4 on
@@ -514,7 +522,21 @@ def sequence_bytes(c: Cells, state_per_request: int, context: int, page: int = P
     return max(math.ceil(kv * (1 + ratio)), math.ceil(least_states * (1 + ratio) / ratio) + 1)
 
 
-def static_budget(card_bytes: int, mem_fraction_static: float) -> int:
+def pre_baseline(gpu_class: str, ranks: int) -> int:
+    """What a process holds of a card before SGLang measures it, by the records: a desktop card
+    PRE_DESKTOP, an AMD card with several tensor-parallel ranks PRE_ROCM_RANKS, else
+    PRE_BASELINE."""
+    from llmfit.plan import cards
+
+    if cards.consumer(gpu_class):
+        return PRE_DESKTOP
+    spec = cards.spec(gpu_class)
+    if spec is not None and spec.vendor == "amd" and ranks > 1:
+        return PRE_ROCM_RANKS
+    return PRE_BASELINE
+
+
+def static_budget(card_bytes: int, mem_fraction_static: float, pre: int = PRE_BASELINE) -> int:
     """The static share of the free memory SGLang measures: a card's total less what precedes the
-    measurement, times the share."""
-    return int((card_bytes - PRE_BASELINE) * mem_fraction_static)
+    measurement (`pre`, pre_baseline's), times the share."""
+    return int((card_bytes - pre) * mem_fraction_static)

@@ -529,7 +529,13 @@ class Vllm(serving.Serving[VllmLaunch]):
         graphs = f", CUDA graphs {_size(m.cuda_graphs)}" if m.cuda_graphs_in_budget else ""
         overhead = (
             f"activation {_size(m.activation)} (a profile run of "
-            f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences), "
+            f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences"
+            + (
+                f", of it FlashInfer's MoE scratch {_size(m.moe_scratch)}, freed after each call"
+                if m.moe_scratch and m.moe_scratch < m.activation
+                else ""
+            )
+            + "), "
             + (f"buffers {_size(m.persistent_buffers)}, " if m.persistent_buffers else "")
             + f"non-torch {_size(m.non_torch)}{graphs}"
             + (

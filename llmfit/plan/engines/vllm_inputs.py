@@ -135,6 +135,10 @@ class Speculative:
     # vocabulary × hidden size in 16-bit): under pipeline parallelism the last stage builds it.
     draft_embed_bytes: int = 0
     draft_embedding_size: int = 0
+    # What every rank holds whole of an EAGLE head: its fc, a ReplicatedLinear from the target's
+    # hidden states (EAGLE-1: 2 × hidden; EAGLE-3: its 3 auxiliary layers' hidden states) to the
+    # head's hidden size (models/llama_eagle.py, llama_eagle3.py).
+    draft_replicated_bytes: int = 0
     # The draft's repository when its files give no size (a pytorch_model.bin): its weights are
     # then its config's parameters at 2 B, the most vLLM would load, and the plan says so.
     draft_unweighed: str = ""

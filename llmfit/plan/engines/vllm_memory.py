@@ -61,6 +61,7 @@ from llmfit.plan.engines.vllm_runtime import (
     cuda_graph_bytes,
     encoder_profile,
     indexer_topk_buffer,
+    moe_scratch,
     moe_workspace,
     stage_buffers,
 )
@@ -123,6 +124,8 @@ class VllmMemory:
     encoder_peak: int = 0
     # Whether the cache was sized after warm-up from measured memory (0.34 on, CUDA and ROCm).
     extensible_kv_cache: bool = False
+    # FlashInfer's MoE scratch, allocated and freed on every call: part of `activation`.
+    moe_scratch: int = 0
 
     @property
     def runtime(self) -> int:
@@ -253,7 +256,10 @@ def estimate(
     weights = rank_weights(ctx, weight_bytes, parts, notes)
     workspace = moe_workspace(ctx)
     kept = v.has("moe_workspace_persistent")
-    act, persistent = activation(ctx, last, 0 if kept else workspace)
+    # FlashInfer's own MoE scratch is allocated and freed on every call: a transient, like the
+    # workspace itself before 0.13.
+    scratch = moe_scratch(ctx)
+    act, persistent = activation(ctx, last, scratch + (0 if kept else workspace))
     workspace = workspace if kept else 0
     stage = stage_buffers(ctx)
     if not v.has("non_kv_from_free_memory"):
@@ -300,7 +306,7 @@ def estimate(
             v, card.total_bytes, util, requested, max_len, seqs, batched, mrv2, weights, act,
             persistent, NON_TORCH, graphs, in_budget, enc, budget, layout, 0, 0, 0.0,
             budget > 0, max_len if budget > 0 else 0, tuple(notes), workspace, stage, profile,
-            peak, extensible,
+            peak, extensible, scratch,
         )  # fmt: skip
     num_blocks = max(0, budget // layout.bytes_per_block)
     per_request = layout.blocks_per_request
@@ -347,6 +353,7 @@ def estimate(
         encoder=profile,
         encoder_peak=peak,
         extensible_kv_cache=extensible,
+        moe_scratch=scratch,
     )
 
 

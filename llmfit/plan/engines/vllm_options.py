@@ -250,6 +250,12 @@ class VllmOptions:
             )
             weights, unweighed = params * elem, repo_id
         exact = best.weights if best is not None and best.weights_exact else None
+        # An EAGLE head's fc takes the target's hidden states (2 of them for EAGLE-1, the 3
+        # auxiliary layers' for EAGLE-3, eagle_aux_hidden_state_layer_ids' default) to its own:
+        # a ReplicatedLinear every rank holds whole.
+        hidden = model.hidden_size or 0
+        fc_in = {"eagle": 2, "eagle3": 3}.get(spec.method, 0)
+        replicated = fc_in * hidden * hidden * elem
         shape = Shape.of(model)
         layers = sum(g.layers for g in shape.layer_groups)
         token = shape.kv_bytes_per_token() // max(layers, 1)
@@ -260,6 +266,7 @@ class VllmOptions:
             draft_token_bytes=token,
             draft_embed_bytes=exact.embed_bytes if exact is not None else 0,
             draft_embedding_size=(model.vocab_size or 0) * (model.hidden_size or 0) * elem,
+            draft_replicated_bytes=replicated,
             draft_unweighed=unweighed,
         )
         return replace(self, speculative=spec)

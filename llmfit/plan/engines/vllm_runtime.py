@@ -127,25 +127,50 @@ def activation(ctx: Context, last: bool, transient_moe: int = 0) -> tuple[int, i
     return hidden + max(reqs * vocab * per + buffer, transient_moe), 0
 
 
-def moe_workspace(ctx: Context) -> int:
-    """Bytes of the fused MoE's intermediate buffers on this rank, as the profile run sizes them
-    (fused_moe/modular_kernel.py _allocate_buffers over the experts' workspace_shapes: Triton's
-    and Marlin's, CUTLASS's alike): for M tokens, workspace13 of M × top-k × max(I, H) and
-    workspace2 of M × top-k × max(2I, H) in the activations' dtype, I the intermediate size a
-    partition (whole experts under expert parallelism), H the hidden size. The workspace is one
-    for every layer (v1/worker/workspace.py), on a stage that holds MoE layers.
+def moe_kernel(ctx: Context) -> str:
+    """Which fused-MoE kernel vLLM runs the experts with, where the kernels' memory differs:
+    "flashinfer" (FlashInfer's CUTLASS MoE) or "triton" (Triton's, Marlin's and vLLM's CUTLASS,
+    whose buffers are alike). The FP8 oracle (fused_moe/oracle/fp8.py select_fp8_moe_backend and
+    _get_priority_backends) puts FlashInfer's CUTLASS first on Hopper (SM 9.0) for 128 x 128
+    block-FP8 weights with dynamic 128-wide activation scales (kFp8Static128BlockSym,
+    kFp8Dynamic128Sym) from 0.15, and from 0.17 only where expert parallelism is on (ep_size
+    > 1), Triton first otherwise. FlashInfer's kernel takes no LoRA (0.15-0.17: a LoRA server
+    runs Triton; 0.34: FlashInferExperts.supports_lora is False)."""
+    m, v, rank = ctx.model, ctx.version, ctx.rank
+    if not v.has("moe_flashinfer_block_fp8") or card_arch(ctx.card) != "hopper":
+        return "triton"
+    block = any(r.check == "block_fp8_moe" and r.multiple == 128 for r in m.split_rules)
+    if m.quantization != "fp8" or not block or ctx.settings.lora is not None:
+        return "triton"
+    ep = rank.ep and rank.tp * rank.dp > 1
+    if v.has("moe_flashinfer_ep_only") and not ep:
+        return "triton"
+    return "flashinfer"
 
-    M is every token the rank's experts see at once: its own max_num_batched_tokens, and under
-    data parallelism every rank's (the all-gather/reduce-scatter all-to-all gathers each DP
-    rank's batch before the experts run: the profile run gives each rank a full batch), held to
-    VLLM_FUSED_MOE_CHUNK_SIZE before 0.18 (65,536, then 16,384 from 0.12)."""
-    m, rank, v = ctx.model, ctx.rank, ctx.version
+
+def moe_tokens(ctx: Context) -> int:
+    """M, the tokens a rank's experts see at once: its own max_num_batched_tokens, and under data
+    parallelism every rank's (the default all-gather/reduce-scatter all-to-all,
+    prepare_finalize/naive_dp_ep.py, gathers each DP rank's batch before the experts run:
+    device_communicators/all2all.py AgRsAll2AllManager.dispatch, and the profile run gives each
+    rank a full batch), held to VLLM_FUSED_MOE_CHUNK_SIZE before 0.18 (65,536, then 16,384 from
+    0.12)."""
+    tokens = ctx.batched * ctx.rank.dp
+    chunk = ctx.version.moe_chunk
+    return min(tokens, chunk) if chunk is not None else tokens
+
+
+def _moe_shapes(ctx: Context) -> tuple[int, int, int] | None:
+    """(H, I, top-k) of the rank's experts as the kernel sees them, or None without MoE layers on
+    this stage: H the hidden size, I the intermediate size a partition (whole experts under
+    expert parallelism), both as an mxfp4 kernel pads them."""
+    m, rank = ctx.model, ctx.rank
     s = m.shapes
     if not m.is_moe or s is None or not s.moe_intermediate_size:
-        return 0
+        return None
     start, end = rank.layer_range(m.layers)
     if end <= max(start, s.dense_layers):
-        return 0
+        return None
     h = m.hidden_size or 0
     width = rank.tp * rank.dp
     ep = rank.ep and width > 1
@@ -154,12 +179,74 @@ def moe_workspace(ctx: Context) -> int:
         # The experts' sizes as the mxfp4 kernel pads them (FusedMoE's moe_config).
         h, align = mxfp4_padded(m, ctx.card)
         part = round_up(part, align)
-    tokens = ctx.batched * rank.dp
-    chunk = v.moe_chunk
-    if chunk is not None:
-        tokens = min(tokens, chunk)
-    topk = m.experts_active or 1
-    return tokens * topk * (max(part, h) + max(2 * part, h)) * elem_bytes(m)
+    return h, part, m.experts_active or 1
+
+
+def moe_workspace(ctx: Context) -> int:
+    """Bytes of the fused MoE's intermediate buffers on this rank, as the profile run sizes them
+    (fused_moe/modular_kernel.py _allocate_buffers over the experts' workspace_shapes), for the
+    M tokens of moe_tokens(): Triton's (and Marlin's, vLLM CUTLASS's alike) workspace13 of M ×
+    top-k × max(I, H) and workspace2 of M × top-k × max(2I, H); FlashInfer's CUTLASS
+    (experts/flashinfer_cutlass_moe.py FlashInferExperts.workspace_shapes) workspace13 and its
+    output of M × H, workspace2 none; in the activations' dtype. The workspace is one for every
+    layer (v1/worker/workspace.py), on a stage that holds MoE layers."""
+    shapes = _moe_shapes(ctx)
+    if shapes is None:
+        return 0
+    h, part, topk = shapes
+    tokens = moe_tokens(ctx)
+    if moe_kernel(ctx) == "flashinfer":
+        return tokens * h * elem_bytes(ctx.model)
+    return tokens * topk * (max(part, h) + max(2 * part, h)) * elem_bytes(ctx.model)
+
+
+# FlashInfer's MoE scratch is cut into buffers each aligned to kCudaMemAlign (256 B,
+# tensorrt_llm/common: calculateTotalWorkspaceSize).
+_FI_ALIGN = 256
+# The FP8 block-scale GEMM's activation rows are padded per expert to 32 (deep_gemm
+# compute_padded_offset: M + experts × 31 at most, rounded to 32); llmfit takes the most.
+_FI_BLOCK_PAD = 32
+
+
+def moe_scratch(ctx: Context) -> int:
+    """What FlashInfer's CUTLASS MoE allocates on every call beside vLLM's workspace, freed after
+    it: a transient of the profile run's forward, with the experts' gathered input alive beside
+    it. vLLM passes it no workspace_buffer (flashinfer_cutlass_moe.py FlashInferExperts.apply),
+    so flashinfer's binding allocates getWorkspaceInfo's bytes each call
+    (flashinfer/data/csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu;
+    the sizes in cutlass_fused_moe_kernels.cuh CutlassMoeFCRunner::
+    getWorkspaceDeviceBufferSizes, read in flashinfer-python 0.7.4, the nearest on the index to
+    the 0.7.3 vLLM 0.34 pins). For the DeepSeek FP8 block-scale runner (bf16 activations, fp8
+    weights) and N = M × top-k rows:
+    - the row maps, N × 4 B three times, and the blocked map, local experts × M × 4 B;
+    - GEMM inputs, overlapped: max(N × H, N × I) × 2 B (permuted input, FC2's bf16 output);
+    - GEMM outputs: FC1's gated output, N × 2I × 2 B;
+    - the block-scale GEMM's own workspace, its FP8 copy of the larger GEMM's activations and
+      their per-128 scales (fp8_blockscale_gemm.cu getWorkspaceSizeBase): N × H × 1 B and
+      N × ⌈H / 128⌉ × 4 B.
+    The GEMM tactics' few MiB are left out. Under data parallelism the all-gathered input
+    (M × H in 16-bit) is held while the kernel runs, and counted here too."""
+    shapes = _moe_shapes(ctx)
+    if shapes is None or moe_kernel(ctx) != "flashinfer":
+        return 0
+    h, part, topk = shapes
+    m, rank = ctx.model, ctx.rank
+    tokens = moe_tokens(ctx)
+    rows = tokens * topk
+    width = rank.tp * rank.dp
+    local = cdiv(m.experts or 0, width) if rank.ep and width > 1 else (m.experts or 0)
+
+    def aligned(n: int) -> int:
+        return round_up(n, _FI_ALIGN)
+
+    maps = 3 * aligned(rows * 4) + aligned(local * tokens * 4)
+    inputs = aligned(max(rows * h, rows * part) * 2)
+    outputs = aligned(rows * 2 * part * 2)
+    rows4 = round_up(rows, 4)
+    padded = round_up(rows + local * (_FI_BLOCK_PAD - 1), _FI_BLOCK_PAD)
+    fp8 = max(rows4 * h + padded * cdiv(h, 128) * 4, rows4 * part + padded * cdiv(part, 128) * 4)
+    gathered = tokens * h * elem_bytes(m) if rank.dp > 1 else 0
+    return maps + inputs + outputs + aligned(fp8) + gathered
 
 
 def stage_buffers(ctx: Context) -> int:

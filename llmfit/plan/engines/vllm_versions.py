@@ -77,6 +77,23 @@ SWITCHES: tuple[Switch, ...] = (
         "attention with expert parallelism, every rank's batch (all-gather/reduce-scatter)",
     ),
     Switch(
+        "moe_flashinfer_block_fp8",
+        15,
+        "vllm/model_executor/layers/fused_moe/oracle/fp8.py select_fp8_moe_backend; "
+        "flashinfer_cutlass_moe.py FlashInferExperts.workspace_shapes",
+        "on Hopper a block-FP8 MoE (128 x 128 weight blocks) runs FlashInfer's CUTLASS kernel "
+        "(before: Triton or DeepGEMM): vLLM's workspace holds only its output, M x hidden, and "
+        "FlashInfer allocates its own scratch on every call, M x top-k rows of the permuted "
+        "input, the gated FC1 output and the FP8 copy of the activations, a transient peak",
+    ),
+    Switch(
+        "moe_flashinfer_ep_only",
+        17,
+        "vllm/model_executor/layers/fused_moe/oracle/fp8.py _get_priority_backends",
+        "FlashInfer's CUTLASS kernel leads for block FP8 on Hopper only under expert "
+        "parallelism; without it Triton leads",
+    ),
+    Switch(
         "capture_sizes_step16",
         12,
         "vllm/config/vllm.py VllmConfig._set_cudagraph_sizes",

@@ -519,9 +519,11 @@ def rank_weights(
         elif spec.method != "ngram":
             # An EAGLE head or draft model is built with the target's parallel layers
             # (eagle.py, draft_model.py: the draft's tensor-parallel size is the target's), so
-            # a rank holds its share; under pipeline parallelism the last stage has no
+            # a rank holds its share, but an EAGLE head's fc whole (ReplicatedLinear in
+            # llama_eagle.py, llama_eagle3.py); under pipeline parallelism the last stage has no
             # embedding to lend it, and a draft whose checkpoint has none builds its own.
-            draft = cdiv(spec.draft_weight_bytes, tp)
+            whole = min(spec.draft_replicated_bytes, spec.draft_weight_bytes)
+            draft = cdiv(spec.draft_weight_bytes - whole, tp) + whole
             if pp > 1 and not spec.draft_embed_bytes:
                 draft += cdiv(spec.draft_embedding_size, tp)
             if spec.draft_unweighed and notes is not None:
