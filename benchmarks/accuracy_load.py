@@ -536,7 +536,9 @@ def _waves(
 # (SpeedInputs.curves), with the fit's extra constants for it (CURVE_SHARED, CURVE_FAMILY). Plans
 # do not: on runs the fit never saw it was further off than the fitted shares (docs/accuracy.md
 # "Priced by the measured kernels"), so this is the measurement, not the model.
-CURVES = "--curves" in sys.argv
+CURVES = "--curves" in sys.argv or "--curves-experts" in sys.argv
+# --curves-experts: only the routed experts' grouped GEMM by its curve, the rest by the shares.
+EXPERTS_ONLY = "--curves-experts" in sys.argv
 
 
 def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
@@ -553,7 +555,7 @@ def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
     w = row.raw["precision"]["weights"].lower()
     four = any(s in w for s in ("int4", "awq", "gptq", "mxfp4", "w4"))
     dtype = "fp8" if inp.compute_dtype == "fp8" else "w4a16" if four else "bf16"
-    return replace(inp, curves=kc, curve_dtype=dtype)
+    return replace(inp, curves=kc, curve_dtype=dtype, curves_experts_only=EXPERTS_ONLY)
 
 
 def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[str, float]:
@@ -704,7 +706,7 @@ CURVE_SHARED: tuple[tuple[str, float, float, float], ...] = (
 CURVE_FAMILY: tuple[tuple[str, float, float, float], ...] = (("layer_s", 20e-6, 2e-6, 100e-6),)
 if CURVES:
     SHARED += CURVE_SHARED
-    PER_FAMILY += CURVE_FAMILY
+    PER_FAMILY += () if EXPERTS_ONLY else CURVE_FAMILY
 # Each architecture's prior for the share of its bandwidth weights stream at (what a decode GEMV
 # reaches on it, before any run): NVIDIA's HBM cards 85 %; AMD's Instinct cards less (ROCm's
 # decode kernels on CDNA 3 and 4 reach about two thirds of the datasheet's bandwidth).

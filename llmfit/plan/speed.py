@@ -235,6 +235,9 @@ class SpeedInputs:
     curve_dtype: str = "bf16"  # the weights' kernels' dtype in the curves ("fp8", "w4a16", …)
     attention_flops: float | None = None  # the card's 16-bit tensor rate (attention runs in it)
     mla: bool = False  # the model's attention is MLA (its latent cache: the MLA decode curve)
+    # Only the routed experts' grouped GEMM priced by its measured curve, the rest by the
+    # constants' shares (a measurement's variant: benchmarks/accuracy_load.py --curves-experts).
+    curves_experts_only: bool = False
 
     @property
     def cards(self) -> int:
@@ -381,6 +384,7 @@ class _Kernels:
     allreduce: Collective | None  # over the stage's tp cards (None: tp 1, or across nodes)
     alltoall: Collective | None  # over the replica's expert-parallel cards (None: none)
     share: float  # Constants.curve_share
+    experts_only: bool  # SpeedInputs.curves_experts_only
     ranks: int  # attention ranks: each runs 1/ranks of the step's tokens through its GEMMs
     act: float  # bytes of a token's activations (an all-reduce's message a token)
     routed: float  # k / E: a token's share of a MoE layer's experts (0: dense)
@@ -405,6 +409,7 @@ class _Kernels:
             allreduce=kc.allreduce(inp.tp) if inp.tp > 1 and local else None,
             alltoall=kc.alltoall(n) if a > 1 and inp.experts and n > 1 and local else None,
             share=max(inp.constants.curve_share, 1e-3),
+            experts_only=inp.curves_experts_only,
             ranks=a,
             act=inp.hidden_size * inp.activation_bytes,
             routed=min(inp.experts_active, inp.experts) / inp.experts if inp.experts else 0.0,
@@ -413,6 +418,15 @@ class _Kernels:
 
 
 def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
+    if inp.curves is not None and inp.curves_experts_only:
+        # The shares' coefficients, the experts' as their roofline (the curve divides them).
+        peak = inp.flops or 0.0
+        a = max(inp.ranks, 1)
+        return replace(
+            _coef(replace(inp, curves=None), s),
+            experts=s.expert_bytes / inp.memory_bandwidth,
+            expert_token=2 * s.expert_params / a / peak if peak else 0.0,
+        )
     if inp.curves is not None:
         return _raw_coef(inp, s)
     bw, kv_bw, rate = _rates(inp)
@@ -561,7 +575,7 @@ def stage_parts(
     empty rows (its efficiency curve, `Constants.gemm_rows`), a grouped GEMM each expert's
     tokens and its rows; without a CUDA graph (--enforce-eager, or a step past the largest
     batch captured) the kernels' launches count where they outlast the GPU's work."""
-    if st.kernels is not None:
+    if st.kernels is not None and not st.kernels.experts_only:
         return _measured_parts(st, st.kernels, c, batch, context, chunk, chunk_context)
     n = batch + chunk
     ub = st.ubatch
@@ -572,7 +586,11 @@ def stage_parts(
     kv = c.kv * batch * context + c.state * batch
     gemm = c.token * (n + passes * st.rows) if n > 0 else 0.0
     grouped = 0.0
-    if n > 0 and c.expert_token:
+    if st.kernels is not None and n > 0 and c.experts:
+        # The grouped GEMM at its measured efficiency for the tokens each expert gets.
+        eff = min(st.kernels.share * st.kernels.moe.at(n / passes * st.kernels.routed), 1.0)
+        experts, grouped = experts / eff, c.expert_token * n / eff
+    elif n > 0 and c.expert_token:
         grouped = c.expert_token * (n + passes * st.expert_pad * share)
     attention = c.attention * (batch * context + chunk * chunk_context)
     overhead = passes * c.graph

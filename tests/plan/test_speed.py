@@ -506,6 +506,13 @@ def test_a_moe_layer_at_4_and_at_4000_tokens_an_expert_on_measured_kernels():
     assert round(many.experts * 1e3, 4) == 84.2774
     assert round(many.expert_compute * 1e3, 4) == 1141.6383
     assert many.bound == "compute"
+    # Only the grouped GEMM by its curve (accuracy_load.py --curves-experts): the experts as
+    # above, the rest at the constants' shares: the dense weights, 48 × 38,281,728 + 622,333,952
+    # = 2,459,856,896 B, at 3.35e12 × 0.65 = 1.12967 ms.
+    hybrid = replace(inp, curves_experts_only=True)
+    few2 = stage_time(hybrid, hybrid.stages[0], 64, 0)
+    assert round(few2.experts * 1e3, 4) == 19.6468
+    assert round(few2.memory * 1e3, 5) == 1.12967
 
 
 def test_a_decode_step_with_cpu_and_gpu_overlapped_and_not_on_measured_kernels():
