@@ -26,8 +26,10 @@ a fit that never saw them). --rows prints every row. numpy and scipy are needed 
 --fit --save PATH keeps each run's never-seen estimate for aiconfigurator_compare.py --estimates.
 
 --curves prices every step by the card's measured kernel curves where a table covers it (the
-step model's SpeedInputs.curves; plans do not), and --fit then fits their few constants too
-(CURVE_SHARED, CURVE_FAMILY): how docs/accuracy.md measured them against the fitted shares.
+step model's SpeedInputs.curves), --curves-experts only the routed experts' grouped GEMM (what
+plans do where serving_speed.toml sets `expert_curves`, and then the default here); --fit then
+fits their few constants too (CURVE_SHARED, and with --curves CURVE_FAMILY): how
+docs/accuracy.md measured them against the fitted shares.
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves]
@@ -532,13 +534,15 @@ def _waves(
 
 
 # --curves: price each run's steps by its card's measured kernels (llmfit/data/kernel_curves.json,
-# plan/curves.py) where a table covers the card's architecture, as the step model can
-# (SpeedInputs.curves), with the fit's extra constants for it (CURVE_SHARED, CURVE_FAMILY). Plans
-# do not: on runs the fit never saw it was further off than the fitted shares (docs/accuracy.md
-# "Priced by the measured kernels"), so this is the measurement, not the model.
-CURVES = "--curves" in sys.argv or "--curves-experts" in sys.argv
-# --curves-experts: only the routed experts' grouped GEMM by its curve, the rest by the shares.
-EXPERTS_ONLY = "--curves-experts" in sys.argv
+# plan/curves.py) where a table covers the card's architecture (SpeedInputs.curves), with the
+# fit's extra constants for it (CURVE_SHARED, CURVE_FAMILY): on runs the fit never saw it was
+# further off than the fitted shares (docs/accuracy.md "Priced by the measured kernels").
+# --curves-experts: only the routed experts' grouped GEMM by its curve, the rest by the shares;
+# what plans do where the shipped constants set `expert_curves` (then the fit is this one).
+EXPERTS_ONLY = "--curves-experts" in sys.argv or any(
+    k.expert_curves for t in serving_speed.TABLES.values() for k in t.values()
+)
+CURVES = "--curves" in sys.argv or EXPERTS_ONLY
 
 
 def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
@@ -751,7 +755,8 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
     def make(e: str, own: dict[str, float]) -> speed.Constants:
         values = {**shared[e], **own}
         return replace(base, **values, kv_efficiency=own["weight_efficiency"],
-                       quant_prefill_efficiency=shared[e]["prefill_efficiency"])  # fmt: skip
+                       quant_prefill_efficiency=shared[e]["prefill_efficiency"],
+                       expert_curves=EXPERTS_ONLY)  # fmt: skip
 
     for key in keys:
         e, _ = key.split("|")

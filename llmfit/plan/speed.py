@@ -27,16 +27,11 @@ No figure this module gives implies more than the card's peak (tests/plan/test_p
 A step can instead be priced by the card's measured kernels (`SpeedInputs.curves`, from
 plan/curves.py): each part's roofline at the datasheet figures over the efficiency measured at
 its size (GEMMs by tokens, the grouped GEMM by tokens an expert, decode attention by sequences ×
-context, a prompt's by its length, all-reduces and all-to-alls by message bytes). Plans do not
-use it yet: fitted, it was further off on runs the fit never saw than the shares above
-(docs/accuracy.md "Priced by the measured kernels"); benchmarks/accuracy_load.py --curves
-measures it.
-
-Nothing here names an engine. The share of a card's peaks an engine reaches and its fixed costs
-are `Constants`, fitted per engine and card family, and live in each engine's own module
-(plan/engines/*_speed.py) with the residuals of their fit; an engine fills `SpeedInputs`,
-directly or through `inputs_for`, with its constants and its knobs. plan/load.py turns steps
-into serving at a load (throughput, TPOT, TTFT, capacity).
+context, a prompt's by its length, all-reduces and all-to-alls by message bytes), or the routed
+experts' grouped GEMM alone so (`curves_experts_only`), which the plans do where the fitted
+constants set `expert_curves` (docs/accuracy.md "Priced by the measured kernels": the grouped
+GEMM alone was closer on runs the fit never saw, every part so further off);
+benchmarks/accuracy_load.py --curves and --curves-experts measure them.
 """
 
 from __future__ import annotations
@@ -112,6 +107,10 @@ class Constants:
     # multiple of the measured efficiencies (1: each kernel as fast as timed alone), the product
     # held at 1 or below. The efficiencies above then price only cards no table covers.
     curve_share: float = 1.0
+    # Price the routed experts' grouped GEMM by the card's measured curve where a table covers
+    # the card (the rest by the shares above), with `curve_share` and `moe_layer_s` fitted for
+    # it (benchmarks/accuracy_load.py --fit --curves-experts). Off until a fit sets it on.
+    expert_curves: bool = False
 
 
 # One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,
@@ -985,6 +984,7 @@ def inputs_for(
     overlap: bool = False,
     curves: KernelCurves | None = None,
     curve_dtype: str = "bf16",
+    curves_experts_only: bool = False,
 ) -> SpeedInputs:
     """SpeedInputs for a replica of `tp` × `pp` cards (vLLM, SGLang) or of llama.cpp's layer split
     over `pp` cards (tp 1) with `gpu_layers` of the layers on them (None: all, and the output
@@ -1107,6 +1107,7 @@ def inputs_for(
         overlap=overlap,
         curves=curves,
         curve_dtype=curve_dtype,
+        curves_experts_only=curves_experts_only,
         attention_flops=card.bf16_flops,
         mla=any(g.kind is AttentionKind.MLA for g in model.layer_groups),
     )

@@ -548,3 +548,30 @@ def test_a_prefill_on_measured_kernels_never_runs_past_the_cards_peak():
     s = estimate(replace(fast, prompt_tokens=8192))
     assert s.prefill_tokens_per_s is not None
     assert s.prefill_tokens_per_s * 2 * 7_504_924_672 <= H100.bf16_flops
+
+
+def test_fitted_constants_that_say_so_price_the_experts_by_the_measured_curve(monkeypatch):
+    # serving_speed.toml's `expert_curves` (off until a fit with --curves-experts sets it): an
+    # engine's speed inputs then carry the card's measured tables, for the experts alone, and the
+    # experts' kernel by the weights' dtype (Qwen3-30B-A3B at bf16: 2 bytes a parameter).
+    from llmfit.plan.engines import serving
+    from llmfit.plan.layout import Layout
+
+    def inputs(on: bool) -> SpeedInputs | None:
+        k = replace(SERVING, expert_curves=on)
+        monkeypatch.setattr(serving.serving_speed, "constants", lambda engine, key: k)
+        return serving.speed_inputs(
+            "sglang", QWEN30B_MODEL, QWEN30B, H100, Layout(1), 4096, 0, 1, False,
+            lambda layers, pp: (layers,),
+        )  # fmt: skip
+
+    off, on = inputs(False), inputs(True)
+    assert off is not None and on is not None
+    assert off.curves is None
+    assert on.curves == SGLANG_H100 and on.curves_experts_only and on.curve_dtype == "bf16"
+    # On AMD (no table) the shares price everything whatever the constants say.
+    monkeypatch.setattr(serving.serving_speed, "constants",
+                        lambda e, key: replace(SERVING, expert_curves=True))  # fmt: skip
+    amd = serving.speed_inputs("sglang", QWEN30B_MODEL, QWEN30B, BY_KEY["mi300x-192g"], Layout(1),
+                               4096, 0, 1, False, lambda layers, pp: (layers,))  # fmt: skip
+    assert amd is not None and amd.curves is None
