@@ -10,7 +10,8 @@ measured: output tokens a second a GPU, TPOT and TTFT (the mean where the row gi
 its median, else the figure it gives without saying which).
 
 A row the model cannot represent is listed with why, never dropped silently: speculative
-decoding (its TPOT counts accepted drafts), prefill/decode disaggregation (the next step),
+decoding (its TPOT counts accepted drafts), prefill/decode disaggregation (priced apart by
+accuracy_disagg.py),
 a model whose config is not at hand, a layout llmfit does not plan (with the engine's reason).
 
 Load kinds (the shared README): `max_concurrency` with more prompts than the concurrency is a
@@ -318,7 +319,7 @@ def parse(r: dict) -> Row | str:
     if (r.get("spec_decoding") or "none") != "none":
         return "speculative decoding: its TPOT counts accepted drafts, which llmfit does not model"
     if r.get("pd_disaggregation"):
-        return "prefill/decode disaggregation: separate pools, the next step (not yet modelled)"
+        return "prefill/decode disaggregation: separate pools, priced by accuracy_disagg.py"
     card = card_of(r["gpu"])
     if card is None:
         return f"card {r['gpu']!r} is not in the card table"
@@ -395,8 +396,18 @@ def parse(r: dict) -> Row | str:
             "their card reads the weights once (Qwen3.6-27B bf16 at 4.3-7.4 ms a token, 54 GB), "
             "so it speculates"
         )
+    c = r.get("concurrency")
+    if kind == "request_rate" and n and peak and peak < n and float(r["request_rate"]) >= 100:
+        # Every prompt due within a second or so, but never more than `peak` in flight: the
+        # client capped them. guidellm 0.4-0.5 holds a constant-rate run to 512 requests in
+        # flight unless told otherwise (guidellm/settings.py `Settings.max_concurrency`, which
+        # the scheduler takes where the strategy sets no limit); GPUStack's runs at 1,000 a
+        # second peak at exactly 512. Its TTFT counts from the request's send, after its slot
+        # came (guidellm/schemas/request_stats.py `time_to_first_token_ms`, from
+        # `request_start`), as bench_serving's from inside the semaphore: a closed loop at
+        # `peak`, its first `peak` prompts at once.
+        kind, c = "max_concurrency", peak
     if kind == "max_concurrency":
-        c = r["concurrency"]
         kind, amount = ("wave", float(c)) if n is not None and n <= c else ("closed", float(c))
     elif kind == "burst":
         kind, amount = "wave", float(n or r.get("observed_max_concurrency") or 0)
@@ -406,6 +417,20 @@ def parse(r: dict) -> Row | str:
         return f"load kind {kind!r} is not one the benchmark knows"
     if not amount:
         return "its load is not stated"
+    # Poisson arrivals below the rate at which the parse above counts a run as a burst (every
+    # prompt within a second or so: GPUStack's guidellm runs at 1,000 a second), or a closed
+    # loop whose lengths vary.
+    steady = kind == "rate" and amount < 100 or kind == "closed" and not fixed
+    if steady and m.get("ttft_ms_median") is not None:
+        # A steady state's TTFT: the median where the run gives one, priced as a median
+        # (load.ttft_quantile). A mean over a few requests carries any one request's one-off
+        # cost whole: the SGLang cookbook's MiniMax-M2 on 4 MI300X at one request, 4,529 ms mean
+        # and 385 median over 10 requests (one ~40 s: kernels compiled for a shape not seen
+        # before); MiniMax-M2.5 on 8 B200s at 16 in flight, 305 ms mean, 107 median. A wave's or
+        # a burst's TTFTs are priced as their mean (each request's place in the queue), and
+        # keep the run's mean.
+        measured["ttft"] = float(m["ttft_ms_median"]) / 1000
+        stats["ttft"] = "median"
     tp = r.get("tp") or 1
     dp = r.get("dp") or 1
     ep = bool(r.get("ep")) if r.get("ep") is not None else None
@@ -575,11 +600,15 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
     w = Workload("row", row.input_len, row.output_len, ttft_s=None, tpot_s=None)
     copies = r.copies
     share = row.load / copies
+    # A median TTFT is priced as one where the queue spreads the TTFTs (steady states); a wave's
+    # TTFTs climb step by step through its prefill, whose median is about their mean.
+    median = row.stats.get("ttft") == "median"
     if row.kind == "rate":
         p = load.at_rate(r, w, share)
         if p.stable:
+            ttft = load.ttft_quantile(p, 0.5) if median else p.ttft_s
             return {"per_gpu": row.load * row.output_len / row.gpus, "tpot": p.tpot_s,
-                    "ttft": p.ttft_s}  # fmt: skip
+                    "ttft": ttft}  # fmt: skip
         # Past what the replica keeps up with, the prompts pile up: a burst of all of them.
         share = (row.raw.get("num_prompts") or 1000) / copies
         tps, tpot, ttft = _waves(r, w, share, row.lockstep, spread=row.spread)
@@ -587,7 +616,12 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
         p, ttft = load.at_concurrency(r, w, share)
         tps, tpot = p.rate * row.output_len, p.tpot_s
         n = row.raw.get("num_prompts")
-        if n and n > row.load:
+        first_share = row.load / n if n and n > row.load else 0.0
+        if median and first_share < 0.5:
+            # The first wave's requests (a share f of the run) all wait longer than the steady
+            # state's: the run's median is the steady state's 1 / (2 (1 − f)) quantile.
+            ttft = load.ttft_quantile(p, 0.5 / (1 - first_share), ttft)
+        elif first_share:
             # The client starts with `concurrency` requests at once: the first wave's prompts
             # queue for their prefill together, the rest arrive as others end.
             _, _, first = _waves(r, w, share, lockstep=True)
@@ -810,20 +844,38 @@ def fit(
     rows: list[Row], keys: list[str], x0: list[float] | None = None, steps: int = 40
 ) -> tuple[dict[str, speed.Constants], list[float]]:
     """The constants that fit `rows` best (from `x0`, else the priors), and their x. A key no
-    row of `rows` uses keeps its prior."""
+    row of `rows` uses keeps its prior.
+
+    Each engine is fitted apart, on its own runs, with its own `steps`: no run of one engine
+    depends on the other's constants, and one least-squares run over both, stopped after
+    `steps` evaluations short of converging, let a change to one engine's runs move the other's
+    constants (SGLang's runs' TTFT measured as medians moved vLLM's constants in the folds that
+    fit vLLM on a dozen runs, and GPUStack's vLLM TPOT by 30 points)."""
     from scipy.optimize import least_squares  # the fit only: not a project dependency
 
     first, lo, hi = start(keys)
-    x0 = list(x0 or first)
-    x0 = [min(max(v, a + 1e-12), b - 1e-12) for v, a, b in zip(x0, lo, hi, strict=True)]
+    x = list(x0 or first)
+    x = [min(max(v, a + 1e-12), b - 1e-12) for v, a, b in zip(x, lo, hi, strict=True)]
+    every = names(keys)
+    for e in ENGINES:
+        idx = [i for i, n in enumerate(every) if n.startswith((f"{e}.", f"{e}|"))]
+        own = [r for r in rows if r.engine == e]
+        if not own:
+            continue
 
-    def f(x: list[float]) -> list[float]:
-        prior = [PRIOR * math.log(a / b) for a, b in zip(x, first, strict=True)]
-        return residuals(rows, table_of(list(x), keys)) + prior
+        def f(xs: list[float], idx: list[int] = idx, own: list[Row] = own) -> list[float]:
+            full = list(x)
+            for i, v in zip(idx, xs, strict=True):
+                full[i] = float(v)
+            prior = [PRIOR * math.log(full[i] / first[i]) for i in idx]
+            return residuals(own, table_of(full, keys)) + prior
 
-    sol = least_squares(f, x0, bounds=(lo, hi), loss=LOSS, f_scale=0.25, x_scale="jac",
-                        max_nfev=steps, method="trf")  # fmt: skip
-    return table_of(list(sol.x), keys), list(sol.x)
+        sol = least_squares(f, [x[i] for i in idx], bounds=([lo[i] for i in idx],
+                            [hi[i] for i in idx]), loss=LOSS, f_scale=0.25, x_scale="jac",
+                            max_nfev=steps, method="trf")  # fmt: skip
+        for i, v in zip(idx, sol.x, strict=True):
+            x[i] = float(v)
+    return table_of(x, keys), x
 
 
 def edges(x: list[float], keys: list[str]) -> list[str]:

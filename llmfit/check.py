@@ -7,6 +7,7 @@ layout, on the fleet's cards.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Sequence
@@ -189,3 +190,98 @@ def load_yaml(path: str) -> object:
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
         problem = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ValueError(f"its --config file {path!r} is not YAML: {problem}.") from None
+
+
+def split_pair(command: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A prefill command and a decode command given one after the other, split by a bare `--`
+    (`llmfit check -- <prefill command> -- <decode command>`); None for one command."""
+    words = tuple(command)
+    if "--" not in words:
+        return None
+    at = words.index("--")
+    return words[:at], words[at + 1 :]
+
+
+def _value(words: Sequence[str], flag: str) -> str | None:
+    """The last value a command gives `flag` (`--flag value` or `--flag=value`), as argparse
+    keeps the last; None where it gives none."""
+    found = None
+    for i, w in enumerate(words):
+        if w == flag and i + 1 < len(words):
+            found = words[i + 1]
+        elif w.startswith(flag + "="):
+            found = w[len(flag) + 1 :]
+    return found
+
+
+# What each engine's command says of its role: vLLM's --kv-transfer-config kv_role
+# (vllm/config/kv_transfer.py KVTransferConfig), SGLang's --disaggregation-mode.
+ROLES: dict[str, dict[str, tuple[str, ...]]] = {
+    "vllm": {"prefill": ("kv_producer", "kv_both"), "decode": ("kv_consumer", "kv_both")},
+    "sglang": {"prefill": ("prefill",), "decode": ("decode",)},
+}
+
+
+def _role(key: str, words: Sequence[str], side: str) -> str | None:
+    """Why a command cannot be the `side` of a disaggregated pair for engine `key`; None where
+    it can."""
+    if key == "vllm":
+        text = _value(words, "--kv-transfer-config")
+        if text is None:
+            return f"the {side} command has no --kv-transfer-config, so vLLM serves it whole"
+        try:
+            config = json.loads(text)
+        except ValueError:
+            return f"the {side} command's --kv-transfer-config is not JSON"
+        if not isinstance(config, dict) or config.get("kv_connector") != "NixlConnector":
+            return f"the {side} command's kv_connector is not NixlConnector, the one llmfit plans"
+        role = config.get("kv_role")
+    elif key == "sglang":
+        role = _value(words, "--disaggregation-mode")
+        if role in (None, "null"):
+            return f"the {side} command has no --disaggregation-mode, so SGLang serves it whole"
+    else:
+        return f"{registered(key).title} launches no disaggregated prefill and decode"
+    if role not in ROLES[key][side]:
+        return f"the {side} command's role is {role!r}, not {' or '.join(ROLES[key][side])}"
+    return None
+
+
+def pair_refusal(prefill: Checked, decode: Checked) -> str | None:
+    """Why a prefill command and a decode command cannot run as one disaggregated deployment,
+    as their engine would refuse them; None where they can (both must fit first). The rules are
+    the engine's (plan/layout.py PairRules, declared in its module with the code cited)."""
+    from llmfit.plan.disagg import pair_refusal as layouts_refusal
+    from llmfit.plan.engines import engine
+    from llmfit.plan.layout import Layout
+    from llmfit.plan.model import Shape
+
+    p, d = for_argv(split_env(prefill.request.argv)[1]), for_argv(split_env(decode.request.argv)[1])
+    if p is None or d is None or p.key != d.key:
+        names = (p.name if p else "?", d.name if d else "?")
+        return (
+            f"the prefill command runs {names[0]} and the decode command {names[1]}: one "
+            "engine runs both"
+        )
+    for side, c in (("prefill", prefill), ("decode", decode)):
+        why = _role(p.key, c.request.argv, side)
+        if why:
+            return why
+    if prefill.request.repo != decode.request.repo:
+        return (
+            f"the prefill command serves {prefill.request.repo} and the decode command "
+            f"{decode.request.repo}: both must serve one model"
+        )
+    a, b = prefill.request.settings, decode.request.settings
+    if a.kv_cache_dtype != b.kv_cache_dtype:
+        return (
+            f"the prefill command's KV cache dtype is {a.kv_cache_dtype} and the decode "
+            f"command's {b.kv_cache_dtype}: both must keep one"
+        )
+    if a.precision != b.precision:
+        return "the two commands load the weights at different precisions: both must load one"
+    # The sizes each command asks for (its pins), whether or not it fits.
+    po, do = (Layout(tp=x.pins.tp or 1, pp=x.pins.pp or 1, dp=x.pins.dp or 1) for x in (a, b))
+    shape = Shape.of(prefill.advice.plan.model)
+    e = engine(p.key)
+    return layouts_refusal(e.name, e.layouts, po, do, shape)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -18,9 +19,12 @@ from llmfit.cli.shared import (
     split_knobs,
     workload_options,
 )
-from llmfit.errors import EXIT_FITS, EXIT_NOT_SERVED, EXIT_NOTHING_FITS
+from llmfit.errors import EXIT_FITS, EXIT_NOT_SERVED, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import Workload
 from llmfit.render.commands import FORMATS
+
+if TYPE_CHECKING:
+    from llmfit.plan.fleet import Fleet
 
 
 @cli.command(
@@ -67,12 +71,18 @@ def check_cmd(
           llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096
       llmfit check --fleet 2xh100-80g --format k8s -- vllm serve Qwen/Qwen3-8B -tp 2
       llmfit check --fleet 1xh100-80g --rate 4 --tpot 30 -- vllm serve Qwen/Qwen3-8B
+
+    A disaggregated pair: the prefill command, a bare --, then the decode command; each is
+    checked as one, and the pair by the rules its engine applies to the two sides.
     """
-    from llmfit.check import check, credentials
+    from llmfit.check import check, credentials, split_pair
     from llmfit.sources.fleet import resolve_fleet
 
     HIDDEN.extend(credentials(command))
     fleet = resolve_fleet(fleet_path)
+    pair = split_pair(command)
+    if pair is not None:
+        _check_pair(pair, fleet, json_, fmt, offline, workload, knob_values)
     with hub_progress(offline) as progress:
         checked = check(
             command, fleet, offline=offline, progress=progress,
@@ -83,3 +93,51 @@ def check_cmd(
     if not checked.fits:
         sys.exit(EXIT_NOTHING_FITS)
     sys.exit(EXIT_NOT_SERVED if checked.serves is False else EXIT_FITS)
+
+
+def _check_pair(
+    pair: tuple[tuple[str, ...], tuple[str, ...]],
+    fleet: Fleet,
+    json_: bool,
+    fmt: str,
+    offline: bool,
+    workload: Workload,
+    knob_values: dict[str, object],
+) -> NoReturn:
+    """A prefill command and a decode command: each checked as one command is, then the pair by
+    its engine's rules for the two sides (llmfit/check.py `pair_refusal`), refused in one
+    sentence where the engine would refuse it."""
+    from llmfit.check import check, credentials, pair_refusal
+    from llmfit.render.check import render_check
+    from llmfit.render.console import make_console
+
+    if json_ or fmt != "shell":
+        raise UsageError(
+            "a pair of commands is checked in words: --json and --format take one command."
+        )
+    checked = []
+    for words in pair:
+        HIDDEN.extend(credentials(words))
+        with hub_progress(offline) as progress:
+            checked.append(check(
+                words, fleet, offline=offline, progress=progress,
+                options=engine_options(split_knobs(knob_values)), workload=workload,
+                known=tokens(),
+            ))  # fmt: skip
+    prefill, decode = checked
+    why = pair_refusal(prefill, decode)
+    if why is not None:
+        raise UsageError(f"the pair of commands cannot run as prefill and decode: {why}.")
+    console = make_console()
+    for side, c in (("prefill", prefill), ("decode", decode)):
+        console.print(f"# {side}", markup=False, highlight=False)
+        render_check(c.argv, c.request, c.advice, console)
+    fits = prefill.fits and decode.fits
+    console.print(
+        "the pair: one disaggregated deployment its engine launches"
+        if fits
+        else "the pair: its engine would pair them, but both must fit",
+        markup=False,
+        highlight=False,
+    )
+    sys.exit(EXIT_FITS if fits else EXIT_NOTHING_FITS)

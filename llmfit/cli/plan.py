@@ -26,7 +26,7 @@ from llmfit.cli.shared import (
 )
 from llmfit.cli.values import context_tokens, finite, wants_trained
 from llmfit.errors import EXIT_FITS, EXIT_NOTHING_FITS, UsageError
-from llmfit.plan.settings import PRECISIONS, Pins, Workload
+from llmfit.plan.settings import PRECISIONS, Disagg, Pins, Workload
 from llmfit.render.commands import FORMATS
 
 
@@ -49,6 +49,30 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
             hint=f"llmfit {shlex.quote(str(ctx.params['repo']))} --engine sglang "
             f"--mem-fraction-static {value:g}",
         )
+
+
+def disagg_settings(
+    mode: str, prefill_tp: int | None, decode_tp: int | None, xpyd: str | None
+) -> Disagg:
+    """--disagg and its pins, with --xpyd read ("2:1": 2 prefill workers to 1 decode worker)."""
+    pair: tuple[int, int] | None = None
+    if xpyd is not None:
+        x, sep, y = xpyd.strip().partition(":")
+        if not sep or not x.strip().isdigit() or not y.strip().isdigit():
+            raise UsageError(
+                f"--xpyd {xpyd!r} is not X:Y, the prefill workers to the decode workers of a "
+                "unit (2:1)."
+            )
+        pair = (int(x), int(y))
+        if min(pair) < 1 or max(pair) > 64:
+            raise UsageError(f"--xpyd {xpyd}: each side must be 1 to 64 workers.")
+    pinned = prefill_tp is not None or decode_tp is not None or pair is not None
+    if mode == "off" and pinned:
+        raise UsageError(
+            "--disagg off plans no disaggregated layout, so --prefill-tp, --decode-tp and "
+            "--xpyd pin nothing: drop them or --disagg off."
+        )
+    return Disagg(mode, prefill_tp, decode_tp, pair)
 
 
 @cli.command(name="plan", cls=WithKnobs)
@@ -91,6 +115,23 @@ def _sglang_share(engine_keys: tuple[str, ...], knob_values: dict[str, object]) 
     "--ep/--no-ep", default=None, help="Only layouts with (or without) expert parallelism."
 )
 @click.option("--gpus", type=click.IntRange(1), help="Only layouts of this many cards in all.")
+@click.option(
+    "--disagg",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Disaggregated prefill and decode: auto lists it where it serves more a card within "
+    "the targets, on lists it anyway, off never.",
+)
+@click.option(
+    "--prefill-tp", type=click.IntRange(1), help="Disaggregated: the prefill workers' TP."
+)
+@click.option("--decode-tp", type=click.IntRange(1), help="Disaggregated: the decode workers' TP.")
+@click.option(
+    "--xpyd",
+    metavar="X:Y",
+    help="Disaggregated: X prefill workers to Y decode workers in a unit (2:1).",
+)
 @workload_options
 @budget_option()
 @rank_option(
@@ -156,6 +197,10 @@ def plan_cmd(
     dp: int | None,
     ep: bool | None,
     gpus: int | None,
+    disagg: str,
+    prefill_tp: int | None,
+    decode_tp: int | None,
+    xpyd: str | None,
     workload: Workload,
     budget: float | None,
     rank_by: str,
@@ -221,6 +266,7 @@ def plan_cmd(
         replicas=replicas,
         budget=priced_budget(budget, fleet),
         desktop=not wants_trained(context),
+        disagg=disagg_settings(disagg, prefill_tp, decode_tp, xpyd),
     )
     with hub_progress(offline) as progress:
         advice = advise(

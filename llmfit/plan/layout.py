@@ -102,6 +102,8 @@ class LayoutSpace:
     across_nodes: frozenset[str] = frozenset()
     # Whether it runs on a host's CPU alone, with no card.
     cpu: bool = False
+    # The prefill/decode pairs it launches disaggregated (PairRules); None: it launches none.
+    pairs: PairRules | None = None
 
     def refusal(self, layout: Layout) -> str | None:
         """Why the engine cannot launch `layout`, in a few words; None where it can."""
@@ -121,4 +123,70 @@ class LayoutSpace:
             spans = {"pipeline" if layout.pp > 1 else "", "data" if layout.dp > 1 else ""} - {""}
             if not spans or not spans <= self.across_nodes:
                 return "it does not span nodes this way"
+        return None
+
+
+@dataclass(frozen=True)
+class PairKind:
+    """What of a model the pair rules look at: its KV heads, and the kinds of its layers."""
+
+    kv_heads: int
+    mla: bool  # an MLA latent (whole on every tensor-parallel rank)
+    # State-space or linear-attention layers beside attention (a fixed state a sequence).
+    hybrid: bool = False
+
+
+@dataclass(frozen=True)
+class PairRules:
+    """The prefill and decode layouts an engine launches as one disaggregated deployment, in the
+    version modelled. Both sides run the same engine version, checkpoint, KV-cache dtype and
+    speculative config by construction (the plan pairs two options of one engine, artifact and
+    what-if, and prints one version for both); these are the layout rules besides."""
+
+    # What moves the KV, as the engine names it ("NixlConnector"; "mooncake, nixl").
+    transport: str
+    # Whether the two sides' tensor-parallel sizes may differ (each a multiple of the other).
+    unequal_tp: bool
+    # A non-MLA model whose prefill replicates its KV heads (fewer heads than its TP) may not
+    # have a wider prefill than decode.
+    no_wider_replicated_prefill: bool = False
+    # A hybrid model (state-space or linear-attention layers) may not run pipeline stages.
+    hybrid_no_pp: bool = False
+    # Decode may not run pipeline stages (`decode_pp_one`), or may only where prefill runs the
+    # same number (`decode_pp_matches`).
+    decode_pp_one: bool = False
+    decode_pp_matches: bool = False
+    # Where the rules are in the engine's code.
+    source: str = ""
+    # "module:function" that turns the two options' serve lines into the roles' launch (each
+    # worker's line, and the router's): plan/engines/disagg_launch.py `Roles`.
+    launch: str = ""
+
+    def refusal(self, prefill: Layout, decode: Layout, kind: PairKind) -> str | None:
+        """Why the engine cannot launch this prefill layout with this decode one, in a few
+        words; None where it can."""
+        p, d = prefill.tp, decode.tp
+        if p != d:
+            if not self.unequal_tp:
+                return f"its prefill and decode tensor-parallel sizes must be equal ({p} and {d})"
+            if max(p, d) % min(p, d):
+                return (
+                    f"its prefill and decode tensor-parallel sizes ({p} and {d}) must each "
+                    "divide the other"
+                )
+            if (self.no_wider_replicated_prefill and not kind.mla and not kind.hybrid
+                    and p > d and kind.kv_heads < p):  # fmt: skip
+                return (
+                    f"a prefill of TP {p} replicates the model's {kind.kv_heads} KV heads and "
+                    f"may not feed a narrower decode of TP {d}"
+                )
+        if kind.hybrid and self.hybrid_no_pp and max(prefill.pp, decode.pp) > 1:
+            return "a hybrid model's pools run no pipeline stages"
+        if decode.pp > 1 and self.decode_pp_one:
+            return "its decode side runs no pipeline stages"
+        if decode.pp > 1 and self.decode_pp_matches and decode.pp != prefill.pp:
+            return (
+                f"its decode pipeline stages must be 1 or the prefill's ({decode.pp} and "
+                f"{prefill.pp})"
+            )
         return None

@@ -127,6 +127,11 @@ class Point:
     stable: bool  # whether the replica keeps up (its budget, batch and pool suffice)
     why: str  # what it runs out of, when not stable
     chunk: float  # prompt tokens the decode step shown carries (0: a step of decodes alone)
+    # Of `ttft_s`, the mean wait in the queue for the prefill (M/D/1), and the prefill's share of
+    # the replica's time it queues at (ρ): what the spread of the TTFTs comes from
+    # (`ttft_quantile`). 0, 0: no queue.
+    queue_s: float = 0.0
+    busy: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -272,11 +277,15 @@ def prefill_cost(r: Replica, w: Workload, batch: float) -> Cost:
     return Cost(tuple(p.scaled(steps) for p in one.parts))
 
 
-def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: float = 0.0) -> Point:
+def at_rate(
+    r: Replica, w: Workload, rate: float, guess: float = 0.0, above: float = 0.0,
+    in_flight: float | None = None,
+) -> Point:  # fmt: skip
     """One replica in steady state at `rate` requests a second (Poisson arrivals): at the least
     TPOT that is its own step time, the steady state a replica reaches as its batch fills from
     empty. `guess`, the TPOT of a lower rate, and `above`, that of a higher one (a capacity's),
-    bracket it and save steps."""
+    bracket it and save steps. `in_flight`: the requests a closed loop keeps in the replica
+    (`at_concurrency`), whose arrivals find the others there, not a Poisson number."""
     inp = r.inputs
     k = inp.constants
     prompt, out = w.input_len, w.output_len
@@ -340,9 +349,61 @@ def at_rate(r: Replica, w: Workload, rate: float, guess: float = 0.0, above: flo
     # An arrival waits for the step in flight, then for the prompts ahead (M/D/1 at the
     # prefill's share of the budget), then its own prefill; the engine's fixed cost besides.
     wait = rho / (2 * (1 - rho)) * service
-    ttft = k.ttft_s + (tau if r.mixed else tau * (1 - rho)) / 2 + wait + service
+    ttft = k.ttft_s + _step_wait(r, batch, tau, in_flight) * (1 if r.mixed else 1 - rho)
+    ttft += wait + service
     admitted = rate * (ttft + decoding * tau)
-    return Point(rate, batch, admitted, tau, ttft, True, "", 0.0)
+    return Point(rate, batch, admitted, tau, ttft, True, "", 0.0, wait, rho)
+
+
+def _step_wait(r: Replica, batch: float, tau: float, in_flight: float | None) -> float:
+    """The mean wait of an arriving prompt for the decode steps ahead of its first prefill step.
+
+    Only where a decode step runs: with `batch` sequences decoding on average, Poisson arrivals
+    find none with chance e^(−batch) (the number decoding is Poisson, as in any M/G/∞ system);
+    a closed loop's arrival finds the other `in_flight` − 1 requests, each decoding a share
+    batch / in_flight of its time (one alone finds the replica idle). Where a step runs, the
+    prompt waits for the rest of it: half a step on average for a Poisson arrival, nearly all of
+    it for a closed loop's, sent as another request ended at a step's end (the client's turnaround
+    of a few ms left out); and, where the engine overlaps
+    its CPU work with the GPU's (SpeedInputs.overlap), for the next step as well: that one was
+    scheduled while this one ran, before the prompt was read. SGLang's overlap loop reads new
+    requests after it has launched batch N + 1 and processed batch N's result, so a request
+    read then goes into batch N + 2 (sglang/srt/managers/scheduler.py
+    `Scheduler.event_loop_overlap`); vLLM's async scheduling schedules step N + 1 while step N
+    runs, its engine core keeping two batches in its queue (vllm/config/vllm.py
+    `VllmConfig.max_concurrent_batches`, vllm/v1/engine/core.py
+    `EngineCore.step_with_batch_queue`)."""
+    if in_flight is None:
+        running = -math.expm1(-batch) if batch > 0 else 0.0
+        rest = tau / 2
+    elif in_flight <= 1:
+        return 0.0
+    else:
+        running = 1.0 - (1.0 - min(batch / in_flight, 1.0)) ** (in_flight - 1)
+        # A closed loop's request is sent as one ends, at the end of the step that gave its last
+        # token: it comes to the engine just after a step began, and waits for nearly all of it.
+        rest = tau
+    return running * (rest + (tau if r.inputs.overlap else 0.0))
+
+
+def ttft_quantile(p: Point, q: float, ttft: float | None = None) -> float:
+    """The `q` quantile of the TTFTs of a point's requests (0.5: their median), given their mean
+    `ttft` (the point's own, or with a wait outside the replica its clients all share). Only
+    the queue for the prefill spreads them: in an M/D/1 queue a share 1 − ρ of arrivals finds
+    no prompt ahead and waits nothing; the others' wait has a tail close to exponential (the
+    M/D/1 wait's distribution decays geometrically past its first few service times), taken as
+    exponential of the mean that makes the whole mean the queue's (`queue_s` / ρ). The median
+    is then the mean less the queue's wait where ρ ≤ 1/2: what a benchmark's median TTFT
+    reports at a load its prefill is not half busy with (the SGLang cookbook's runs, whose
+    means one request's one-off cost can double)."""
+    mean = p.ttft_s if ttft is None else ttft
+    base = mean - p.queue_s
+    rho = p.busy
+    if p.queue_s <= 0 or rho <= 0 or q <= 1 - rho:
+        return base
+    if q >= 1:
+        return math.inf
+    return base + p.queue_s / rho * math.log(rho / (1 - q))
 
 
 def _least_fixed_point(
@@ -486,8 +547,9 @@ def _ceiling(r: Replica, w: Workload, idle: Point) -> float:
 
 
 def _search(
-    r: Replica, w: Workload, excess: Callable[[Point], float], hi: float, idle: Point
-) -> Point | None:
+    r: Replica, w: Workload, excess: Callable[[Point], float], hi: float, idle: Point,
+    in_flight: float | None = None,
+) -> Point | None:  # fmt: skip
     """The point of the largest rate below `hi` (a rate the replica cannot reach) at which
     `excess` is at most 0 (it is at no load, `idle`, and grows with the rate; inf where the
     replica cannot keep up), to TOLERANCE: regula falsi (the Illinois kind) on the bracket,
@@ -507,7 +569,7 @@ def _search(
             # shrinks every step.
             x = hi - g_hi * span / (g_hi - g_lo)
             x = min(max(x, lo + 0.05 * span), hi - 0.05 * span)
-        p = at_rate(r, w, x, guess)
+        p = at_rate(r, w, x, guess, in_flight=in_flight)
         g = excess(p)
         if g <= 0:
             lo, g_lo, best, guess = x, g, p, p.tpot_s
@@ -567,6 +629,7 @@ def at_concurrency(r: Replica, w: Workload, concurrency: float) -> tuple[Point, 
         lambda p: p.admitted / held - 1 if p.stable else math.inf,
         _ceiling(r, w, idle),
         idle,
+        in_flight=held,
     )
     if best is None:
         # Fewer requests in flight than one arrival an idle TPOT: the replica is idle, and

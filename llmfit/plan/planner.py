@@ -10,6 +10,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.calibration import calibrated, calibration_notes
 from llmfit.plan.cards import consumer
 from llmfit.plan.ceiling import Ceiling, ceiling
+from llmfit.plan.disagg import Engines, Offer, class_nodes, offers
 from llmfit.plan.engines import Job, engine, keys, may_run, planned
 from llmfit.plan.fleet import Fleet
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_overrides
@@ -62,6 +63,9 @@ class Plan:
     # What the fleet's free cards serve at most of a named load no one option's replicas fit
     # them for (plan/ceiling.py); None where one does, or no load is named.
     ceiling: Ceiling | None = None
+    # Disaggregated prefill and decode options (plan/disagg.py `offers`), best first: under
+    # --disagg auto only those that win; empty under --disagg off.
+    disaggregated: tuple[Offer, ...] = ()
 
 
 def desktop_context(model: Model, fleet: Fleet, settings: PlanSettings) -> int | None:
@@ -185,6 +189,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             "first): relax --tpot or --ttft, or plan for faster cards",
         )
     ranked = rank(options, settings.rank)
+    disaggregated, disagg_notes = _disaggregated(ranked, shape, pools, ran, settings)
     return Plan(
         model=model,
         context=context,
@@ -200,12 +205,53 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             + tuple(engine_notes)
             + serving_notes
             + budget_notes
+            + disagg_notes
         ),
         kv_bytes_per_token=shape.kv_bytes_per_token(),
         attention=charges if charges is not None else _charges(shape, context, settings.engines),
         workload=workload,
         rank=settings.rank,
+        disaggregated=disaggregated,
     )
+
+
+# Disaggregated options listed where none is asked for by name (`--disagg auto`, `on`): the best
+# few; --all lists every one.
+DISAGG_SHOWN = 3
+
+
+def _disaggregated(
+    ranked: list[Option[Any]],
+    shape: Shape,
+    pools: list[ClassPool],
+    ran: list[str],
+    settings: PlanSettings,
+) -> tuple[tuple[Offer, ...], tuple[str, ...]]:
+    """The plan's disaggregated options, and what the plan says of them where it was asked for
+    them (`--disagg on`, or a pin) and found none. None for a checked command (one launch, as
+    given) or a burst of requests (served in waves, not a steady state two pools share)."""
+    d = settings.disagg
+    asked = d.mode == "on" or d.pinned
+    if d.mode == "off" or settings.given is not None or not ranked:
+        return (), ()
+    w = settings.workload
+    if w.requests is not None:
+        return (), (
+            ("disaggregated prefill and decode is planned for a steady load (--rate, "
+             "--concurrency), not a burst of requests sent at once",) if asked else ()
+        )  # fmt: skip
+    engines = Engines({k: engine(k).name for k in ran}, {k: engine(k).layouts for k in ran})
+    found = offers(
+        ranked, w, shape, engines, class_nodes(pools), d, every=asked, rank=settings.rank
+    )
+    if not found and asked:
+        refusals = [f"{engine(k).name} launches no disaggregated prefill and decode" for k in ran
+                    if engine(k).layouts.pairs is None]  # fmt: skip
+        why = "; ".join(refusals) or (
+            "no pair of the plan's layouts meets the targets as prefill and decode workers"
+        )
+        return (), (f"no disaggregated option: {why}",)
+    return tuple(found if settings.every_layout else found[:DISAGG_SHOWN]), ()
 
 
 # Identical hosts of a class, counted: (cards a node, free cards a node, price) -> nodes.

@@ -165,6 +165,24 @@ DESKTOP_CONTEXT = 16_384
 
 
 @dataclass(frozen=True)
+class Disagg:
+    """Disaggregated prefill and decode (`--disagg`, plan/disagg.py): "auto" lists such an option
+    only where it serves more a card than the aggregated ones on the same cards, within the same
+    targets; "on" lists the best of each pair of card classes whether or not; "off" none. The
+    pins narrow it: the prefill workers' and the decode workers' TP, and the workers of a unit
+    (--xpyd 2:1)."""
+
+    mode: str = "auto"
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    xpyd: tuple[int, int] | None = None
+
+    @property
+    def pinned(self) -> bool:
+        return self.prefill_tp is not None or self.decode_tp is not None or self.xpyd is not None
+
+
+@dataclass(frozen=True)
 class PlanSettings:
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
@@ -215,6 +233,8 @@ class PlanSettings:
     desktop: bool = False
     # The most an option may cost an hour (--budget, in the fleet's prices' currency); None: any.
     budget: float | None = None
+    # Disaggregated prefill and decode: whether to list it, and its pins.
+    disagg: Disagg = field(default_factory=Disagg)
 
     @property
     def utilization_named(self) -> bool:

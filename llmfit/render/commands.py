@@ -59,6 +59,10 @@ def scale_line(o: Option) -> str | None:
     if w.concurrency is not None:
         each = f"{w.concurrency / n:.3g} requests in flight"
         load = f"{w.concurrency:g} requests in flight"
+    elif w.requests is not None:
+        # --requests N: a burst sent at once, split over the copies as a load balancer would
+        each = f"{w.requests / n:.3g} of them"
+        load = f"{w.requests:,} requests sent at once"
     else:
         each = f"{(w.rate or 0.0) / n:.3g} requests a second"
         load = f"{w.rate:g} requests a second"

@@ -191,6 +191,16 @@ def render_explain(advice: Advice, console: Console, number: int) -> None:
     o = advice.plan.options[number - 1]
     for line in explain_lines(advice, o, number, console.width):
         print_wrapped(console, line)
+    if advice.plan.disaggregated:
+        # The disaggregated option split pool by pool, after the option's card: a plan with
+        # none (or --disagg off) explains as before.
+        from llmfit.render.disagg import detail
+        from llmfit.render.disagg import explain as disagg_explain
+
+        offer = advice.plan.disaggregated[0]
+        console.print()
+        for line in detail(advice, 1, offer) + disagg_explain(advice, 1, offer):
+            print_wrapped(console, line)
 
 
 def render_why_not(advice: Advice, console: Console, every: bool = False) -> None:

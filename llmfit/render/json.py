@@ -218,7 +218,19 @@ def document(advice: Advice, ray: bool = False, limit: int | None = None) -> dic
             for r in plan.rejected
         ],
         "notes": list(plan.notes + repo.warnings),
-    }
+    } | _disaggregated(advice)
+
+
+def _disaggregated(advice: Advice) -> dict[str, object]:
+    """Added to version 1 (issue 37): the disaggregated prefill/decode options, present only
+    where the plan lists one (--disagg auto where it wins, on), so that a plan without one is
+    the same document as before."""
+    from llmfit.render.disagg import document as disagg_document
+
+    plan = advice.plan
+    if not plan.disaggregated:
+        return {}
+    return {"disaggregated": disagg_document(advice, plan.disaggregated, plan.workload)}
 
 
 def render_json(advice: Advice, ray: bool = False, limit: int | None = None) -> str:

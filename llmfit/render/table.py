@@ -295,6 +295,8 @@ def render_text(
             for line in ceiling_lines(plan.ceiling, options):
                 print_wrapped(console, f"  {line}")
         render_commands(advice, console, best, ray, fmt)
+        if plan.disaggregated:
+            render_disaggregated(advice, console)
     for u in plan.unplaced:
         print_wrapped(console, f"{u.artifact}: {unplaced_reason(u)}", "red")
         instead = fits_instead(u)
@@ -307,6 +309,20 @@ def render_text(
 
 # What Fleet.source says of a fleet read from the machine llmfit runs on (sources/machine.py).
 THIS_MACHINE = "this machine"
+
+
+def render_disaggregated(advice: Advice, console: Console) -> None:
+    """The disaggregated block (render/disagg.py): the options, the first's pools, its launch.
+    Printed after everything else, so that a plan with none, or --disagg off, prints exactly
+    what it did before."""
+    from llmfit.render.disagg import command_lines
+    from llmfit.render.disagg import lines as disagg_lines
+
+    console.print()
+    for line in disagg_lines(advice):
+        print_wrapped(console, line)
+    for line in command_lines(advice, advice.plan.disaggregated[0]):
+        console.print(line, soft_wrap=True, markup=False, highlight=False, emoji=False)
 
 
 def first_run(advice: Advice) -> str | None:

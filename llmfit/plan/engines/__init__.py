@@ -364,3 +364,11 @@ def for_argv(argv: Sequence[str]) -> Engine | None:
         if name in line.programs:
             return engine(key)
     return None
+
+
+def pair_commands(offer: Any, repo_id: str, revision: str | None) -> list[Command]:
+    """A disaggregated offer's launch (plan/disagg.py `Offer`), by the engine that planned it:
+    each worker's command line, then its router's (plan/engines/disagg_launch.py)."""
+    from llmfit.plan.engines.disagg_launch import pair_commands as launch
+
+    return launch(engine(offer.prefill.engine), offer, repo_id, revision)

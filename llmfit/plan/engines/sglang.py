@@ -46,7 +46,7 @@ from llmfit.plan.engines.vllm_weights import (
     parts_of,
 )
 from llmfit.plan.launch import Command, Given
-from llmfit.plan.layout import ACROSS, Layout, LayoutSpace
+from llmfit.plan.layout import ACROSS, Layout, LayoutSpace, PairRules
 from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionCharge, AttentionKind, Model, ModelShapes, Shape, yarn_json
 from llmfit.plan.options import Option, PerCard
@@ -271,6 +271,17 @@ class Sglang(serving.Serving[SglangLaunch]):
     layouts = LayoutSpace(
         tensor=True, pipeline=True, data=True, experts=True, replicas=True,
         across_nodes=frozenset(ACROSS),
+        # SGLang 0.5.23's --disaggregation-mode prefill|decode: the decode side reads the
+        # prefill's parallel sizes from its bootstrap server and maps ranks whatever the two
+        # attention TP sizes (each a multiple of the other), MLA from one prefill rank
+        # (disaggregation/common/conn.py `_resolve_rank_mapping`), state-space state resliced
+        # (mooncake/conn.py `_send_mamba_state_slice`); decode pipeline stages 1 or the
+        # prefill's; the same page size and --kv-cache-dtype (conn.py `try_ensure_parallel_info`).
+        pairs=PairRules(
+            transport="mooncake, nixl", unequal_tp=True, decode_pp_matches=True,
+            source="sglang/srt/disaggregation (SGLang 0.5.23)",
+            launch="llmfit.plan.engines.sglang_disagg:roles",
+        ),
     )  # fmt: skip
 
     # -- planning -------------------------------------------------------------------------------

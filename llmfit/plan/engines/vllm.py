@@ -44,7 +44,7 @@ from llmfit.plan.engines.serving import Variant, split_refusal
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command, Given
-from llmfit.plan.layout import ACROSS, Card, Layout, LayoutSpace
+from llmfit.plan.layout import ACROSS, Card, Layout, LayoutSpace, PairRules
 from llmfit.plan.layouts import Sized, Tried
 from llmfit.plan.model import AttentionCharge, Model, Shape, yarn_json
 from llmfit.plan.options import Option, PerCard
@@ -270,6 +270,22 @@ class Vllm(serving.Serving[VllmLaunch]):
     layouts = LayoutSpace(
         tensor=True, pipeline=True, data=True, experts=True, replicas=True,
         across_nodes=frozenset(ACROSS),
+        # vLLM 0.34's NixlConnector (--kv-transfer-config, kv_connector NixlConnector): the two
+        # sides' TP may differ, each a multiple of the other (distributed/kv_transfer/
+        # kv_connector/utils.py TransferTopology.tp_ratio); a non-MLA, non-hybrid prefill wider
+        # than decode only where it does not replicate KV heads (nixl/base_worker.py
+        # `_validate_remote_agent_handshake`); MLA reads one prefill rank's latent and state-space
+        # state is resliced by rank (nixl/tp_mapping.py `compute_tp_mapping`); decode runs no
+        # pipeline stages, nor does a hybrid model (base_worker.py, NixlPushConnector's
+        # pipeline checks). Same vLLM version, model, dtype, KV-cache dtype, attention backend
+        # and speculative config on both sides (nixl/metadata.py
+        # `compute_nixl_compatibility_hash`).
+        pairs=PairRules(
+            transport="NixlConnector", unequal_tp=True, no_wider_replicated_prefill=True,
+            hybrid_no_pp=True, decode_pp_one=True,
+            source="vllm/distributed/kv_transfer/kv_connector/v1/nixl (vLLM 0.34.0)",
+            launch="llmfit.plan.engines.vllm_disagg:roles",
+        ),
     )  # fmt: skip
 
     # -- planning -------------------------------------------------------------------------------
