@@ -31,6 +31,9 @@ class View:
     # The option shown in detail, counted from 1 (--option).
     number: int = 1
     ray: bool = False
+    # The disaggregated option whose launch --commands prints, counted from 1 (--option D1);
+    # None: an aggregated one's (`number`).
+    disagg: int | None = None
 
 
 def show_plan(advice: Advice, view: View) -> None:
@@ -43,6 +46,13 @@ def show_plan(advice: Advice, view: View) -> None:
         return
     from llmfit.render.console import make_console
 
+    if view.disagg is not None:
+        from llmfit.render.disagg_deploy import render_disagg
+
+        offer = advice.plan.disaggregated[view.disagg - 1]
+        # Not cleaned, as the aggregated launch below: every word was checked to print exactly.
+        click.echo(render_disagg(view.fmt, advice, offer, output_encoding()), nl=False)
+        return
     console = make_console()
     if view.commands and view.explain and chosen is not None:
         # Both asked: the explanation, then the launch it explains (issue 34: --explain was

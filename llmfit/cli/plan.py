@@ -75,6 +75,32 @@ def disagg_settings(
     return Disagg(mode, prefill_tp, decode_tp, pair)
 
 
+def option_number(
+    given: str | None, commands: bool, json_: bool, explain: bool
+) -> tuple[int | None, int | None]:
+    """--option: an option's number ("4"), or a disaggregated option's name ("D1", as the plan's
+    disaggregated block calls it), whose launch only --commands prints. (number, None), (None,
+    D's number), or (None, None) where none was given."""
+    if given is None:
+        return None, None
+    text = given.strip()
+    if text.isascii() and text.isdigit() and int(text) >= 1:
+        return int(text), None
+    if text[:1] in ("D", "d") and text[1:].isascii() and text[1:].isdigit() and int(text[1:]) >= 1:
+        if not commands or json_ or explain:
+            raise UsageError(
+                f"--option {text} picks a disaggregated option's launch, which --commands "
+                "prints (with --format shell, docker or k8s); the plan's text shows D1 in "
+                "full and --json every one.",
+                hint="add --commands",
+            )
+        return None, int(text[1:])
+    raise UsageError(
+        f"--option {given!r} is neither an option's number (4) nor a disaggregated option's "
+        "name (D1)."
+    )
+
+
 @cli.command(name="plan", cls=WithKnobs)
 @click.argument("repo")
 @fleet_option(
@@ -154,7 +180,11 @@ def disagg_settings(
 @click.option("--explain", is_flag=True, help="Show one option's card part by part, and why.")
 @click.option("--why-not", is_flag=True, help="List the ways that were refused, and why.")
 @click.option(
-    "--option", "number", type=click.IntRange(1), help="Which option (default: the best)."
+    "--option",
+    "number",
+    metavar="N|DN",
+    help="Which option (default: the best); D1, D2, … a disaggregated one's launch, with "
+    "--commands.",
 )
 @click.option("--ray", is_flag=True, help="Multi-node vLLM commands in the Ray form.")
 @click.option(
@@ -210,7 +240,7 @@ def plan_cmd(
     commands_only: bool,
     explain: bool,
     why_not: bool,
-    number: int | None,
+    number: str | None,
     ray: bool,
     replicas: int | None,
     local_paths: bool,
@@ -272,14 +302,26 @@ def plan_cmd(
         advice = advise(
             repo, fleet, settings, offline=offline, revision=revision, progress=progress
         )
+    which, disagg_number = option_number(number, commands_only, json_, explain)
     options = advice.plan.options
-    if number is not None and number > len(options):
-        raise UsageError(f"--option {number}: there are only {len(options)} options.")
+    if which is not None and which > len(options):
+        raise UsageError(f"--option {which}: there are only {len(options)} options.")
+    offers = advice.plan.disaggregated
+    if disagg_number is not None and disagg_number > len(offers):
+        listed = (
+            f"the plan lists only {len(offers)} (D1 to D{len(offers)})"
+            if len(offers) > 1
+            else "the plan lists only D1"
+            if offers
+            else "the plan lists no disaggregated option (--disagg on lists those its engines "
+            "launch, winning or not)"
+        )
+        raise UsageError(f"--option D{disagg_number}: {listed}.")
     show_plan(
         advice,
         View(
             json=json_, commands=commands_only, fmt=fmt, explain=explain, why_not=why_not,
-            every=show_all, number=number or 1, ray=ray,
+            every=show_all, number=which or 1, ray=ray, disagg=disagg_number,
         ),
     )  # fmt: skip
     sys.exit(EXIT_FITS if options else EXIT_NOTHING_FITS)

@@ -366,9 +366,18 @@ def for_argv(argv: Sequence[str]) -> Engine | None:
     return None
 
 
-def pair_commands(offer: Any, repo_id: str, revision: str | None) -> list[Command]:
+def pair_commands(
+    offer: Any, repo_id: str, revision: str | None, apart: bool = False
+) -> list[Command]:
     """A disaggregated offer's launch (plan/disagg.py `Offer`), by the engine that planned it:
     each worker's command line, then its router's (plan/engines/disagg_launch.py)."""
     from llmfit.plan.engines.disagg_launch import pair_commands as launch
 
-    return launch(engine(offer.prefill.engine), offer, repo_id, revision)
+    return launch(engine(offer.prefill.engine), offer, repo_id, revision, apart)
+
+
+def router_package(offer: Any) -> str:
+    """The pinned PyPI package of a disaggregated offer's router ("vllm-router==0.1.17")."""
+    from llmfit.plan.engines.disagg_launch import router_package as package
+
+    return package(engine(offer.prefill.engine))

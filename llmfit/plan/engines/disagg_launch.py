@@ -41,10 +41,11 @@ class Worker:
         return f"http://{self.host}:{self.port}"
 
 
-def workers(offer: Any) -> list[Worker]:
-    """The unit's workers, prefill first, placed as the module says."""
+def workers(offer: Any, apart: bool = False) -> list[Worker]:
+    """The unit's workers, prefill first, placed as the module says; `apart`: each on a host of
+    its own whatever the link (a Kubernetes pod is one, with its own address)."""
     unit = offer.result.unit
-    one_node = offer.result.transfer.link.kind == "node"
+    one_node = offer.result.transfer.link.kind == "node" and not apart
     out: list[Worker] = []
     card = 0
     for role, count, cards, base in (
@@ -80,11 +81,21 @@ def with_value(argv: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
 Roles = Callable[["Command", "Command", Any, list[Worker]], list["Command"]]
 
 
-def pair_commands(engine: Any, offer: Any, repo_id: str, revision: str | None) -> list[Command]:
-    """The launch of a disaggregated offer by its engine: each role's command line."""
+def pair_commands(
+    engine: Any, offer: Any, repo_id: str, revision: str | None, apart: bool = False
+) -> list[Command]:
+    """The launch of a disaggregated offer by its engine: each role's command line (`apart`:
+    each worker on a host of its own, `workers`)."""
     rules = engine.layouts.pairs
     module, _, name = rules.launch.partition(":")
     roles: Roles = getattr(import_module(module), name)
     prefill = engine.commands(offer.prefill, repo_id, revision)[0]
     decode = engine.commands(offer.decode, repo_id, revision)[0]
-    return roles(prefill, decode, offer, workers(offer))
+    return roles(prefill, decode, offer, workers(offer, apart))
+
+
+def router_package(engine: Any) -> str:
+    """The PyPI package (pinned) of the router an engine's disaggregated launch writes: what a
+    container that runs it installs (`ROUTER_PACKAGE` of the engine's launch module)."""
+    module, _, _ = engine.layouts.pairs.launch.partition(":")
+    return str(import_module(module).ROUTER_PACKAGE)

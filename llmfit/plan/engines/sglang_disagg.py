@@ -22,6 +22,9 @@ from llmfit.plan.engines.disagg_launch import ROUTER_PORT, Worker, with_value
 from llmfit.plan.launch import Command
 
 BOOTSTRAP_PORT = 8998
+# The router's package on PyPI, at the version whose flags `roles` writes (a container launch
+# installs it: render/disagg_deploy.py).
+ROUTER_PACKAGE = "sglang-router==0.3.2"
 
 
 def roles(prefill: Command, decode: Command, offer: Any, workers: list[Worker]) -> list[Command]:

@@ -28,6 +28,9 @@ from llmfit.plan.launch import Command
 KV_TRANSFER = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
                          separators=(",", ":"))  # fmt: skip
 SIDE_CHANNEL_PORT = 5600
+# The router's package on PyPI, at the version whose flags `roles` writes (a container launch
+# installs it: render/disagg_deploy.py).
+ROUTER_PACKAGE = "vllm-router==0.1.17"
 
 
 def roles(prefill: Command, decode: Command, offer: Any, workers: list[Worker]) -> list[Command]:

@@ -1,0 +1,393 @@
+"""A disaggregated option's launch (`--option D1 --commands`), as shell lines, `docker run`
+lines or Kubernetes YAML, made from its roles' commands (plan/engines/disagg_launch.py) with
+render/deploy.py's rules for what a container changes (its cards, its caches, HF_TOKEN by name
+or from a Secret, never its value) and naming no engine.
+
+Docker: one `docker run -d` a worker, on the cards its command names (CUDA_VISIBLE_DEVICES
+becomes `--gpus`), and one for the router. Every container uses the host's network: the router
+reaches the workers at the addresses the plan gives them, and the workers reach each other's
+KV side channel or bootstrap port there; on one node the host's IPC namespace too, which the
+KV transfer over NVLink (CUDA IPC between processes) needs.
+
+Kubernetes: each role a StatefulSet behind a headless Service, its replicas the role's workers
+(times the units the load named needs), so that each worker has a name of its own
+(`qwen3-235b-a22b-prefill-0.qwen3-235b-a22b-prefill`) that the router names, as the shell
+launch names `prefill-1`: a Service spreading requests over the pool would send a decode worker
+to another prefill worker than the one that holds its request's KV. A worker's own address in
+its command (NIXL's side channel host) is its pod's IP. The router is a Deployment, and a
+Service in front of it is the address clients call. A worker is one node at most (the planner
+pairs one-node options only), so no LeaderWorkerSet is needed.
+
+The router runs in a plain Python image that installs the router's pinned package from PyPI
+when it starts (`router_package`): the engines' images are not known to hold it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from llmfit.errors import UsageError
+from llmfit.plan.advice import Advice
+from llmfit.plan.credentials import FROM_CALLER
+from llmfit.plan.disagg import Offer
+from llmfit.plan.engines import engine, pair_commands, router_package
+from llmfit.plan.engines.disagg_launch import workers
+from llmfit.plan.launch import Command
+from llmfit.render.commands import command_text
+from llmfit.render.deploy import (
+    CARDS_ENV,
+    HOST_CACHE,
+    RDMA_DEVICE,
+    RDMA_KINDS,
+    RDMA_RESOURCE,
+    TOKEN_KEY,
+    TOKEN_SECRET,
+    Raw,
+    _download_paths,
+    _Dumper,
+    _expandable,
+    _foreground,
+    _gpu_resource,
+    _hf_home,
+    _join,
+    _metadata,
+    _placement,
+    _Pod,
+    _pod_spec,
+    _quoted,
+    _runs_entrypoint,
+    _set_path,
+    _slug,
+    _strings,
+)
+from llmfit.render.disagg import command_lines, name
+from llmfit.render.safe import check_words, clean, shown
+
+__all__ = ["ROUTER_IMAGE", "render_disagg"]
+
+# The router's image: Python, with pip, and nothing else; the router's wheel is a binary of its
+# own (vllm-router and sglang-router are Rust), so it needs no GPU and no engine.
+ROUTER_IMAGE = "python:3.12-slim"
+# Installs the package ($0) and runs the router ("$@"): llmfit's own text, the words its
+# arguments.
+ROUTER_SCRIPT = 'pip install --no-cache-dir --root-user-action=ignore "$0" && exec "$@"'
+# What the router pod requests: it forwards requests, it computes nothing.
+ROUTER_CPU = "2"
+ROUTER_MEMORY = "2Gi"
+
+
+def _role_option(offer: Offer, role: str) -> Any:
+    return offer.prefill if role == "prefill" else offer.decode
+
+
+def _check_source(advice: Advice) -> None:
+    repo = advice.repo
+    if repo.source == "path":
+        raise UsageError(
+            f"{shown(repo.id)} is a directory on this machine, which a container on another node "
+            "cannot see; --format docker and k8s launch models by their Hub id.",
+            hint="upload it to the Hub (hf upload), or use --format shell",
+        )
+
+
+def _on_rdma(advice: Advice, offer: Offer) -> bool:
+    """Whether the pools' KV crosses a fabric the fleet says is InfiniBand or RoCE."""
+    if offer.result.transfer.link.kind != "rdma":
+        return False
+    classes = {offer.prefill.gpu_class, offer.decode.gpu_class}
+    return any(
+        n.fabric_kind in RDMA_KINDS and any(k.gpu_class in classes for k in n.kinds)
+        for n in advice.fleet.nodes
+    )
+
+
+def _units_line(offer: Offer) -> str | None:
+    units = offer.result.units
+    if not units or units <= 1:
+        return None
+    more = units - 1
+    return (
+        f"the load named needs {units} such units: this is one, start {more} more on cards of "
+        "their own"
+    )
+
+
+def shell_lines(advice: Advice, offer: Offer, encoding: str | None = None) -> list[str]:
+    """The roles' command lines, each word checked to print exactly, under comments naming
+    them (render/disagg.py `command_lines`)."""
+    repo = advice.repo
+    for c in pair_commands(offer, repo.id, repo.revision):
+        command_text(c, encoding)
+    out = [clean(line) if line.startswith("#") else line for line in command_lines(advice, offer)]
+    line = _units_line(offer)
+    return ([f"# {line}"] if line else []) + out
+
+
+# -- docker ------------------------------------------------------------------------------------
+
+
+def docker_lines(advice: Advice, offer: Offer, encoding: str | None = None) -> list[str]:
+    """One `docker run` a worker on its own cards and port, then the router's."""
+    _check_source(advice)
+    repo = advice.repo
+    slug = _slug(repo.id)
+    one_node = offer.result.transfer.link.kind == "node"
+    rdma = _on_rdma(advice, offer)
+    out = [
+        f"# {repo.id}: {name(_index(advice, offer))} {offer.result.unit.label}, "
+        f"{offer.result.unit.cards} cards, its KV over {offer.result.transfer.link.name}"
+    ]
+    line = _units_line(offer)
+    if line:
+        out.append(f"# {line}")
+    if one_node:
+        out.append(f"# all on one node of {offer.result.unit.cards} cards or more, each worker on "
+                   "its own cards, the host's network and IPC shared")  # fmt: skip
+    else:
+        out.append("# each worker on a node of its own, reached at its name (prefill-1, "
+                   "decode-1, …: the node's address), on the host's network")  # fmt: skip
+    for c in pair_commands(offer, repo.id, repo.revision):
+        if c.role == "router":
+            out.append("# router, in front of them (clients call its port)")
+            words: list[str | Raw] = [
+                "docker", "run", "-d", "--name", f"{slug}-router", "--network", "host",
+                ROUTER_IMAGE, "sh", "-c", ROUTER_SCRIPT, router_package(offer), *c.argv,
+            ]  # fmt: skip
+            out.append(_join(words, encoding))
+            continue
+        out.append(f"# {c.node}")
+        out.append(_docker_worker(_role_option(offer, c.role), c, f"{slug}-{c.node}",
+                                  one_node, rdma, encoding))  # fmt: skip
+    return [clean(x) if x.startswith("#") else x for x in out]
+
+
+def _docker_worker(
+    o: Any, c: Command, cname: str, one_node: bool, rdma: bool, encoding: str | None
+) -> str:
+    if c.secrets:
+        raise UsageError("a disaggregated launch holds no credential word.")
+    image = engine(o.engine).image(o)
+    env = [e for e in c.env if e[0] != CARDS_ENV]
+    given = dict(c.env).get(CARDS_ENV)
+    devices = given.split(",") if given else [str(i) for i in range(o.gpus)]
+    words: list[str | Raw] = ["docker", "run", "-d", "--name", cname,
+                              "--gpus", f'"device={",".join(devices)}"']  # fmt: skip
+    if image.shared_memory or one_node:
+        words.append("--ipc=host")
+    words += ["--network", "host"]
+    if rdma:
+        words += ["--device", RDMA_DEVICE, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
+    home = _quoted(_hf_home(image, env), encoding)
+    words += ["-v", Raw(f"{HOST_CACHE}:{home}"), "-e", "HF_TOKEN"]
+    if image.download_cache:
+        inside, host, _ = _download_paths(image, env)
+        words += ["-v", Raw(f"{host}:{_quoted(inside, encoding)}")]
+        if _set_path(env, image.download_cache) is None:
+            words += ["-e", f"{image.download_cache}={inside}"]
+    passed = {"HF_TOKEN"}
+    for k, v in env:
+        if v != FROM_CALLER:
+            words += ["-e", f"{k}={v}"]
+        elif k not in passed:
+            # A credential: passed by name from the caller's environment, never its value.
+            passed.add(k)
+            words += ["-e", k]
+    if _runs_entrypoint(c.argv, image):
+        args: tuple[str, ...] = c.argv[len(image.entrypoint) :]
+    else:
+        fg = _foreground(c.argv, image)
+        words += ["--entrypoint", fg[0]]
+        args = fg[1:]
+    return _join([*words, image.name, *args], encoding)
+
+
+def _index(advice: Advice, offer: Offer) -> int:
+    for i, o in enumerate(advice.plan.disaggregated, 1):
+        if o is offer:
+            return i
+    return 1
+
+
+# -- Kubernetes --------------------------------------------------------------------------------
+
+
+def _headless(name: str, selector: dict[str, str], port: int) -> dict[str, Any]:
+    """The Service that gives each worker of a role its own name (pod.service): no cluster IP,
+    and every pod's name published while it loads, so that the router finds it from the start
+    (the routers wait for each worker's health themselves)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": name}},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector,
+            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
+        },
+    }
+
+
+def _router_argv(argv: tuple[str, ...], urls: dict[str, list[str]]) -> list[str]:
+    """The router's words with its workers' addresses (`--prefill URL [BOOTSTRAP]`, `--decode
+    URL`) replaced by the pods' own, in place of the first: a prefill's bootstrap port, where
+    the launch gives one, is the same for every prefill pod (each has its own address)."""
+    out: list[str] = []
+    placed = False
+    bootstrap: str | None = None
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ("--prefill", "--decode"):
+            i += 2
+            if word == "--prefill" and i < len(argv) and argv[i].isdigit():
+                bootstrap = bootstrap or argv[i]
+                i += 1
+            if not placed:
+                placed = True
+                out.append("\x00urls")
+            continue
+        out.append(word)
+        i += 1
+    at = out.index("\x00urls")
+    words: list[str] = []
+    for role in ("prefill", "decode"):
+        for url in urls[role]:
+            words += [f"--{role}", url]
+            if role == "prefill" and bootstrap is not None:
+                words.append(bootstrap)
+    return [*out[:at], *words, *out[at + 1 :]]
+
+
+def k8s_documents(
+    advice: Advice, offer: Offer, encoding: str | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """The offer as Kubernetes objects, and the notes to print above them."""
+    _check_source(advice)
+    repo = advice.repo
+    slug = _slug(repo.id)
+    rdma = _on_rdma(advice, offer)
+    units = max(offer.result.units or 1, 1)
+    cmds = pair_commands(offer, repo.id, repo.revision, apart=True)
+    hosts = {w.name: w.host for w in workers(offer, apart=True)}
+    docs: list[dict[str, Any]] = []
+    urls: dict[str, list[str]] = {}
+    notes: list[str] = []
+    for role, count in (("prefill", offer.result.unit.prefill_workers),
+                        ("decode", offer.result.unit.decode_workers)):  # fmt: skip
+        o = _role_option(offer, role)
+        first = next(c for c in cmds if c.role == role)
+        if first.secrets:
+            raise UsageError("a disaggregated launch holds no credential word.")
+        image = engine(o.engine).image(o)
+        own = hosts[first.node or ""]
+        # A worker's own address in its environment (NIXL's side channel host) is its pod's IP,
+        # set below from the pod's status; every other variable as the command sets it.
+        addressed = [k for k, v in first.env if v == own]
+        env = tuple((k, v) for k, v in first.env if v != own)
+        pod = _Pod(first.argv, env, serves=True, rdma=rdma)
+        placement, where = _placement(o, advice.fleet)
+        spec = _pod_spec(image, pod, o, o.gpus, _gpu_resource(o, advice.fleet), placement,
+                         encoding)  # fmt: skip
+        container = spec["containers"][0]
+        container["name"] = role
+        container["env"] += [
+            {"name": k, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} for k in addressed
+        ]
+        name_ = f"{slug}-{role}"
+        labels = {"app.kubernetes.io/name": slug, "llmfit/role": role}
+        replicas = count * units
+        port = int(container["ports"][0]["containerPort"])
+        docs.append(_headless(name_, labels, port))
+        docs.append({
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": _metadata(name_, advice, o),
+            "spec": {
+                "serviceName": name_,
+                "replicas": replicas,
+                # Every worker at once: none waits for another to be ready.
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": spec},
+            },
+        })  # fmt: skip
+        urls[role] = [f"http://{name_}-{i}.{name_}:{port}" for i in range(replicas)]
+        pods = "1 pod" if replicas == 1 else f"{replicas} pods"
+        notes.append(f"{role}: {pods} of {o.gpus} cards ({where})")
+    router = next(c for c in cmds if c.role == "router")
+    argv = _router_argv(router.argv, urls)
+    port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8000
+    labels = {"app.kubernetes.io/name": slug, "llmfit/role": "router"}
+    script = ROUTER_SCRIPT.replace("$", "$$")
+    container = {
+        "name": "router",
+        "image": ROUTER_IMAGE,
+        "command": ["sh", "-c", script, *(_expandable(w, encoding)
+                                          for w in (router_package(offer), *argv))],
+        "ports": [{"name": "http", "containerPort": port}],
+        "resources": {"requests": {"cpu": ROUTER_CPU, "memory": ROUTER_MEMORY}},
+    }  # fmt: skip
+    docs.append({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": f"{slug}-router", "labels": {"app.kubernetes.io/name": slug}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    })  # fmt: skip
+    docs.append({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": slug, "labels": {"app.kubernetes.io/name": slug}},
+        "spec": {"selector": labels,
+                 "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
+    })  # fmt: skip
+    if units > 1:
+        label = offer.result.unit.label
+        notes.append(
+            f"the load named needs {units} units of {label}: each role's replicas are its "
+            "workers times that, behind one router"
+        )
+    if rdma:
+        notes.append(f"RDMA for the KV: host network, IPC_LOCK and one {RDMA_RESOURCE} a pod "
+                     "(the NVIDIA Network Operator's shared RDMA device; name your cluster's own "
+                     "if it differs)")  # fmt: skip
+    elif offer.result.transfer.link.kind == "node":
+        notes.append("the plan moves the KV over NVLink inside one node; pods move it over the "
+                     "pod network unless the scheduler puts them together (--format docker "
+                     "keeps them on one node)")  # fmt: skip
+    return docs, notes
+
+
+def render_k8s(advice: Advice, offer: Offer, encoding: str | None = None) -> str:
+    docs, notes = k8s_documents(advice, offer, encoding)
+    check_words(list(_strings(docs)), encoding)
+    repo = advice.repo
+    header = [
+        f"# {repo.id}: {name(_index(advice, offer))} {offer.result.unit.label}, "
+        f"{offer.result.unit.cards} cards, its KV over {offer.result.transfer.link.name}",
+        *(f"# {n}" for n in notes),
+        f"# HF_TOKEN from the Secret {TOKEN_SECRET} (optional), made with:",
+        f'#   kubectl create secret generic {TOKEN_SECRET} --from-literal={TOKEN_KEY}="$HF_TOKEN"',
+    ]
+    header = [clean(h) for h in header]
+    body = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=100)  # fmt: skip
+    return "\n".join(header) + "\n---\n" + body
+
+
+def render_disagg(fmt: str, advice: Advice, offer: Offer, encoding: str | None = None) -> str:
+    """A disaggregated option's launch in `fmt` ("shell", "docker" or "k8s"), every word exact
+    or refused."""
+    if fmt == "shell":
+        return "\n".join(shell_lines(advice, offer, encoding)) + "\n"
+    if fmt == "docker":
+        return "\n".join(docker_lines(advice, offer, encoding)) + "\n"
+    if fmt == "k8s":
+        return render_k8s(advice, offer, encoding)
+    raise ValueError(f"unknown format {fmt!r}")
