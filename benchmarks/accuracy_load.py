@@ -26,7 +26,14 @@ a fit that never saw them). --rows prints every row. numpy and scipy are needed 
 
 --fit --save PATH keeps each run's never-seen estimate for aiconfigurator_compare.py --estimates.
 
+--curves prices every step by the card's measured kernel curves where a table covers it (the
+step model's SpeedInputs.curves), --curves-experts only the routed experts' grouped GEMM (what
+plans do where serving_speed.toml sets `expert_curves`, and then the default here); --fit then
+fits their few constants too (CURVE_SHARED, and with --curves CURVE_FAMILY): how
+docs/accuracy.md measured them against the fitted shares.
+
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
+[--curves]
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from llmfit.plan import cards, load, speed
+from llmfit.plan import cards, curves, load, speed
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import serving_speed
 from llmfit.plan.engines import vllm_weights as vm
@@ -551,6 +558,35 @@ def _waves(
     return rate * w.output_len, p.tpot_s, p.ttft_s + (n - held) / rate * (1 if closed else 0.5)
 
 
+# --curves: price each run's steps by its card's measured kernels (llmfit/data/kernel_curves.json,
+# plan/curves.py) where a table covers the card's architecture (SpeedInputs.curves), with the
+# fit's extra constants for it (CURVE_SHARED, CURVE_FAMILY): on runs the fit never saw it was
+# further off than the fitted shares (docs/accuracy.md "Priced by the measured kernels").
+# --curves-experts: only the routed experts' grouped GEMM by its curve, the rest by the shares;
+# what plans do where the shipped constants set `expert_curves` (then the fit is this one).
+EXPERTS_ONLY = "--curves-experts" in sys.argv or any(
+    k.expert_curves for t in serving_speed.TABLES.values() for k in t.values()
+)
+CURVES = "--curves" in sys.argv or EXPERTS_ONLY
+
+
+def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
+    """The run's step inputs priced by its card's measured kernels under its engine, where a
+    table covers the card or its architecture; the weights' kernels by the checkpoint's dtype
+    (fp8 where the plan computes in it, 4-bit weights with 16-bit activations for AWQ, GPTQ and
+    MXFP4, else 16-bit)."""
+    spec = cards.spec(row.card)
+    if spec is None:
+        return inp
+    kc = curves.curves_for(row.card, spec.architecture, row.engine)
+    if not kc.measured:
+        return inp
+    w = row.raw["precision"]["weights"].lower()
+    four = any(s in w for s in ("int4", "awq", "gptq", "mxfp4", "w4"))
+    dtype = "fp8" if inp.compute_dtype == "fp8" else "w4a16" if four else "bf16"
+    return replace(inp, curves=kc, curve_dtype=dtype, curves_experts_only=EXPERTS_ONLY)
+
+
 def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[str, float]:
     """What llmfit estimates for the row: output tok/s a GPU, TPOT and TTFT (seconds)."""
     r = row.replica
@@ -559,6 +595,8 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
         key = f"{row.engine}|{row.family}"
         k = table.get(key) or table[f"{row.engine}|default"]
         r = replace(r, inputs=replace(r.inputs, constants=k))
+    if CURVES:
+        r = replace(r, inputs=measured_kernels(row, r.inputs))
     w = Workload("row", row.input_len, row.output_len, ttft_s=None, tpot_s=None)
     copies = r.copies
     share = row.load / copies
@@ -695,6 +733,18 @@ SHARED: tuple[tuple[str, float, float, float], ...] = (
     ("expert_rows", 16.0, 1.0, 256.0),
 )
 PER_FAMILY: tuple[tuple[str, float, float, float], ...] = (("weight_efficiency", 0.8, 0.3, 1.0),)
+# With --curves, beside those: the multiple of the measured kernels' efficiencies an engine's
+# step reaches (the product held at 1 or below), a MoE layer's routing kernels (the router's
+# GEMM, top-k, sorting tokens by expert) beside its grouped GEMM, and a graphed layer's other
+# kernels' fixed cost by architecture (launch and tail latencies differ by generation).
+CURVE_SHARED: tuple[tuple[str, float, float, float], ...] = (
+    ("curve_share", 1.0, 0.3, 1.5),
+    ("moe_layer_s", 10e-6, 1e-6, 40e-6),
+)
+CURVE_FAMILY: tuple[tuple[str, float, float, float], ...] = (("layer_s", 20e-6, 2e-6, 100e-6),)
+if CURVES:
+    SHARED += CURVE_SHARED
+    PER_FAMILY += () if EXPERTS_ONLY else CURVE_FAMILY
 # Each architecture's prior for the share of its bandwidth weights stream at (what a decode GEMV
 # reaches on it, before any run): NVIDIA's HBM cards 85 %; AMD's Instinct cards less (ROCm's
 # decode kernels on CDNA 3 and 4 reach about two thirds of the datasheet's bandwidth).
@@ -737,8 +787,10 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
     base = serving_speed.BASE
 
     def make(e: str, own: dict[str, float]) -> speed.Constants:
-        return replace(base, **shared[e], **own, kv_efficiency=own["weight_efficiency"],
-                       quant_prefill_efficiency=shared[e]["prefill_efficiency"])  # fmt: skip
+        values = {**shared[e], **own}
+        return replace(base, **values, kv_efficiency=own["weight_efficiency"],
+                       quant_prefill_efficiency=shared[e]["prefill_efficiency"],
+                       expert_curves=EXPERTS_ONLY)  # fmt: skip
 
     for key in keys:
         e, _ = key.split("|")
@@ -758,8 +810,9 @@ def start(keys: list[str]) -> tuple[list[float], list[float], list[float]]:
         for _, a, b, c in SHARED:
             x0.append(a), lo.append(b), hi.append(c)
     for key in keys:
-        for _, _, b, c in PER_FAMILY:
-            x0.append(arch_prior(key)), lo.append(b), hi.append(c)
+        for name, a, b, c in PER_FAMILY:
+            x0.append(arch_prior(key) if name == "weight_efficiency" else a)
+            lo.append(b), hi.append(c)
     return x0, lo, hi
 
 

@@ -22,6 +22,7 @@ says which.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from collections.abc import Mapping
@@ -75,6 +76,10 @@ class Curve:
             raise ValueError(f"a curve's x values must ascend: {xs}")
         if any(not (math.isfinite(y) and y > 0) for _, y in self.points):
             raise ValueError(f"a curve's values must be positive and finite: {self.points}")
+        # The step model reads a curve thousands of times a plan: its x values are kept once
+        # as they are and in log, beside the points.
+        object.__setattr__(self, "_xs", tuple(xs))
+        object.__setattr__(self, "_lx", tuple(math.log(x) for x in xs))
 
     def at(self, x: float) -> float:
         pts = self.points
@@ -82,14 +87,14 @@ class Curve:
             return pts[0][1]
         if x >= pts[-1][0]:
             return pts[-1][1]
-        lx = math.log(x)
-        for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
-            if x == x1:
-                return y1
-            if x < x1:
-                w = (lx - math.log(x0)) / (math.log(x1) - math.log(x0))
-                return y0 + w * (y1 - y0)
-        return pts[-1][1]  # unreachable: x < the last point's x
+        i = bisect.bisect_left(self._xs, x)  # type: ignore[attr-defined]
+        y1 = pts[i][1]
+        if x == pts[i][0]:
+            return y1
+        lx: tuple[float, ...] = self._lx  # type: ignore[attr-defined]
+        y0 = pts[i - 1][1]
+        w = (math.log(x) - lx[i - 1]) / (lx[i] - lx[i - 1])
+        return y0 + w * (y1 - y0)
 
 
 def efficiency_curve(points: object) -> Curve:
@@ -108,20 +113,26 @@ class Collective:
 
     points: tuple[tuple[float, float], ...]
 
+    def __post_init__(self) -> None:
+        # Kept once in log, as Curve keeps its x values: a plan reads collectives thousands of
+        # times.
+        object.__setattr__(self, "_xs", tuple(x for x, _ in self.points))
+        object.__setattr__(self, "_lx", tuple(math.log(x) for x, _ in self.points))
+        object.__setattr__(self, "_ly", tuple(math.log(y) for _, y in self.points))
+
     def at(self, nbytes: float) -> float:
         pts = self.points
         if not nbytes > pts[0][0]:
             return pts[0][1]
         if nbytes >= pts[-1][0]:
             return pts[-1][1] * nbytes / pts[-1][0]
-        ly = math.log(nbytes)
-        for (x0, y0), (x1, y1) in zip(pts, pts[1:], strict=False):
-            if nbytes == x1:
-                return y1
-            if nbytes < x1:
-                w = (ly - math.log(x0)) / (math.log(x1) - math.log(x0))
-                return math.exp(math.log(y0) + w * (math.log(y1) - math.log(y0)))
-        return pts[-1][1]
+        i = bisect.bisect_left(self._xs, nbytes)  # type: ignore[attr-defined]
+        if nbytes == pts[i][0]:
+            return pts[i][1]
+        lx: tuple[float, ...] = self._lx  # type: ignore[attr-defined]
+        ly: tuple[float, ...] = self._ly  # type: ignore[attr-defined]
+        w = (math.log(nbytes) - lx[i - 1]) / (lx[i] - lx[i - 1])
+        return math.exp(ly[i - 1] + w * (ly[i] - ly[i - 1]))
 
 
 def _ring(link_bandwidth: float, share: float) -> Collective:

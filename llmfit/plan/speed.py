@@ -24,11 +24,14 @@ curve in the work's size: a GEMM of n tokens reaches n / (n + rows) of its most,
 GEMM t / (t + rows) at t tokens an expert (bandwidth-bound at a few, tensor-bound at thousands).
 No figure this module gives implies more than the card's peak (tests/plan/test_peaks.py).
 
-Nothing here names an engine. The share of a card's peaks an engine reaches and its fixed costs
-are `Constants`, fitted per engine and card family, and live in each engine's own module
-(plan/engines/*_speed.py) with the residuals of their fit; an engine fills `SpeedInputs`,
-directly or through `inputs_for`, with its constants and its knobs. plan/load.py turns steps
-into serving at a load (throughput, TPOT, TTFT, capacity).
+A step can instead be priced by the card's measured kernels (`SpeedInputs.curves`, from
+plan/curves.py): each part's roofline at the datasheet figures over the efficiency measured at
+its size (GEMMs by tokens, the grouped GEMM by tokens an expert, decode attention by sequences ×
+context, a prompt's by its length, all-reduces and all-to-alls by message bytes), or the routed
+experts' grouped GEMM alone so (`curves_experts_only`), which the plans do where the fitted
+constants set `expert_curves` (docs/accuracy.md "Priced by the measured kernels": the grouped
+GEMM alone was closer on runs the fit never saw, every part so further off);
+benchmarks/accuracy_load.py --curves and --curves-experts measure them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from dataclasses import dataclass, replace
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, CardSpec
+from llmfit.plan.curves import Collective, Curve, KernelCurves
 from llmfit.plan.model import AttentionKind, Model
 
 # A host whose RAM bandwidth the fleet does not state is taken as a desktop's two channels of
@@ -99,6 +103,14 @@ class Constants:
     # decode, where the kernel dequantizes every block it reads (llama.cpp's mul_mat_vec_q);
     # 0: as `weight_efficiency`. The KV cache keeps the plain share.
     quant_weight_efficiency: float = 0.0
+    # Where a card's kernels were measured (SpeedInputs.curves): the engine's kernels reach this
+    # multiple of the measured efficiencies (1: each kernel as fast as timed alone), the product
+    # held at 1 or below. The efficiencies above then price only cards no table covers.
+    curve_share: float = 1.0
+    # Price the routed experts' grouped GEMM by the card's measured curve where a table covers
+    # the card (the rest by the shares above), with `curve_share` and `moe_layer_s` fitted for
+    # it (benchmarks/accuracy_load.py --fit --curves-experts). Off until a fit sets it on.
+    expert_curves: bool = False
 
 
 # One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,
@@ -215,6 +227,16 @@ class SpeedInputs:
     # scheduling, SGLang's overlap scheduler): a step costs the longer of its CPU work (`step_s`,
     # `sequence_s`) and its GPU work, not their sum.
     overlap: bool = False
+    # The card's measured kernels under the engine (plan/curves.py), where a table covers the
+    # card or its architecture: GEMMs, grouped GEMMs, attention and collectives are then priced
+    # as roofline time ÷ the measured efficiency at their size, not by the parametric shares.
+    curves: KernelCurves | None = None
+    curve_dtype: str = "bf16"  # the weights' kernels' dtype in the curves ("fp8", "w4a16", …)
+    attention_flops: float | None = None  # the card's 16-bit tensor rate (attention runs in it)
+    mla: bool = False  # the model's attention is MLA (its latent cache: the MLA decode curve)
+    # Only the routed experts' grouped GEMM priced by its measured curve, the rest by the
+    # constants' shares (a measurement's variant: benchmarks/accuracy_load.py --curves-experts).
+    curves_experts_only: bool = False
 
     @property
     def cards(self) -> int:
@@ -344,10 +366,92 @@ class _Coef:
     link_token: float  # their bytes, a token
     graph: float  # its kernels' fixed costs with CUDA graphs
     eager: float  # … without
+    layers: int = 0  # its layers (their all-reduces, priced by a measured curve)
+    moe_layers: int = 0  # … of them MoE (their all-to-alls)
+
+
+@dataclass(frozen=True)
+class _Kernels:
+    """A card's measured kernel curves as a step reads them (SpeedInputs.curves): each part's
+    roofline time (bytes at the datasheet bandwidth, FLOPs at the datasheet peak) divided by the
+    measured efficiency at its size, times the engine's `curve_share` of it."""
+
+    gemm: Curve  # by tokens a GEMM multiplies (on one rank)
+    moe: Curve  # by tokens each of a layer's routed experts gets, on average over all of them
+    attention: Curve  # decode: by sequences × tokens of context one rank's kernel reads
+    prefill: Curve  # a prompt's attention: by its tokens
+    allreduce: Collective | None  # over the stage's tp cards (None: tp 1, or across nodes)
+    alltoall: Collective | None  # over the replica's expert-parallel cards (None: none)
+    share: float  # Constants.curve_share
+    experts_only: bool  # SpeedInputs.curves_experts_only
+    ranks: int  # attention ranks: each runs 1/ranks of the step's tokens through its GEMMs
+    act: float  # bytes of a token's activations (an all-reduce's message a token)
+    routed: float  # k / E: a token's share of a MoE layer's experts (0: dense)
+    active: int  # k: experts a token is sent to (an all-to-all's message a token)
+
+    @classmethod
+    def of(cls, inp: SpeedInputs) -> _Kernels | None:
+        kc = inp.curves
+        if kc is None:
+            return None
+        a = max(inp.ranks, 1)
+        n = a * inp.tp
+        local = inp.nodes <= 1  # the tables measured collectives within a node
+        return cls(
+            gemm=kc.gemm(inp.curve_dtype),
+            # fp8 MoE checkpoints are block-scaled (DeepSeek's 128 × 128 blocks, as Qwen's,
+            # GLM's and MiniMax's fp8 releases): their grouped GEMM is the block-scaled kernel,
+            # not the per-tensor one (vLLM's measured per-tensor fp8 MoE is 4-5 times slower).
+            moe=kc.moe("fp8_block" if inp.curve_dtype == "fp8" else inp.curve_dtype),
+            attention=kc.mla_decode if inp.mla and kc.mla_decode else kc.attention_decode,
+            prefill=kc.attention_prefill,
+            allreduce=kc.allreduce(inp.tp) if inp.tp > 1 and local else None,
+            alltoall=kc.alltoall(n) if a > 1 and inp.experts and n > 1 and local else None,
+            share=max(inp.constants.curve_share, 1e-3),
+            experts_only=inp.curves_experts_only,
+            ranks=a,
+            act=inp.hidden_size * inp.activation_bytes,
+            routed=min(inp.experts_active, inp.experts) / inp.experts if inp.experts else 0.0,
+            active=inp.experts_active,
+        )
 
 
 def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
+    if inp.curves is not None and inp.curves_experts_only:
+        # The shares' coefficients, the experts' as their roofline (the curve divides them).
+        peak = inp.flops or 0.0
+        a = max(inp.ranks, 1)
+        return replace(
+            _coef(replace(inp, curves=None), s),
+            experts=s.expert_bytes / inp.memory_bandwidth,
+            expert_token=2 * s.expert_params / a / peak if peak else 0.0,
+        )
+    if inp.curves is not None:
+        return _raw_coef(inp, s)
     bw, kv_bw, rate = _rates(inp)
+    k = inp.constants
+    a = max(inp.ranks, 1)
+    ar_fixed, ar_token, a2a_fixed, a2a_token = _links(inp, s)
+    eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
+    # The grouped GEMM's most: its share of the dense GEMMs' rate, never above the card's peak.
+    expert_rate = min(rate * k.expert_prefill_efficiency, inp.flops) if rate and inp.flops else 0.0
+    return _Coef(
+        dense=s.dense_bytes / bw,
+        experts=s.expert_bytes / min(k.expert_efficiency, 1.0) / bw,
+        kv=s.kv_bytes_per_token / a / kv_bw,
+        state=2 * s.state_bytes / a / kv_bw,
+        token=2 * (s.params - s.expert_params) / a / rate if rate else 0.0,
+        expert_token=2 * s.expert_params / a / expert_rate if expert_rate else 0.0,
+        attention=4 * s.attention_width / a / rate if rate else 0.0,
+        link_fixed=ar_fixed + a2a_fixed,
+        link_token=ar_token + a2a_token,
+        graph=s.layers * k.layer_s + s.moe_layers * k.moe_layer_s,
+        eager=s.layers * eager + s.moe_layers * k.moe_layer_s,
+    )
+
+
+def _links(inp: SpeedInputs, s: Stage) -> tuple[float, float, float, float]:
+    """A stage's all-reduces' (fixed seconds, seconds a token) and its all-to-alls'."""
     k = inp.constants
     a = max(inp.ranks, 1)
     act = inp.hidden_size * inp.activation_bytes
@@ -366,23 +470,43 @@ def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
         via = inp.link_bandwidth or inp.pcie_bandwidth
         if inp.nodes > 1:
             via = min(via, inp.fabric_bandwidth)
-        link_fixed += s.moe_layers * 2 * k.all_to_all_s
-        link_token += s.moe_layers * 2 * inp.experts_active * act * (n - 1) / n / a / via
+        a2a_fixed = s.moe_layers * 2 * k.all_to_all_s
+        a2a_token = s.moe_layers * 2 * inp.experts_active * act * (n - 1) / n / a / via
+        return link_fixed, link_token, a2a_fixed, a2a_token
+    return link_fixed, link_token, 0.0, 0.0
+
+
+def _raw_coef(inp: SpeedInputs, s: Stage) -> _Coef:
+    """A stage's roofline at the card's datasheet figures, for pricing by measured curves
+    (`_Kernels`): bytes at the full bandwidth, FLOPs at the full peak; the link's parts are the
+    parametric ones, used only where no curve measured the collective."""
+    k = inp.constants
+    full = inp.memory_bandwidth
+    peak = inp.flops or 0.0
+    att_peak = inp.attention_flops or peak
+    a = max(inp.ranks, 1)
+    # The collectives a table measured are priced by it (`_measured_parts`); the rest, as ever.
+    ar_fixed, ar_token, a2a_fixed, a2a_token = _links(inp, s)
+    local = inp.nodes <= 1
+    if local and inp.tp > 1:
+        ar_fixed = ar_token = 0.0
+    if local and a > 1:
+        a2a_fixed = a2a_token = 0.0
     eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
-    # The grouped GEMM's most: its share of the dense GEMMs' rate, never above the card's peak.
-    expert_rate = min(rate * k.expert_prefill_efficiency, inp.flops) if rate and inp.flops else 0.0
     return _Coef(
-        dense=s.dense_bytes / bw,
-        experts=s.expert_bytes / min(k.expert_efficiency, 1.0) / bw,
-        kv=s.kv_bytes_per_token / a / kv_bw,
-        state=2 * s.state_bytes / a / kv_bw,
-        token=2 * (s.params - s.expert_params) / a / rate if rate else 0.0,
-        expert_token=2 * s.expert_params / a / expert_rate if expert_rate else 0.0,
-        attention=4 * s.attention_width / a / rate if rate else 0.0,
-        link_fixed=link_fixed,
-        link_token=link_token,
+        dense=s.dense_bytes / full,
+        experts=s.expert_bytes / full,
+        kv=s.kv_bytes_per_token / a / full,
+        state=2 * s.state_bytes / a / full,
+        token=2 * (s.params - s.expert_params) / a / peak if peak else 0.0,
+        expert_token=2 * s.expert_params / a / peak if peak else 0.0,
+        attention=4 * s.attention_width / a / att_peak if att_peak else 0.0,
+        link_fixed=ar_fixed + a2a_fixed,
+        link_token=ar_token + a2a_token,
         graph=s.layers * k.layer_s + s.moe_layers * k.moe_layer_s,
         eager=s.layers * eager + s.moe_layers * k.moe_layer_s,
+        layers=s.layers,
+        moe_layers=s.moe_layers,
     )
 
 
@@ -406,6 +530,7 @@ class Stepper:
     # expert_rows × E / k (a step reaching a share s of the experts pays s of it).
     expert_pad: float = 0.0
     overlap: bool = False  # CPU work runs beside the GPU's (SpeedInputs.overlap)
+    kernels: _Kernels | None = None  # the card's measured curves, where they price the step
 
     @classmethod
     def of(cls, inp: SpeedInputs) -> Stepper:
@@ -428,6 +553,7 @@ class Stepper:
             rows=k.gemm_rows,
             expert_pad=k.expert_rows * e / min(kk, e) if e > 0 and kk > 0 else 0.0,
             overlap=inp.overlap,
+            kernels=_Kernels.of(inp),
         )
 
     def eager_at(self, tokens: float) -> bool:
@@ -448,6 +574,8 @@ def stage_parts(
     empty rows (its efficiency curve, `Constants.gemm_rows`), a grouped GEMM each expert's
     tokens and its rows; without a CUDA graph (--enforce-eager, or a step past the largest
     batch captured) the kernels' launches count where they outlast the GPU's work."""
+    if st.kernels is not None and not st.kernels.experts_only:
+        return _measured_parts(st, st.kernels, c, batch, context, chunk, chunk_context)
     n = batch + chunk
     ub = st.ubatch
     passes = max(math.ceil(n / ub), 1) if ub and n > ub else 1
@@ -457,7 +585,11 @@ def stage_parts(
     kv = c.kv * batch * context + c.state * batch
     gemm = c.token * (n + passes * st.rows) if n > 0 else 0.0
     grouped = 0.0
-    if n > 0 and c.expert_token:
+    if st.kernels is not None and n > 0 and c.experts:
+        # The grouped GEMM at its measured efficiency for the tokens each expert gets.
+        eff = min(st.kernels.share * st.kernels.moe.at(n / passes * st.kernels.routed), 1.0)
+        experts, grouped = experts / eff, c.expert_token * n / eff
+    elif n > 0 and c.expert_token:
         grouped = c.expert_token * (n + passes * st.expert_pad * share)
     attention = c.attention * (batch * context + chunk * chunk_context)
     overhead = passes * c.graph
@@ -468,6 +600,49 @@ def stage_parts(
         overhead += max(passes * (c.eager - c.graph) - busy, 0.0)
     link = c.link_fixed + c.link_token * n
     return weights, experts, kv, gemm, grouped, attention, overhead, link
+
+
+def _measured_parts(
+    st: Stepper, kn: _Kernels, c: _Coef, batch: float, context: float, chunk: float,
+    chunk_context: float,
+) -> tuple[float, float, float, float, float, float, float, float]:  # fmt: skip
+    """`stage_parts` priced by the card's measured kernels: each part's roofline (`_raw_coef`)
+    over the efficiency its kernel was measured at for its size. The dense GEMMs by the tokens
+    one rank multiplies; the routed experts' grouped GEMM by the tokens each expert gets (n·k/E:
+    its bytes are those of the experts the tokens reach, 1 − (1 − k/E)^n of them); decode's
+    attention by the sequences × context one rank reads, a prompt chunk's by its prompt's
+    length; each layer's two all-reduces and each MoE layer's dispatch and combine by their
+    message's bytes."""
+    n = batch + chunk
+    if n <= 0:
+        return 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, c.graph, c.link_fixed
+    per_rank = n / kn.ranks
+    f = kn.share
+    dense = min(f * kn.gemm.at(per_rank), 1.0)
+    weights, gemm = c.dense / dense, c.token * n / dense
+    experts = grouped = 0.0
+    if c.experts:
+        share = 1.0 - st.keep**n if st.keep else 1.0
+        moe = min(f * kn.moe.at(n * kn.routed), 1.0)
+        experts, grouped = c.experts * share / moe, c.expert_token * n / moe
+    kv = att = 0.0
+    if batch > 0:
+        held = batch / kn.ranks * context
+        eff = min(f * kn.attention.at(held if held > 0 else 1.0), 1.0)
+        kv = (c.kv * batch * context + c.state * batch) / eff
+        att = c.attention * batch * context / eff
+    if chunk > 0 and chunk_context > 0:
+        att += c.attention * chunk * chunk_context / min(f * kn.prefill.at(2 * chunk_context), 1.0)
+    overhead = c.graph
+    if st.eager_at(n) and c.eager > c.graph:
+        busy = max(weights, gemm) + max(experts, grouped) + max(kv, att)
+        overhead += max(c.eager - c.graph - busy, 0.0)
+    link = c.link_fixed + c.link_token * n
+    if kn.allreduce is not None:
+        link += 2 * c.layers * kn.allreduce.at(per_rank * kn.act)
+    if kn.alltoall is not None and c.moe_layers:
+        link += 2 * c.moe_layers * kn.alltoall.at(per_rank * kn.active * kn.act)
+    return weights, experts, kv, gemm, grouped, att, overhead, link
 
 
 def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: float) -> float:
@@ -575,7 +750,7 @@ def step_total(
     n = batch + chunk
     gpu = st.hop_fixed + st.hop_token * n
     cpu = st.step_s + st.sequence_s * batch
-    if st.ubatch or n <= 0:
+    if st.ubatch or n <= 0 or st.kernels is not None:
         gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
     else:
         eager = st.eager_at(n)
@@ -638,6 +813,7 @@ def round_pair(
     n = batch + chunk
     if (
         st.ubatch
+        or st.kernels is not None
         or st.eager_at(n)
         or batch <= 0
         or inp.host is not None
@@ -796,6 +972,9 @@ def inputs_for(
     eager: bool = False,
     graph_batch: int = 0,
     overlap: bool = False,
+    curves: KernelCurves | None = None,
+    curve_dtype: str = "bf16",
+    curves_experts_only: bool = False,
 ) -> SpeedInputs:
     """SpeedInputs for a replica of `tp` × `pp` cards (vLLM, SGLang) or of llama.cpp's layer split
     over `pp` cards (tp 1) with `gpu_layers` of the layers on them (None: all, and the output
@@ -916,6 +1095,11 @@ def inputs_for(
         eager=eager,
         graph_batch=graph_batch,
         overlap=overlap,
+        curves=curves,
+        curve_dtype=curve_dtype,
+        curves_experts_only=curves_experts_only,
+        attention_flops=card.bf16_flops,
+        mla=any(g.kind is AttentionKind.MLA for g in model.layer_groups),
     )
 
 

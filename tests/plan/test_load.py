@@ -25,6 +25,7 @@ import pytest
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.cards import BY_KEY
+from llmfit.plan.curves import curves_for
 from llmfit.plan.load import Replica, at_concurrency, at_rate, capacity, serve
 from llmfit.plan.model import Model
 from llmfit.plan.settings import Workload
@@ -393,6 +394,20 @@ def test_a_steps_total_is_the_sum_of_its_parts(batch, chunk):
         inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304, ranks=4),
         replace(qwen3_8b(), eager=True, constants=replace(K, eager_layer_s=400e-6)),
         replace(qwen3_8b(), ubatch=512),
+        # Priced by the card's measured kernels (plan/curves.py), a MoE with attention ranks.
+        replace(
+            inputs_for(
+                m,
+                layout,
+                H100,
+                constants=K,
+                context=CTX,
+                kv_bytes_per_token=98_304,
+                ranks=4,
+                curves=curves_for("h100-80g", "hopper", "vllm"),
+            ),
+            overlap=True,
+        ),  # fmt: skip
         # Past the largest captured graph, overlapped CPU work, the GEMMs' efficiency curves.
         replace(
             qwen3_8b(),

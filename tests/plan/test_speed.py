@@ -20,6 +20,7 @@ import pytest
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.cards import BY_KEY, override
+from llmfit.plan.curves import curves_for
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, Shape
 from llmfit.plan.speed import (
     Constants,
@@ -485,3 +486,106 @@ def test_constants_reproduce_the_stated_medians():
     # The target for llama.cpp: 10 % left out by source (docs/accuracy.md: 10.7 %), so at most
     # that on the rows it was fitted to.
     assert got[("llama.cpp", "fit")][0] <= 10
+
+
+# --- Priced by the card's measured kernels (plan/curves.py) ------------------------------------
+# aiconfigurator 0.12.0's H100 tables under SGLang, as llmfit/data/kernel_curves.json holds them:
+# each part takes its roofline (bytes at the datasheet 3.35 TB/s, FLOPs at the dense 989.5e12)
+# over the efficiency measured at its size. The points read here, from the file: GEMM (bf16) 0.7504
+# at 32 tokens and 0.73 at 8,192; grouped MoE GEMM (bf16) 0.8668 at 4 tokens an expert, and
+# between 0.213 at 2,048 and 0.2051 at 4,096; attention decode 0.5644 at 65,536 sequences ×
+# context tokens and 0.7436 at 262,144; a prompt's attention 0.5838 at 8,192 tokens.
+SGLANG_H100 = curves_for("h100-80g", "hopper", "sglang")
+
+
+def test_a_moe_layer_at_4_and_at_4000_tokens_an_expert_on_measured_kernels():
+    # Qwen3-30B-A3B's routed experts on one H100 (test_a_moe_layer_at_4_and_at_4000_tokens_an_
+    # expert has the bytes and parameters): 57,982,058,496 B, 1,812,474,841.6 parameters a token.
+    k = replace(SERVING, curve_share=1.0)
+    inp = inputs_for(QWEN30B_MODEL, QWEN30B, H100, constants=k, context=1, kv_bytes_per_token=0,
+                     curves=SGLANG_H100)  # fmt: skip
+    (stage,) = inp.stages
+    # 4 tokens an expert (a batch of 64: 64 × 8 / 128): 0.983925 of the experts reached,
+    # 57,982,058,496 × 0.983925 / 3.35e12 = 17.02984 ms of roofline, over 0.8668: 19.6468 ms;
+    # FLOPs 2 × 1,812,474,841.6 × 64 / 989.5e12 = 0.234459 ms / 0.8668 = 0.2705 ms, under them.
+    few = stage_time(inp, stage, 64, 0)
+    assert round(few.experts * 1e3, 4) == 19.6468
+    assert round(few.expert_compute * 1e3, 4) == 0.2705
+    # 4,000 tokens an expert (a prefill step of 64,000): every expert, 17.30808 ms of bytes; FLOPs
+    # 2 × 1,812,474,841.6 × 64,000 / 989.5e12 = 234.4586 ms, over the efficiency between 2,048
+    # and 4,096 in log size: 0.213 + (ln 4,000 − ln 2,048) / ln 2 × (0.2051 − 0.213) = 0.205370:
+    # 1,141.6383 ms, tensor-bound (the bytes take 17.30808 / 0.205370 = 84.2774 ms).
+    many = stage_time(inp, stage, 0, 0, 64_000, 0)
+    assert round(many.experts * 1e3, 4) == 84.2774
+    assert round(many.expert_compute * 1e3, 4) == 1141.6383
+    assert many.bound == "compute"
+    # Only the grouped GEMM by its curve (accuracy_load.py --curves-experts): the experts as
+    # above, the rest at the constants' shares: the dense weights, 48 × 38,281,728 + 622,333,952
+    # = 2,459,856,896 B, at 3.35e12 × 0.65 = 1.12967 ms.
+    hybrid = replace(inp, curves_experts_only=True)
+    few2 = stage_time(hybrid, hybrid.stages[0], 64, 0)
+    assert round(few2.experts * 1e3, 4) == 19.6468
+    assert round(few2.memory * 1e3, 5) == 1.12967
+
+
+def test_a_decode_step_with_cpu_and_gpu_overlapped_and_not_on_measured_kernels():
+    # Llama-3.1-8B at a batch of 32 sequences of 4,096 tokens on one H100. The weights,
+    # 15,009,849,344 B / 3.35e12 = 4.48055 ms, over the GEMM's 0.7504 at 32 tokens: 5.97088 ms
+    # (their FLOPs, 2 × 7,504,924,672 × 32 / 989.5e12 = 0.48541 ms, under them). The cache,
+    # 32 × 4,096 × 131,072 = 17,179,869,184 B / 3.35e12 = 5.12832 ms, over attention's
+    # efficiency at 131,072 tokens (halfway in log size from 65,536 to 262,144: 0.654):
+    # 7.84147 ms. The layers' 32 × 80 µs = 2.56 ms. GPU 16.37235 ms; CPU 0.6 + 32 × 0.063 =
+    # 2.616 ms: in series 18.98835 ms, overlapped the GPU's 16.37235.
+    inp = llama8b(curves=SGLANG_H100)
+    assert round(decode_step(inp, 32).total * 1e3, 4) == 18.9884
+    assert round(decode_step(replace(inp, overlap=True), 32).total * 1e3, 4) == 16.3724
+
+
+def test_a_prefill_on_measured_kernels_never_runs_past_the_cards_peak():
+    # Llama-3.1-8B's 8,192-token prompt on one H100 in one step: the GEMMs' 1.22961e14 FLOPs,
+    # 124.26547 ms at the dense peak, over the GEMM's 0.73 at 8,192 tokens: 170.2267 ms; the
+    # attention's 1.75922e13, 17.77886 ms at the peak, over 0.5838 at a prompt of 8,192: 30.4537.
+    inp = llama8b(curves=SGLANG_H100)
+    t = prefill_time(inp, 8192)
+    assert t is not None
+    assert round(t.parts[0].compute * 1e3, 4) == 170.2267
+    assert round(t.parts[0].attention * 1e3, 4) == 30.4537
+    # An engine fitted at twice the measured efficiencies is held at the card's peak: the GEMMs
+    # take 124.2655 ms and the attention 17.7789 ms (2 × 0.73 and 2 × 0.5838 both held at 1),
+    # and no less.
+    fast = replace(inp, constants=replace(SERVING, curve_share=2.0, ttft_s=0.0))
+    t2 = prefill_time(fast, 8192)
+    assert t2 is not None
+    assert round(t2.parts[0].compute * 1e3, 4) == 124.2655
+    assert round(t2.parts[0].attention * 1e3, 4) == 17.7789
+    s = estimate(replace(fast, prompt_tokens=8192))
+    assert s.prefill_tokens_per_s is not None
+    assert s.prefill_tokens_per_s * 2 * 7_504_924_672 <= H100.bf16_flops
+
+
+def test_fitted_constants_that_say_so_price_the_experts_by_the_measured_curve(monkeypatch):
+    # serving_speed.toml's `expert_curves` (off until a fit with --curves-experts sets it): an
+    # engine's speed inputs then carry the card's measured tables, for the experts alone, and the
+    # experts' kernel by the weights' dtype (Qwen3-30B-A3B at bf16: 2 bytes a parameter).
+    from llmfit.plan.engines import serving
+    from llmfit.plan.layout import Layout
+
+    def inputs(on: bool) -> SpeedInputs | None:
+        k = replace(SERVING, expert_curves=on)
+        monkeypatch.setattr(serving.serving_speed, "for_card", lambda table, key: k)
+        return serving.speed_inputs(
+            serving.serving_speed.SGLANG, QWEN30B_MODEL, QWEN30B, H100, Layout(1), 4096, 0, 1,
+            False, lambda layers, pp: (layers,), curves_backend="sglang",
+        )  # fmt: skip
+
+    off, on = inputs(False), inputs(True)
+    assert off is not None and on is not None
+    assert off.curves is None
+    assert on.curves == SGLANG_H100 and on.curves_experts_only and on.curve_dtype == "bf16"
+    # On AMD (no table) the shares price everything whatever the constants say.
+    monkeypatch.setattr(serving.serving_speed, "for_card",
+                        lambda table, key: replace(SERVING, expert_curves=True))  # fmt: skip
+    amd = serving.speed_inputs(serving.serving_speed.SGLANG, QWEN30B_MODEL, QWEN30B,
+                               BY_KEY["mi300x-192g"], Layout(1), 4096, 0, 1, False,
+                               lambda layers, pp: (layers,), curves_backend="sglang")  # fmt: skip
+    assert amd is not None and amd.curves is None

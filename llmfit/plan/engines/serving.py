@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
-from llmfit.plan import cards, load
+from llmfit.plan import cards, curves, load
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.engines import Found, Job, serving_speed
@@ -224,6 +224,7 @@ def speed_inputs(
     eager: bool = False,
     graph_batch: int = 0,
     overlap: bool = False,
+    curves_backend: str | None = None,
 ) -> speeds.SpeedInputs | None:
     """The step model's inputs for one replica of the layout, with the engine's fitted
     constants for the card's family (`table`: the engine's own, by architecture; a new engine
@@ -238,15 +239,37 @@ def speed_inputs(
         return None
     model = counted(model)
     moe_dp = model.is_moe and layout.dp > 1
+    k = serving_speed.for_card(table, spec.key)
+    # Where the fitted constants say so, a MoE's routed experts are priced by the card's measured
+    # grouped GEMM (plan/curves.py), where a table covers the card or its architecture; the
+    # engine names the measured backend its kernels are (aiconfigurator's "vllm", "sglang").
+    measured = (
+        curves.curves_for(spec.key, spec.architecture, curves_backend)
+        if k.expert_curves and curves_backend
+        else None
+    )
     return speeds.inputs_for(
-        model, weights, spec, constants=serving_speed.for_card(table, spec.key),
+        model, weights, spec, constants=k,
         context=context, kv_bytes_per_token=kv_per_token, tp=layout.tp, pp=layout.pp,
         replicas=1 if moe_dp else layout.dp, ranks=layout.dp if moe_dp else 1, ep=layout.ep,
         nodes=layout.nodes, concurrency=max(1, int(concurrency)),
         stage_layers=partition(weights.layers, layout.pp),
         compute_dtype="fp8" if fp8 else "bf16", eager=eager, graph_batch=graph_batch,
-        overlap=overlap,
+        overlap=overlap, curves=measured if measured and measured.measured else None,
+        curve_dtype=curve_dtype(weights, model, fp8), curves_experts_only=True,
     )  # fmt: skip
+
+
+def curve_dtype(weights: WeightLayout, model: Model, fp8: bool) -> str:
+    """The experts' kernel as plan/curves.py names it: fp8 where the plan computes in it (the
+    step model takes fp8 experts' block-scaled kernel), 4-bit weights with 16-bit activations
+    where the checkpoint holds under three quarters of a byte a parameter (AWQ, GPTQ, MXFP4),
+    else 16-bit."""
+    if fp8:
+        return "fp8"
+    if model.params and weights.total / model.params < 0.75:
+        return "w4a16"
+    return "bf16"
 
 
 def counted(model: Model) -> Model:

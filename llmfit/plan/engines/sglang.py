@@ -398,6 +398,7 @@ class Sglang(serving.Serving[SglangLaunch]):
                 # The overlap scheduler, unless turned off or pipeline-parallel (server_args.py
                 # _handle_pipeline_parallelism turns it off there).
                 overlap=not opts.disable_overlap_schedule and layout.pp == 1,
+                curves_backend="sglang",
             )  # fmt: skip
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(

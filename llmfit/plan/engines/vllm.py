@@ -370,6 +370,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             inputs = serving.speed_inputs(
                 serving_speed.VLLM, model, weights, spec, layout, context, token, concurrency,
                 fp8, pp_partition, eager=eager, graph_batch=graphs, overlap=overlap,
+                curves_backend="vllm",
             )  # fmt: skip
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(
