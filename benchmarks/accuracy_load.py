@@ -52,6 +52,7 @@ from llmfit.plan import cards, curves, load, speed
 from llmfit.plan.artifact import Artifact
 from llmfit.plan.engines import serving_speed
 from llmfit.plan.engines import vllm_weights as vm
+from llmfit.plan.engines.serving import expert_kernel
 from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST
@@ -583,7 +584,10 @@ def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
         return inp
     w = row.raw["precision"]["weights"].lower()
     four = any(s in w for s in ("int4", "awq", "gptq", "mxfp4", "w4"))
-    dtype = "fp8" if inp.compute_dtype == "fp8" else "w4a16" if four else "bf16"
+    quant = "mxfp4" if "mxfp4" in w else None
+    dtype = expert_kernel(quant, four, inp.compute_dtype == "fp8", spec.architecture)
+    if dtype is None:  # no measured kernel for what the engine runs: the shares, as plans do
+        return inp
     return replace(inp, curves=kc, curve_dtype=dtype, curves_experts_only=EXPERTS_ONLY)
 
 

@@ -31,7 +31,9 @@ from tests.launch_check import fake_program, k8s_expand, run_argv, yaml12
 K8S_VERSION = "1.37"
 QWEN = ["Qwen/Qwen3-235B-A22B", "--fleet", str(EXAMPLE_FLEET), "--rate", "20"]
 SGLANG = [*QWEN, "--engine", "sglang", "--xpyd", "2:1", "--prefill-tp", "2"]
-VLLM = [*QWEN, "--disagg", "on"]
+# One unit of 3P1D at 10 requests a second (at 20 the load needs two).
+VLLM = ["Qwen/Qwen3-235B-A22B", "--fleet", str(EXAMPLE_FLEET), "--rate", "10", "--disagg", "on",
+        "--xpyd", "3:1", "--prefill-tp", "2"]  # fmt: skip
 ROUTER_SCRIPT = 'pip install --no-cache-dir --root-user-action=ignore "$0" && exec "$@"'
 
 
@@ -257,7 +259,7 @@ def test_no_credential_is_written(run, monkeypatch):
     ],
 )  # fmt: skip
 def test_a_bad_d_option_is_one_sentence(run, extra, why):
-    args = [a for a in VLLM if a not in ("--disagg", "on")] if "off" in extra else VLLM
+    args = QWEN if "off" in extra else VLLM
     code, out, err = run(*args, *extra)
     assert code == 2 and out == ""
     assert why in " ".join(err.split())

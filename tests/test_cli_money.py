@@ -26,13 +26,13 @@ def test_the_json_prices_the_load_and_a_million_tokens(run, priced):
     assert code == 0, err
     best = json.loads(out)["options"][0]
     sv = best["serving"]
-    # Best is two H100s at 2.49 an hour a card, and 20 requests a second need 5 of them: 24.90
+    # Best is two H100s at 2.49 an hour a card, and 20 requests a second need 4 of them: 19.92
     # an hour. 20 requests a second of 500 output tokens are 10,000 tokens a second, 36 million an
-    # hour: 24.90 / 36 = 0.6917 a million.
-    assert (best["gpu_class"], best["gpus"], sv["replicas"]) == ("h100-80g", 2, 5)
-    assert sv["cost_per_hour"] == pytest.approx(24.90)
+    # hour: 19.92 / 36 = 0.5533 a million.
+    assert (best["gpu_class"], best["gpus"], sv["replicas"]) == ("h100-80g", 2, 4)
+    assert sv["cost_per_hour"] == pytest.approx(19.92)
     assert sv["output_tokens_per_s"] == pytest.approx(10_000, rel=1e-3)
-    assert sv["cost_per_million_output_tokens"] == pytest.approx(0.6917, abs=1e-4)
+    assert sv["cost_per_million_output_tokens"] == pytest.approx(0.5533, abs=1e-4)
 
 
 def test_the_table_and_best_block_say_the_cost(run, priced, monkeypatch):
@@ -42,10 +42,10 @@ def test_the_table_and_best_block_say_the_cost(run, priced, monkeypatch):
     header = next(line for line in out.splitlines() if line.startswith(" # artifact"))
     assert " $/h $/Mtok " in header
     row = next(line for line in out.splitlines() if line.startswith(" 1 "))
-    assert row.split()[-4:-2] == ["24.90", "0.69"]  # then hosts and now
+    assert row.split()[-4:-2] == ["19.92", "0.55"]  # then hosts and now
     flat = " ".join(out.split())
     assert (
-        "costs $24.90 an hour (5 replicas × 2 cards × $2.49 a card-hour): $0.69 a million output "
+        "costs $19.92 an hour (4 replicas × 2 cards × $2.49 a card-hour): $0.55 a million output "
         "tokens at this load"
     ) in flat
 
@@ -53,7 +53,7 @@ def test_the_table_and_best_block_say_the_cost(run, priced, monkeypatch):
 def test_explain_says_the_cost(run, priced):
     code, out, err = run(REPO, "--fleet", priced, *LOAD, "--explain")
     assert code == 0, err
-    assert "serving: costs $24.90 an hour" in " ".join(out.split())
+    assert "serving: costs $19.92 an hour" in " ".join(out.split())
 
 
 def test_a_budget_leaves_out_what_costs_more_and_says_so(run, priced):
@@ -64,13 +64,13 @@ def test_a_budget_leaves_out_what_costs_more_and_says_so(run, priced):
     assert code == 0, err
     doc = json.loads(out)
     costs = [o["serving"]["cost_per_hour"] for o in doc["options"]]
-    # Two H100s × 5 (24.90), two H200s × 4 (28.72) and four H100s × 3 (29.88, twice) are within
-    # 30 an hour; the next cheapest, one H200 × 9 replicas, is 32.31.
+    # Two H100s × 4 and eight × 1 (19.92), two H100s × 5 (24.90), the H200s at 28.72 and four
+    # H100s × 3 (29.88) are within 30 an hour; the cheapest above it is 35.90.
     assert costs and all(c <= 30 for c in costs)
     assert len(costs) == len(every) - over
     assert (
         f"--budget 30 an hour: {over} options that cost more left out (the cheapest of them "
-        "$32.31 an hour)"
+        "$35.90 an hour)"
     ) in doc["notes"]
 
 

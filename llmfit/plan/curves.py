@@ -254,6 +254,21 @@ def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] |
     return None
 
 
+def _other_moe(key: str, engine: str) -> tuple[str, dict[str, Curve]] | None:
+    """The grouped-GEMM curves measured on card `key` under an engine other than `engine`."""
+    covered = _doc()["cards"]
+    assert isinstance(covered, dict)
+    entry = covered.get(key)
+    got = entry.get("backends", {}) if isinstance(entry, dict) else {}
+    assert isinstance(got, dict)
+    for other in sorted(got):
+        if other != engine and isinstance(got[other], dict):
+            moes = _curves(got[other], "moe")
+            if moes:
+                return other, moes
+    return None
+
+
 def _engines() -> set[str]:
     """The engines some table was measured under (the file's to say, not this module's)."""
     covered = _doc()["cards"]
@@ -289,9 +304,18 @@ def curves_for(card_key: str, architecture: str, backend: str) -> KernelCurves:
     said = f"{src}: measured on {key}{how} under {engine}"
     if engine != backend:
         said += f" (no {backend} table)"
+    moes = _curves(got, "moe")
+    if not moes:
+        # A table with no grouped GEMM (aiconfigurator measured none under vLLM on the A100):
+        # the same card's own under another engine, not the priors' lowest of every card, which
+        # priced gpt-oss-120b's MXFP4 experts on an A100 at three times their measured TPOT.
+        other = _other_moe(key, engine)
+        if other is not None:
+            moes = other[1]
+            said += f"; its grouped GEMM measured under {other[0]}"
     mla = got.get("mla_decode")
     return KernelCurves(
-        card_key, backend, said, True, _curves(got, "gemm"), _curves(got, "moe"),
+        card_key, backend, said, True, _curves(got, "gemm"), moes,
         efficiency_curve(got["attention_decode"]), efficiency_curve(got["attention_prefill"]),
         efficiency_curve(mla) if mla else None,
         _collectives(got, "allreduce"), _collectives(got, "alltoall"), link,

@@ -175,12 +175,17 @@ def test_one_replica_launches_as_before(run, priced):
 
 
 def test_a_burst_launch_says_the_share_of_the_burst_each_copy_carries(run):
-    # --requests 100 on the example fleet: Qwen3-235B-A22B's best is 4 H200s at tp4+ep, which
-    # admits about 50 of the burst's 2k/512-token requests at once, so the plan sizes 2 copies
-    # and each carries 100 / 2 = 50 of them. The comment over the launch formatted the load as a
-    # rate, which a burst has none of (a TypeError, until this test).
+    # --requests 100 on the example fleet: Qwen3-235B-A22B's best is 4 H200s at tp4+ep, of which
+    # the plan sizes 3 copies for the burst (its JSON's serving.replicas), so each carries
+    # 100 / 3 = 33.3 of it. The comment over the launch formatted the load as a rate, which a
+    # burst has none of (a TypeError, until this test).
+    code, out, err = run(
+        "Qwen/Qwen3-235B-A22B", "--fleet", "examples/fleet.toml", "--requests", "100", "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["options"][0]["serving"]["replicas"] == 3
     code, out, err = run(
         "Qwen/Qwen3-235B-A22B", "--fleet", "examples/fleet.toml", "--requests", "100"
     )
     assert code == 0, err
-    assert "for 100 requests sent at once: each carries 50 of them" in out
+    assert "for 100 requests sent at once: each carries 33.3 of them" in out

@@ -91,8 +91,12 @@ def bench(o: Option[Any], repo_id: str) -> Bench | None:
         in_flight = sv.concurrency / spread
     else:
         kind = "concurrency"
-        total = w.concurrency if w.concurrency is not None else sv.capacity_concurrency
-        load = float(max(1, math.ceil(total / spread - 1e-9)))
+        if w.concurrency is not None:
+            load = float(max(1, math.ceil(w.concurrency / spread - 1e-9)))
+        else:
+            # At a capacity: the count the plan prints ("serves up to 34 requests in flight" for
+            # 34.2), not one more, which would measure past the targets it was sized within.
+            load = float(max(1, round(sv.capacity_concurrency / spread)))
         in_flight = load
     if not math.isfinite(in_flight) or not math.isfinite(load) or load <= 0:
         return None

@@ -243,9 +243,10 @@ def speed_inputs(
     # Where the fitted constants say so, a MoE's routed experts are priced by the card's measured
     # grouped GEMM (plan/curves.py), where a table covers the card or its architecture; the
     # engine names the measured backend its kernels are (aiconfigurator's "vllm", "sglang").
+    kernel = curve_dtype(weights, model, fp8, spec.architecture)
     measured = (
         curves.curves_for(spec.key, spec.architecture, curves_backend)
-        if k.expert_curves and curves_backend
+        if k.expert_curves and curves_backend and kernel is not None
         else None
     )
     return speeds.inputs_for(
@@ -256,20 +257,29 @@ def speed_inputs(
         stage_layers=partition(weights.layers, layout.pp),
         compute_dtype="fp8" if fp8 else "bf16", eager=eager, graph_batch=graph_batch,
         overlap=overlap, curves=measured if measured and measured.measured else None,
-        curve_dtype=curve_dtype(weights, model, fp8), curves_experts_only=True,
+        curve_dtype=kernel or "bf16", curves_experts_only=True,
     )  # fmt: skip
 
 
-def curve_dtype(weights: WeightLayout, model: Model, fp8: bool) -> str:
-    """The experts' kernel as plan/curves.py names it: fp8 where the plan computes in it (the
-    step model takes fp8 experts' block-scaled kernel), 4-bit weights with 16-bit activations
-    where the checkpoint holds under three quarters of a byte a parameter (AWQ, GPTQ, MXFP4),
-    else 16-bit."""
+def curve_dtype(weights: WeightLayout, model: Model, fp8: bool, architecture: str) -> str | None:
+    """The experts' kernel as plan/curves.py names it, by the checkpoint's quantisation."""
+    four = model.params is not None and model.params > 0 and weights.total / model.params < 0.75
+    return expert_kernel(model.quantization, four, fp8, architecture)
+
+
+def expert_kernel(quantization: str | None, four_bit: bool, fp8: bool, arch: str) -> str | None:
+    """Which measured grouped GEMM a MoE's experts run (plan/curves.py's dtype), or None where no
+    table measured the kernel the engine runs, so the fitted shares price them: fp8 where the
+    plan computes in it (the block-scaled kernel); 4-bit weights with 16-bit activations (AWQ,
+    GPTQ, and MXFP4 on Blackwell); an MXFP4 checkpoint before Blackwell none: vLLM runs it there
+    by Triton's matmul_ogs (model_executor/layers/quantization/mxfp4.py get_mxfp4_backend), which
+    aiconfigurator did not measure, and its w4a16 table (a fifth of an H200's bandwidth at a few
+    tokens an expert) priced dstack's gpt-oss-120b runs on H200s at three times their TPOT."""
     if fp8:
         return "fp8"
-    if model.params and weights.total / model.params < 0.75:
-        return "w4a16"
-    return "bf16"
+    if quantization is not None and "mxfp4" in quantization.lower() and "blackwell" not in arch:
+        return None
+    return "w4a16" if four_bit else "bf16"
 
 
 def counted(model: Model) -> Model:

@@ -19,17 +19,19 @@ by MoE and dense, tuned and default flags, and the model before this one scored 
 
 | | output tok/s a GPU | TPOT | TTFT |
 |---|---|---|---|
-| dense models (52 runs) | 10.1 % | 9.4 % | 29.2 % |
-| MoE models (128 runs) | 25.9 % | 25.0 % | 41.1 % |
-| all 180 | 18.3 % | 18.3 % | 37.5 % |
-| these constants, fitted to all 180 | 15.2 % | 19.1 % | 36.1 % |
+| dense models (52 runs) | 10.5 % | 9.0 % | 16.8 % |
+| MoE models (128 runs) | 20.4 % | 22.2 % | 28.4 % |
+| all 180 | 16.4 % | 17.3 % | 27.3 % |
+| these constants, fitted to all 180 | 12.5 % | 14.5 % | 23.7 % |
 
-vLLM streams a Hopper card's weights at 72 % of its bandwidth with 83 µs a graphed layer, its
-routed experts at 45 % of that, prefills at 88 % of the dense tensor rate (its grouped GEMM at
-17 % of that at most); its CPU work (0.46 ms a step, 29 µs a sequence) overlaps the GPU's from
-0.14. SGLang streams at 96 % of a Hopper card's bandwidth (80 % of a B200's, 79 % of an A100's,
-56 % of an MI300X's), 100 µs a layer (the top of its range: its steps at few requests are slower
-than their bytes, docs/accuracy.md), prefills at 54 %.
+A MoE's routed experts are priced by the card's measured grouped GEMM (plan/curves.py, from
+aiconfigurator 0.12's tables) where a table covers the card, at the engine's share of it (vLLM
+0.40, SGLang 0.56), with a routing cost a MoE layer (10 µs, 37 µs); AMD cards, and MXFP4
+experts before Blackwell (no table measured the kernel vLLM runs there), keep the expert shares.
+vLLM streams a Hopper card's weights at 82 % of its bandwidth with 72 µs a graphed layer,
+prefills at 90 % of the dense tensor rate; its CPU work (0.47 ms a step, 30 µs a sequence)
+overlaps the GPU's from 0.14. SGLang streams at 96 % of a Hopper card's bandwidth (81 % of a
+B200's, 75 % of an A100's, 56 % of an MI300X's), 92 µs a layer, prefills at 58 %.
 
 Not fitted (no run of it): --enforce-eager's launches a layer, 510 µs, from the one eager run of
 speed.jsonl (vllm#20469: Qwen3-14B-AWQ on an A100 decoding at 20.9 ms a token, 6.6 ms of it its
