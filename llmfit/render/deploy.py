@@ -208,6 +208,30 @@ def _in_image(argv: Sequence[str], image: Image) -> bool:
     return _runs_entrypoint(argv, image) or (bool(argv) and argv[0] in image.programs)
 
 
+def _mounts_and_env(
+    image: Image, env: Sequence[tuple[str, str]], encoding: str | None
+) -> list[str | Raw]:
+    """A `docker run`'s caches and environment: the caches mounted where the command's own
+    HF_HOME or download variable says (LLAMA_CACHE=/models), which its own `-e` then sets, each
+    variable listed once; HF_TOKEN and every credential set in front of the command passed by
+    name from the caller's environment, never its value."""
+    home = _quoted(_hf_home(image, env), encoding)
+    words: list[str | Raw] = ["-v", Raw(f"{HOST_CACHE}:{home}"), "-e", "HF_TOKEN"]
+    if image.download_cache:
+        inside, host, _ = _download_paths(image, env)
+        words += ["-v", Raw(f"{host}:{_quoted(inside, encoding)}")]
+        if _set_path(env, image.download_cache) is None:
+            words += ["-e", f"{image.download_cache}={inside}"]
+    passed = {"HF_TOKEN"}
+    for k, v in env:
+        if v != FROM_CALLER:
+            words += ["-e", f"{k}={v}"]
+        elif k not in passed:
+            passed.add(k)
+            words += ["-e", k]
+    return words
+
+
 def _runs_entrypoint(argv: Sequence[str], image: Image) -> bool:
     if not image.entrypoint:
         # An image with no ENTRYPOINT (SGLang's) is given its server's whole command, whose
@@ -465,24 +489,9 @@ def _docker_copy(
             words += ["-p", f"{host_port or port}:{port}"]
         if on_rdma:
             words += ["--device", RDMA_DEVICE, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
-        # The caches mounted where the command's own HF_HOME or download variable says
-        # (LLAMA_CACHE=/models), which its own `-e` then sets: each variable listed once.
-        home = _quoted(_hf_home(image, env), encoding)
-        words += ["-v", Raw(f"{HOST_CACHE}:{home}"), "-e", "HF_TOKEN"]
-        if image.download_cache:
-            inside, host, _ = _download_paths(image, env)
-            words += ["-v", Raw(f"{host}:{_quoted(inside, encoding)}")]
-            if _set_path(env, image.download_cache) is None:
-                words += ["-e", f"{image.download_cache}={inside}"]
-        passed = {"HF_TOKEN"}
-        for k, v in env:
-            if v != FROM_CALLER:
-                words += ["-e", f"{k}={v}"]
-            elif k not in passed:
-                # A credential set in front of the command: passed by name from the caller's
-                # environment, never its value.
-                passed.add(k)
-                words += ["-e", k]
+        words += _mounts_and_env(image, env, encoding)
+        # The variables that passed by name (HF_TOKEN and the caller's credentials).
+        passed = {"HF_TOKEN", *(k for k, v in env if v == FROM_CALLER)}
         held = _credentials(c)
         if held:
             # Each credential passed by name from the caller's environment, and a shell of

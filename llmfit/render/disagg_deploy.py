@@ -30,7 +30,6 @@ import yaml
 
 from llmfit.errors import UsageError
 from llmfit.plan.advice import Advice
-from llmfit.plan.credentials import FROM_CALLER
 from llmfit.plan.disagg import Offer
 from llmfit.plan.engines import engine, pair_commands, router_package
 from llmfit.plan.engines.disagg_launch import workers
@@ -38,27 +37,23 @@ from llmfit.plan.launch import Command
 from llmfit.render.commands import command_text
 from llmfit.render.deploy import (
     CARDS_ENV,
-    HOST_CACHE,
     RDMA_DEVICE,
     RDMA_KINDS,
     RDMA_RESOURCE,
     TOKEN_KEY,
     TOKEN_SECRET,
     Raw,
-    _download_paths,
     _Dumper,
     _expandable,
     _foreground,
     _gpu_resource,
-    _hf_home,
     _join,
     _metadata,
+    _mounts_and_env,
     _placement,
     _Pod,
     _pod_spec,
-    _quoted,
     _runs_entrypoint,
-    _set_path,
     _slug,
     _strings,
 )
@@ -179,21 +174,7 @@ def _docker_worker(
     words += ["--network", "host"]
     if rdma:
         words += ["--device", RDMA_DEVICE, "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1"]
-    home = _quoted(_hf_home(image, env), encoding)
-    words += ["-v", Raw(f"{HOST_CACHE}:{home}"), "-e", "HF_TOKEN"]
-    if image.download_cache:
-        inside, host, _ = _download_paths(image, env)
-        words += ["-v", Raw(f"{host}:{_quoted(inside, encoding)}")]
-        if _set_path(env, image.download_cache) is None:
-            words += ["-e", f"{image.download_cache}={inside}"]
-    passed = {"HF_TOKEN"}
-    for k, v in env:
-        if v != FROM_CALLER:
-            words += ["-e", f"{k}={v}"]
-        elif k not in passed:
-            # A credential: passed by name from the caller's environment, never its value.
-            passed.add(k)
-            words += ["-e", k]
+    words += _mounts_and_env(image, env, encoding)
     if _runs_entrypoint(c.argv, image):
         args: tuple[str, ...] = c.argv[len(image.entrypoint) :]
     else:
