@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from llmfit.plan import cards
 
@@ -238,15 +239,19 @@ def _collectives(got: Mapping[str, object], kind: str) -> dict[int, Collective]:
     return {int(n): Collective(_pairs(v)) for n, v in table.items() if _pairs(v)}
 
 
-def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] | None:
-    """The covered card, engine and tables that stand for `key` under `backend`, if any."""
+def _backends(key: str) -> dict[str, Any]:
+    """The tables card `key` was measured with, by engine (none where it is not covered)."""
     covered = _doc()["cards"]
     assert isinstance(covered, dict)
     entry = covered.get(key)
-    if not isinstance(entry, dict):
-        return None
-    got = entry.get("backends", {})
+    got = entry.get("backends", {}) if isinstance(entry, dict) else {}
     assert isinstance(got, dict)
+    return got
+
+
+def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] | None:
+    """The covered card, engine and tables that stand for `key` under `backend`, if any."""
+    got = _backends(key)
     if backend in got:
         return key, backend, got[backend]
     for other in sorted(got):
@@ -256,11 +261,7 @@ def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] |
 
 def _other_moe(key: str, engine: str) -> tuple[str, dict[str, Curve]] | None:
     """The grouped-GEMM curves measured on card `key` under an engine other than `engine`."""
-    covered = _doc()["cards"]
-    assert isinstance(covered, dict)
-    entry = covered.get(key)
-    got = entry.get("backends", {}) if isinstance(entry, dict) else {}
-    assert isinstance(got, dict)
+    got = _backends(key)
     for other in sorted(got):
         if other != engine and isinstance(got[other], dict):
             moes = _curves(got[other], "moe")
