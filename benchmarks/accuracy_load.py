@@ -30,7 +30,9 @@ a fit that never saw them). --rows prints every row. numpy and scipy are needed 
 step model's SpeedInputs.curves), --curves-experts only the routed experts' grouped GEMM (what
 plans do where serving_speed.toml sets `expert_curves`, and then the default here); --fit then
 fits their few constants too (CURVE_SHARED, and with --curves CURVE_FAMILY): how
-docs/accuracy.md measured them against the fitted shares.
+docs/accuracy.md measured them against the fitted shares. --sliced-experts prices each run's
+experts by the grouped GEMM measured for experts cut as the run cut them (over its
+tensor-parallel cards, unless its launch names expert parallelism), not whole.
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves]
