@@ -15,7 +15,16 @@ Reported: each row's estimate and measurement (output tokens a second a GPU, TPO
 means), their errors, and whether the plan orders 1P3D, 2P2D and 3P1D as the measurements do at
 each prompt length and concurrency.
 
+--steps sets the decode step apart from the pairing: each row's batch a decode worker held
+(Little's law on the run's own figures: its requests a second × the time each spent after its
+first token, (concurrency / rate − TTFT), over its decode workers), the plan's batch, the run's
+mean inter-token latency (every gap between two streamed tokens: a decode step, where TPOT is a
+mean over requests of (latency − TTFT) / (tokens − 1)), and the step the plan prices at the
+run's own batch (`load.decode_round`, decodes alone), with its routed experts' part and its fixed
+costs.
+
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_disagg.py [--rows]
+[--steps]
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import accuracy_load as al  # noqa: E402
 
-from llmfit.plan import disagg  # noqa: E402
+from llmfit.plan import disagg, load  # noqa: E402
 from llmfit.plan.model import Shape  # noqa: E402
 from llmfit.plan.settings import Workload  # noqa: E402
 
@@ -47,6 +56,8 @@ class PdRow:
     measured: dict[str, float]
     estimate: dict[str, float] | None = None
     why: str = ""
+    # --steps: the decode step apart (see the module's docstring).
+    step: dict[str, float] | None = None
 
 
 def rows() -> list[tuple[dict, PdRow]]:
@@ -62,7 +73,8 @@ def rows() -> list[tuple[dict, PdRow]]:
             tp=pd["tp_per_worker"], input_len=round(r["input_len"]["mean"]),
             output_len=round(r["output_len"]["mean"]), concurrency=float(r["concurrency"]),
             measured={"per_gpu": m["output_tok_s_per_gpu"], "tpot": m["tpot_ms_mean"] / 1000,
-                      "ttft": m["ttft_ms_mean"] / 1000},
+                      "ttft": m["ttft_ms_mean"] / 1000, "itl": m["itl_ms_mean"] / 1000,
+                      "rate": m["request_throughput_req_s"]},
         )))  # fmt: skip
     return out
 
@@ -95,6 +107,16 @@ def price(raw: dict, row: PdRow) -> None:
     gpus = unit.cards
     row.estimate = {"per_gpu": got_in.rate * row.output_len / gpus, "tpot": got_in.tpot_s,
                     "ttft": got_in.ttft_s}  # fmt: skip
+    # The batch a decode worker held by Little's law on the run's own figures: every request
+    # spends concurrency / rate in the system, TTFT of it before its first token (the prefill,
+    # the transfer, the decode side's queues); the rest it is in a decode worker's batch.
+    m = row.measured
+    held = m["rate"] * (row.concurrency / m["rate"] - m["ttft"]) / row.decode_workers
+    tau, cost = load.decode_round(worker, held, w.input_len + w.output_len / 2)
+    parts = cost.summed
+    experts = max(parts.experts, parts.expert_compute)
+    row.step = {"batch": held, "planned_batch": got_in.batch, "tau": tau, "experts": experts,
+                "fixed": parts.overhead}  # fmt: skip
 
 
 def order(group: list[PdRow]) -> tuple[list[str], list[str]]:
@@ -145,7 +167,31 @@ def main(argv: list[str]) -> int:
             f"planned {' > '.join(estimated)}{'' if measured == estimated else '  (differs)'}"
         )
     print(f"orders as measured: {same} of {len(groups)} groups")
+    if "--steps" in argv:
+        steps(done)
     return 0
+
+
+def steps(done: list[PdRow]) -> None:
+    """The decode step apart: the run's batch and ITL against the plan's step at that batch."""
+    print(f"{'row':<58} {'batch run/plan':>15} {'ITL ms':>7} {'step ms':>8} {'x ITL':>6} "
+          f"{'experts':>8} {'fixed':>6}")  # fmt: skip
+    ratios, batches = [], []
+    for r in done:
+        s = r.step or {}
+        ratios.append(s["tau"] / r.measured["itl"])
+        batches.append(s["planned_batch"] / s["batch"] - 1)
+        print(f"{r.id:<58} {s['batch']:>7.1f}/{s['planned_batch']:<7.1f} "
+              f"{r.measured['itl'] * 1e3:>7.2f} {s['tau'] * 1e3:>8.2f} {ratios[-1]:>6.2f} "
+              f"{s['experts'] * 1e3:>8.2f} {s['fixed'] * 1e3:>6.2f}")  # fmt: skip
+    print(
+        f"the plan's batch against the run's: median |err| "
+        f"{statistics.median(abs(b) for b in batches):.1%}, worst {max(batches, key=abs):+.1%}"
+    )
+    print(
+        f"the plan's step at the run's batch over the run's ITL: median "
+        f"{statistics.median(ratios):.2f}, from {min(ratios):.2f} to {max(ratios):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -126,6 +126,27 @@ def test_dense_decode_worker_capacity():
     assert disagg.decode_capacity(replica(False), Workload(tpot_s=0.007)) is None
 
 
+def test_sglang_decode_keeps_512_tokens_free_a_request():
+    # SGLang's decode side admits a request where its pool, less 512 tokens for each request it
+    # holds, holds the prompt and 512 more (disaggregation/decode.py): a pool of 20 × 2,304
+    # tokens holds 46,080 / (2,304 + 512) = 16.3636 requests, not 20. At that batch the step is
+    # A + B b = 7.94784 + 0.156768 × 16.3636 = 10.51313 ms (within the 12 ms TPOT), so
+    # Rd = 16.3636 / (511 × 10.51313 ms) = 3.04598 requests a second.
+    assert engine("sglang").layouts.pairs.decode_reserve == 512
+    assert engine("vllm").layouts.pairs.decode_reserve == 0
+    w = Workload(input_len=2048, output_len=512, tpot_s=0.012, ttft_s=0.2)
+    r = load.Replica(replica(False).inputs, kv_tokens=20 * CTX)
+    assert disagg.decode_admits(r, w, 512) == pytest.approx(16.3636, rel=1e-5)
+    assert disagg.decode_admits(r, w, 0) == 20 == load.admits(r, w)
+    held = disagg.decode_capacity(r, w, 512)
+    assert held is not None
+    assert held.batch == pytest.approx(16.3636, rel=1e-5)
+    assert held.tpot_s == pytest.approx(0.01051313, rel=1e-5)
+    assert held.rate == pytest.approx(3.04598, rel=1e-4)
+    # A pool with no limit (0) and a batch of 256: the reserve changes nothing.
+    assert disagg.decode_admits(replica(False), w, 512) == 256
+
+
 def test_dense_prefill_worker_capacity():
     # A prompt alone takes P = 56.5966 ms; prompts that queue are packed 4 to the 8,192-token
     # budget, 4 × 54.29658 + 2.3 = 219.4863 ms: 37,323.5 prompt tokens a second. Within a TTFT of
