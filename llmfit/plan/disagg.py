@@ -171,8 +171,9 @@ def decode_admits(r: Replica, w: Workload, reserve: int = 0) -> float:
     free for each request it holds (`PairRules.decode_reserve`) as its pool at I + O/2 +
     `reserve` a request. SGLang's decode admits a transferred request only where its pool, less
     --num-reserved-decode-tokens (512) for each request running, queued or in transfer, holds the
-    prompt and that many more (disaggregation/decode.py `DecodePreallocQueue.pop_preallocated`,
-    `_allocatable_tokens`): N requests at I + O/2 tokens each are held while N (I + O/2 +
+    prompt and that many more (SGLang 0.5.23's disaggregation/decode.py
+    `DecodePreallocQueue.pop_preallocated`, `_allocatable_token_budgets`,
+    `_prealloc_required_tokens`): N requests at I + O/2 tokens each are held while N (I + O/2 +
     reserve) fit the pool; the rest wait on the decode side, their wait in the TTFT."""
     most = admits(r, w)
     if most < 1 or reserve <= 0 or not r.kv_tokens:
