@@ -22,7 +22,7 @@ from llmfit.cli.shared import (
 )
 from llmfit.errors import EXIT_FITS, EXIT_NOT_SERVED, EXIT_NOTHING_FITS, UsageError
 from llmfit.plan.settings import Workload
-from llmfit.render.commands import FORMATS
+from llmfit.render.commands import CONTAINER_FORMATS
 
 if TYPE_CHECKING:
     from llmfit.plan.fleet import Fleet
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice(CONTAINER_FORMATS),
     default="shell",
     show_default=True,
     help="Also print the launch as `docker run` lines or Kubernetes YAML, the verdict as comments.",
