@@ -1073,12 +1073,12 @@ def render_k8s(advice: Advice, o: Option, ray: bool = False, encoding: str | Non
 def render_deploy(
     fmt: str, advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
 ) -> str:
-    """The option's launch in `fmt` ("docker" or "k8s"), every word exact or refused; a
-    platform's spec (render/platforms.py) is a disaggregated option's only."""
+    """The option's launch in `fmt` ("docker", "k8s", or a platform's spec: render/platforms.py),
+    every word exact or refused."""
     if fmt == "docker":
         return render_docker(advice, o, ray, encoding)
     if fmt == "k8s":
         return render_k8s(advice, o, ray, encoding)
-    from llmfit.render.platforms import aggregated_refusal
+    from llmfit.render.platforms import render_aggregated
 
-    raise aggregated_refusal(fmt, advice, o)
+    return render_aggregated(fmt, advice, o, ray, encoding)

@@ -6,6 +6,11 @@ service. Each is one YAML document built from data (the field maps below, and ea
 container as its engine says the platform runs it: plan/engines/platform_launch.py), checked
 word by word as the other launches are (render/safe.py), and naming no engine.
 
+An aggregated option (one server that does both) is written the same way where it is one pod a
+server: llm-d's decode pods alone (`prefill.create: false`, no sidecar), an LLMInferenceService
+with no `prefill`, a DynamoGraphDeployment with one worker service; its replicas the plan's. A
+multi-node option, and an engine a platform does not run, are refused in one sentence.
+
 What each holds of the plan, and where the platform's own schema says it goes:
 
 - a role's replicas: its workers in the unit times the units the load named needs (as
@@ -28,6 +33,7 @@ examples name a CNI network for RoCE) is the cluster's to add.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -37,9 +43,11 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.disagg import Offer
 from llmfit.plan.engines import engine
 from llmfit.plan.engines.platform_launch import (
+    AGGREGATED,
     PLATFORMS,
     PlatformRun,
     RoleContainer,
+    aggregated_run,
     platform_run,
     refusal,
 )
@@ -62,7 +70,7 @@ from llmfit.render.disagg import name
 from llmfit.render.disagg_deploy import _check_source, _index, _on_rdma
 from llmfit.render.safe import check_words, clean
 
-__all__ = ["PLATFORMS", "render_platform"]
+__all__ = ["PLATFORMS", "render_aggregated", "render_platform"]
 
 # What each platform's document is, for the comment above it.
 KIND = {
@@ -86,14 +94,22 @@ KSERVE_ROUTER: dict[str, Any] = {"gateway": {}, "route": {}, "scheduler": {}}
 DYNAMO_FRONTEND = "Frontend"
 
 
-def _replicas(offer: Offer, role: str) -> int:
+@dataclass(frozen=True)
+class _Role:
+    """One role as a platform's document holds it: its container, the option whose cards and
+    layout its pods take, and how many pods."""
+
+    rc: RoleContainer
+    o: Any
+    replicas: int
+
+
+def _pd_roles(offer: Offer, run: PlatformRun) -> list[_Role]:
+    units = max(offer.result.units or 1, 1)
     unit = offer.result.unit
-    workers = unit.prefill_workers if role == "prefill" else unit.decode_workers
-    return workers * max(offer.result.units or 1, 1)
-
-
-def _option(offer: Offer, role: str) -> Any:
-    return offer.prefill if role == "prefill" else offer.decode
+    counts = {"prefill": unit.prefill_workers, "decode": unit.decode_workers}
+    options = {"prefill": offer.prefill, "decode": offer.decode}
+    return [_Role(rc, options[rc.role], counts[rc.role] * units) for rc in run.roles]
 
 
 def _parallelism(o: Any, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -128,13 +144,10 @@ def _container(rc: RoleContainer, encoding: str | None) -> dict[str, Any]:
     return c
 
 
-def _pod_container(
-    advice: Advice, offer: Offer, rc: RoleContainer, rdma: bool, encoding: str | None
-) -> dict[str, Any]:
+def _pod_container(advice: Advice, r: _Role, rdma: bool, encoding: str | None) -> dict[str, Any]:
     """The role's container with its cards, CPU and memory (and RDMA) as `--format k8s` asks."""
-    o = _option(offer, rc.role)
-    c = _container(rc, encoding)
-    c["resources"] = _resources(o, o.gpus, _gpu_resource(o, advice.fleet), rdma)
+    c = _container(r.rc, encoding)
+    c["resources"] = _resources(r.o, r.o.gpus, _gpu_resource(r.o, advice.fleet), rdma)
     if rdma:
         c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
     return c
@@ -143,77 +156,86 @@ def _pod_container(
 # -- llm-d -------------------------------------------------------------------------------------
 
 
-def _model_size(advice: Advice, offer: Offer) -> str:
+def _model_size(advice: Advice, o: Any) -> str:
     """The model volume's size: the checkpoint's bytes as downloaded (the repository's, not the
     weights an engine flag makes of it in memory) rounded up to a GiB, and one more for its
     tokenizer and config."""
-    art = offer.prefill.artifact
-    size = next((a.bytes for a in advice.repo.artifacts if a.name == art.name), art.bytes)
+    size = next((a.bytes for a in advice.repo.artifacts if a.name == o.artifact.name),
+                o.artifact.bytes)  # fmt: skip
     return f"{math.ceil(size / GIB) + 1}Gi"
 
 
-def _llm_d(advice: Advice, offer: Offer, run: PlatformRun, rdma: bool,
+def _llm_d(advice: Advice, run: PlatformRun, roles: list[_Role], rdma: bool,
            encoding: str | None) -> dict[str, Any]:  # fmt: skip
     repo = advice.repo
-    prefill, decode = run.roles
+    by_role = {r.rc.role: r for r in roles}
+    if AGGREGATED in by_role:
+        # One server, on the service port, with no sidecar in front: the chart's decode pods
+        # only, its prefill pods not made.
+        server = by_role[AGGREGATED]
+        routing: dict[str, Any] = {"servicePort": server.rc.port, "proxy": {"enabled": False}}
+        parts = [("decode", server)]
+    else:
+        # Prefill pods serve on the service port; a decode pod's engine listens on the proxy's
+        # target port, behind llm-d's routing sidecar on the service port.
+        routing = {"servicePort": by_role["prefill"].rc.port,
+                   "proxy": {"enabled": True, "targetPort": by_role["decode"].rc.port}}  # fmt: skip
+        parts = [("decode", by_role["decode"]), ("prefill", by_role["prefill"])]
     values: dict[str, Any] = {
         "multinode": False,
         "modelArtifacts": {
             "name": repo.id,
             "uri": f"hf://{repo.id}",
-            "size": _model_size(advice, offer),
+            "size": _model_size(advice, roles[0].o),
         },
-        # Prefill pods serve on the service port; a decode pod's engine listens on the proxy's
-        # target port, behind llm-d's routing sidecar on the service port.
-        "routing": {
-            "servicePort": prefill.port,
-            "proxy": {"enabled": True, "targetPort": decode.port},
-        },
+        "routing": routing,
     }
-    for rc in (decode, prefill):
-        c = _pod_container(advice, offer, rc, rdma, encoding)
+    for key, r in parts:
+        c = _pod_container(advice, r, rdma, encoding)
         # The chart starts the command and arguments as given (`custom`), and keeps the model
         # in its volume (HF_HOME there).
         c["modelCommand"] = "custom"
         c["mountModelVolume"] = True
-        values[rc.role] = {
+        values[key] = {
             "create": True,
-            "replicas": _replicas(offer, rc.role),
-            "parallelism": _parallelism(_option(offer, rc.role), ()),
+            "replicas": r.replicas,
+            "parallelism": _parallelism(r.o, ()),
             "containers": [c],
         }
+    if AGGREGATED in by_role:
+        values["prefill"] = {"create": False}
     return values
 
 
 # -- KServe ------------------------------------------------------------------------------------
 
 
-def _kserve(advice: Advice, offer: Offer, run: PlatformRun, rdma: bool,
+def _kserve(advice: Advice, run: PlatformRun, roles: list[_Role], rdma: bool,
             encoding: str | None) -> dict[str, Any]:  # fmt: skip
     repo = advice.repo
-    prefill, decode = run.roles
 
-    def workload(rc: RoleContainer) -> dict[str, Any]:
-        o = _option(offer, rc.role)
-        placement, _ = _placement(o, advice.fleet)
+    def workload(r: _Role) -> dict[str, Any]:
+        placement, _ = _placement(r.o, advice.fleet)
         return {
-            "replicas": _replicas(offer, rc.role),
-            "parallelism": _parallelism(o, ("pipeline", "expert")),
-            "template": {**placement,
-                         "containers": [_pod_container(advice, offer, rc, rdma, encoding)]},
-        }  # fmt: skip
+            "replicas": r.replicas,
+            "parallelism": _parallelism(r.o, ("pipeline", "expert")),
+            "template": {**placement, "containers": [_pod_container(advice, r, rdma, encoding)]},
+        }
 
+    by_role = {r.rc.role: r for r in roles}
+    spec: dict[str, Any] = {"model": {"uri": f"hf://{repo.id}", "name": repo.id}}
+    if AGGREGATED in by_role:
+        spec.update(workload(by_role[AGGREGATED]))
+    else:
+        # The top-level workload is decode's; `prefill` the prefill pods'.
+        spec.update(workload(by_role["decode"]))
+        spec["prefill"] = workload(by_role["prefill"])
+    spec["router"] = KSERVE_ROUTER
     return {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "LLMInferenceService",
         "metadata": {"name": _slug(repo.id)},
-        "spec": {
-            "model": {"uri": f"hf://{repo.id}", "name": repo.id},
-            # The top-level workload is decode's; `prefill` the prefill pods'.
-            **workload(decode),
-            "prefill": workload(prefill),
-            "router": KSERVE_ROUTER,
-        },
+        "spec": spec,
     }
 
 
@@ -223,17 +245,21 @@ def _kserve(advice: Advice, offer: Offer, run: PlatformRun, rdma: bool,
 def _dynamo_resources(o: Any, advice: Advice, rdma: bool) -> dict[str, Any]:
     """Dynamo's resources of a worker (its ResourceItem: strings, cards as `gpu`), from what
     `--format k8s` asks for the pod."""
-    asked = _resources(o, o.gpus, _gpu_resource(o, advice.fleet), rdma)
+    resource = _gpu_resource(o, advice.fleet)
+    asked = _resources(o, o.gpus, resource, rdma)
     requests = {"cpu": asked["requests"]["cpu"], "memory": asked["requests"]["memory"],
                 "gpu": str(o.gpus)}  # fmt: skip
     limits: dict[str, Any] = {"gpu": str(o.gpus)}
+    if resource != "nvidia.com/gpu":
+        # A MIG instance's own resource (Dynamo's default type is nvidia.com/gpu).
+        requests["gpuType"] = limits["gpuType"] = resource
     if rdma:
         requests["custom"] = {RDMA_RESOURCE: "1"}
         limits["custom"] = {RDMA_RESOURCE: "1"}
     return {"requests": requests, "limits": limits}
 
 
-def _dynamo(advice: Advice, offer: Offer, run: PlatformRun, rdma: bool,
+def _dynamo(advice: Advice, run: PlatformRun, roles: list[_Role], rdma: bool,
             encoding: str | None) -> dict[str, Any]:  # fmt: skip
     repo = advice.repo
     services: dict[str, Any] = {
@@ -243,17 +269,18 @@ def _dynamo(advice: Advice, offer: Offer, run: PlatformRun, rdma: bool,
             "extraPodSpec": {"mainContainer": {"name": CONTAINER, "image": run.frontend_image}},
         }
     }
-    for key, rc in zip(run.services, run.roles, strict=True):
-        o = _option(offer, rc.role)
-        placement, _ = _placement(o, advice.fleet)
-        c = _container(rc, encoding)
+    for key, r in zip(run.services, roles, strict=True):
+        placement, _ = _placement(r.o, advice.fleet)
+        c = _container(r.rc, encoding)
         if rdma:
             c["securityContext"] = {"capabilities": {"add": ["IPC_LOCK"]}}
+        service: dict[str, Any] = {"componentType": "worker"}
+        if r.rc.role != AGGREGATED:
+            service["subComponentType"] = r.rc.role
         services[key] = {
-            "componentType": "worker",
-            "subComponentType": rc.role,
-            "replicas": _replicas(offer, rc.role),
-            "resources": _dynamo_resources(o, advice, rdma),
+            **service,
+            "replicas": r.replicas,
+            "resources": _dynamo_resources(r.o, advice, rdma),
             "extraPodSpec": {**placement, "mainContainer": c},
         }
     return {
@@ -267,23 +294,30 @@ def _dynamo(advice: Advice, offer: Offer, run: PlatformRun, rdma: bool,
 BUILD = {"llm-d": _llm_d, "kserve": _kserve, "dynamo": _dynamo}
 
 
-def aggregated_refusal(fmt: str, advice: Advice, o: Any) -> UsageError:
-    """Why an aggregated option has no `fmt` spec: llmfit writes the platforms' prefill and
-    decode specs only; `--format k8s` launches the aggregated option."""
-    number = next((i for i, x in enumerate(advice.plan.options, 1) if x is o), 1)
-    return UsageError(
-        f"--format {fmt} writes a disaggregated option's prefill and decode (--option D1), and "
-        f"option {number} runs them together; --format k8s launches it.",
-        hint="add --disagg on --option D1 --commands (the plan's disaggregated block names D1, "
-        "D2, …)",
-    )
+def _notes(fmt: str, roles: list[_Role]) -> list[str]:
+    notes = [f"{KIND[fmt]}: {APPLY[fmt]}"]
+    for r in roles:
+        pods = "1 pod" if r.replicas == 1 else f"{r.replicas} pods"
+        what = "one server" if r.rc.role == AGGREGATED else r.rc.role
+        cards = "1 card" if r.o.gpus == 1 else f"{r.o.gpus} cards"
+        notes.append(f"{what}: {pods} of {cards}, tensor-parallel {r.o.layout.tp}")
+    return notes
 
 
-def platform_document(
-    fmt: str, advice: Advice, offer: Offer, encoding: str | None = None
-) -> tuple[dict[str, Any], list[str]]:
-    """The offer as platform `fmt` expects it, and the notes to print above it; refused in one
-    sentence where the platform runs none of the offer's engine's launches."""
+def _body(doc: dict[str, Any], header: list[str], encoding: str | None) -> str:
+    check_words(list(_strings(doc)), encoding)
+    body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                     allow_unicode=True, width=100)  # fmt: skip
+    token = [
+        f"HF_TOKEN from the Secret {TOKEN_SECRET} (optional), made with:",
+        f'  kubectl create secret generic {TOKEN_SECRET} --from-literal={TOKEN_KEY}="$HF_TOKEN"',
+    ]
+    return "\n".join(clean(f"# {h}") for h in (*header, *token)) + "\n---\n" + body
+
+
+def render_platform(fmt: str, advice: Advice, offer: Offer, encoding: str | None = None) -> str:
+    """A disaggregated offer's document for platform `fmt`, under comments, every word exact or
+    refused; refused in one sentence where the platform runs none of its engine's launches."""
     eng = engine(offer.prefill.engine)
     why = refusal(eng, fmt)
     if why is not None:
@@ -292,31 +326,40 @@ def platform_document(
     repo = advice.repo
     run = platform_run(eng, offer, repo.id, repo.revision, fmt)
     rdma = _on_rdma(advice, offer)
-    doc = BUILD[fmt](advice, offer, run, rdma, encoding)
-    notes = [f"{KIND[fmt]}: {APPLY[fmt]}"]
-    for rc in run.roles:
-        o = _option(offer, rc.role)
-        n = _replicas(offer, rc.role)
-        pods = "1 pod" if n == 1 else f"{n} pods"
-        notes.append(f"{rc.role}: {pods} of {o.gpus} cards, tensor-parallel {o.layout.tp}")
-    if rdma:
-        notes.append(f"RDMA for the KV: IPC_LOCK and one {RDMA_RESOURCE} a pod (name your "
-                     "cluster's own device, and its network, if they differ)")  # fmt: skip
-    return doc, notes
-
-
-def render_platform(fmt: str, advice: Advice, offer: Offer, encoding: str | None = None) -> str:
-    """The offer's document for platform `fmt`, under comments, every word exact or refused."""
-    doc, notes = platform_document(fmt, advice, offer, encoding)
-    check_words(list(_strings(doc)), encoding)
-    repo = advice.repo
+    roles = _pd_roles(offer, run)
+    doc = BUILD[fmt](advice, run, roles, rdma, encoding)
     header = [
-        f"# {repo.id}: {name(_index(advice, offer))} {offer.result.unit.label}, "
+        f"{repo.id}: {name(_index(advice, offer))} {offer.result.unit.label}, "
         f"{offer.result.unit.cards} cards, its KV over {offer.result.transfer.link.name}",
-        *(f"# {n}" for n in notes),
-        f"# HF_TOKEN from the Secret {TOKEN_SECRET} (optional), made with:",
-        f'#   kubectl create secret generic {TOKEN_SECRET} --from-literal={TOKEN_KEY}="$HF_TOKEN"',
+        *_notes(fmt, roles),
     ]
-    body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=100)  # fmt: skip
-    return "\n".join(clean(h) for h in header) + "\n---\n" + body
+    if rdma:
+        header.append(f"RDMA for the KV: IPC_LOCK and one {RDMA_RESOURCE} a pod (name your "
+                      "cluster's own device, and its network, if they differ)")  # fmt: skip
+    return _body(doc, header, encoding)
+
+
+def render_aggregated(
+    fmt: str, advice: Advice, o: Any, ray: bool = False, encoding: str | None = None
+) -> str:
+    """An aggregated option on platform `fmt`: its one server (prefill and decode together) as
+    the platform runs one, its replicas the plan's; refused in one sentence where the platform
+    runs none of its engine's, or the option is more than one server on one node."""
+    eng = engine(o.engine)
+    why = refusal(eng, fmt)
+    if why is not None:
+        raise UsageError(why)
+    number = next((i for i, x in enumerate(advice.plan.options, 1) if x is o), 1)
+    repo = advice.repo
+    cmds = eng.commands(o, repo.id, repo.revision, ray=ray)
+    if len(cmds) != 1 or o.layout.nodes > 1:
+        raise UsageError(
+            f"--format {fmt} writes one server a pod, and option {number} runs on "
+            f"{o.layout.nodes} nodes; --format k8s launches it as a LeaderWorkerSet."
+        )
+    _check_source(advice)
+    run = aggregated_run(eng, o, cmds[0], fmt)
+    roles = [_Role(run.roles[0], o, max(o.launched, 1))]
+    doc = BUILD[fmt](advice, run, roles, False, encoding)
+    header = [f"{repo.id}: option {number}, {eng.where(o)}", *_notes(fmt, roles)]
+    return _body(doc, header, encoding)

@@ -293,21 +293,94 @@ def test_an_sglang_plan_has_no_kserve_or_llm_d_spec(run, fmt, platform):
     code, out, err = run(*SGLANG, "--format", fmt)
     assert code == 2 and out == ""
     assert " ".join(err.split()) == (
-        f"llmfit: {platform} runs prefill and decode behind llm-d's routing sidecar, whose KV "
-        "connectors are vLLM's (NIXL), so it has no launch of SGLang's; --format dynamo or k8s "
-        "writes one."
+        f"llmfit: llmfit writes {platform} for vLLM's launches only: its templates start `vllm "
+        "serve`, and its prefill and decode run behind llm-d's routing sidecar, whose KV "
+        "connectors are vLLM's (NIXL); --format dynamo or k8s writes SGLang's."
     )
 
 
-@pytest.mark.parametrize("fmt", ["llm-d", "kserve", "dynamo"])
-def test_an_aggregated_option_is_refused_in_one_sentence(run, fmt):
-    code, out, err = run("Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET), "--commands",
-                         "--format", fmt)  # fmt: skip
+# -- an aggregated option ----------------------------------------------------------------------
+
+# Option 7 of Qwen3-8B on the example fleet: one server on 2 H200s (tp2), 40,960 tokens of context.
+QWEN8 = ["Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET), "--option", "7", "--commands"]
+QWEN8_ARGS = ["vllm", "serve", "Qwen/Qwen3-8B", "--tensor-parallel-size", "2",
+              "--max-model-len", "40960"]  # fmt: skip
+
+
+def test_an_aggregated_option_is_one_server_on_each_platform(run):
+    header, doc = _one(run, QWEN8, "kserve")
+    jsonschema.Draft7Validator(crd_schema(KSERVE_CRD)).validate(doc)
+    assert header[:3] == [
+        "# Qwen/Qwen3-8B: option 7, 2 × h200-141g (tp2)",
+        "# a KServe LLMInferenceService (serving.kserve.io/v1alpha1): kubectl apply -f THIS_FILE",
+        "# one server: 1 pod of 2 cards, tensor-parallel 2",
+    ]
+    spec = doc["spec"]
+    assert "prefill" not in spec and (spec["replicas"], spec["parallelism"]) == (1, {"tensor": 2})
+    pod_spec_ok(spec["template"], "kserve-server")
+    (c,) = spec["template"]["containers"]
+    # KServe's own template (config-llm-template.yaml) serves on 8000; no KV to move, so no
+    # side channel.
+    assert _words(c) == [*QWEN8_ARGS, "--port", "8000"]
+    _read_vllm(_words(c))
+    assert c["env"] == [HF_TOKEN] and c["resources"]["limits"] == {"nvidia.com/gpu": 2}
+
+    _, values = _one(run, QWEN8, "llm-d")
+    jsonschema.Draft7Validator(json.loads(LLM_D_SCHEMA.read_text())).validate(values)
+    # Decode pods only, each the whole server on the service port, no sidecar in front.
+    assert values["routing"] == {"servicePort": 8000, "proxy": {"enabled": False}}
+    assert values["prefill"] == {"create": False}
+    # 16,381,470,720 bytes (2 × 8,190,735,360 parameters, fixtures/build_cache.py) are 15.3 GiB:
+    # 16, and one more.
+    assert values["modelArtifacts"]["size"] == "17Gi"
+    (c,) = values["decode"]["containers"]
+    assert _words(c) == [*QWEN8_ARGS, "--port", "8000"]
+
+    _, dgd = _one(run, QWEN8, "dynamo")
+    services = _dynamo_ok(dgd)
+    # Dynamo's vLLM agg example's names (components/backends/vllm/deploy/agg.yaml): a worker
+    # with no sub-component, no --is-prefill-worker.
+    assert list(services) == ["Frontend", "VllmDecodeWorker"]
+    worker = services["VllmDecodeWorker"]
+    assert (worker["componentType"], worker["replicas"]) == ("worker", 1)
+    assert "subComponentType" not in worker
+    assert _words(worker["extraPodSpec"]["mainContainer"]) == [
+        "python3", "-m", "dynamo.vllm", "--model", *QWEN8_ARGS[2:]]  # fmt: skip
+
+
+def test_an_aggregated_option_runs_as_many_replicas_as_the_load_needs(run):
+    # 20 requests a second: option 4 is 2 H200s (tp2), and the plan sizes 2 replicas of it (each
+    # carries 10 requests a second, as --format k8s says above its Deployment of 2).
+    load = ["Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET), "--rate", "20"]
+    code, out, err = run(*load, "--json")
+    assert code == 0, err
+    o = json.loads(out)["options"][3]
+    assert (o["gpu_class"], o["tp"], o["launch_replicas"]) == ("h200-141g", 2, 2)
+    pick = [*load, "--option", "4", "--commands"]
+    header, doc = _one(run, pick, "kserve")
+    assert header[2] == "# one server: 2 pods of 2 cards, tensor-parallel 2"
+    assert doc["spec"]["replicas"] == 2
+    _, values = _one(run, pick, "llm-d")
+    assert values["decode"]["replicas"] == 2
+    _, dgd = _one(run, pick, "dynamo")
+    assert dgd["spec"]["services"]["VllmDecodeWorker"]["replicas"] == 2
+
+
+def test_a_multi_node_option_or_a_llamacpp_one_is_refused(run, tmp_path):
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[pool]]\nname = "h100-80g"\ncount = 2\ngpu = "h100-80g"\ngpus = 2\n'
+                     'fabric = "ib0"\nfabric_kind = "infiniband"\n')  # fmt: skip
+    code, out, err = run("meta-llama/Meta-Llama-3.1-70B", "--fleet", str(fleet), "--pp", "2",
+                         "--precision", "stored", "--commands", "--format", "dynamo")  # fmt: skip
     assert code == 2 and out == ""
     assert err.splitlines()[0] == (
-        f"llmfit: --format {fmt} writes a disaggregated option's prefill and decode (--option "
-        "D1), and option 1 runs them together; --format k8s launches it."
+        "llmfit: --format dynamo writes one server a pod, and option 1 runs on 2 nodes; "
+        "--format k8s launches it as a LeaderWorkerSet."
     )
+    code, out, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", str(EXAMPLE_FLEET),
+                         "--commands", "--format", "kserve")  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.splitlines()[0] == "llmfit: --format kserve has no launch of llama.cpp's servers."
 
 
 def test_a_local_directory_has_no_platform_spec(run):

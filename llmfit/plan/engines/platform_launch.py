@@ -25,13 +25,15 @@ if TYPE_CHECKING:
 
 # The formats, as `--format` spells them.
 PLATFORMS = ("llm-d", "kserve", "dynamo")
+# The role of an aggregated option's server (prefill and decode in one).
+AGGREGATED = "aggregated"
 
 
 @dataclass(frozen=True)
 class RoleContainer:
     """One role's container on a platform: every pod of the role runs it."""
 
-    role: str  # "prefill" or "decode"
+    role: str  # "prefill" or "decode", or AGGREGATED: one server that does both
     image: str
     command: tuple[str, ...]
     args: tuple[str, ...]
@@ -49,13 +51,14 @@ class PlatformRun:
     and the platform's names for the engine."""
 
     platform: str
-    roles: tuple[RoleContainer, RoleContainer]
+    # Prefill's and decode's; an aggregated option's one server's alone.
+    roles: tuple[RoleContainer, ...]
     # Dynamo's name for the engine (`spec.backendFramework`) and its runtime image, which runs
     # the Frontend too; empty on the other platforms.
     backend: str = ""
     frontend_image: str = ""
-    # Dynamo's keys for the two roles' services (its own examples' names).
-    services: tuple[str, str] = ("prefill", "decode")
+    # Dynamo's keys for the roles' services (its own examples' names).
+    services: tuple[str, ...] = ("prefill", "decode")
 
 
 # An engine's platform launch: the role, its command (the role's first worker's, each worker on
@@ -72,6 +75,8 @@ class Platform:
     backend: str = ""
     frontend_image: str = ""
     services: tuple[str, str] = ("prefill", "decode")
+    # Dynamo's key for an aggregated option's worker service (its own agg examples' name).
+    aggregated_service: str = "worker"
 
 
 # Per engine: the platforms it runs, or, for one it does not, the sentence that says why.
@@ -79,18 +84,20 @@ Platforms = Mapping[str, "Platform | str"]
 
 
 def _table(engine: Any) -> Platforms:
-    module, _, _ = engine.layouts.pairs.launch.partition(":")
+    pairs = engine.layouts.pairs
+    if pairs is None or not pairs.launch:
+        return {}
+    module, _, _ = pairs.launch.partition(":")
     table: Platforms = getattr(import_module(module), "PLATFORMS", {})
     return table
 
 
 def refusal(engine: Any, platform: str) -> str | None:
-    """Why `platform` runs none of the engine's disaggregated launches; None where it runs
-    them."""
+    """Why `platform` runs none of the engine's launches; None where it runs them."""
     found = _table(engine).get(platform)
     if isinstance(found, Platform):
         return None
-    return found or f"--format {platform} has no launch of {engine.name}'s prefill and decode."
+    return found or f"--format {platform} has no launch of {engine.name}'s servers."
 
 
 def platform_run(
@@ -107,6 +114,21 @@ def platform_run(
     decode = found.container("decode", first["decode"], offer.decode)
     return PlatformRun(platform, (prefill, decode), found.backend, found.frontend_image,
                        found.services)  # fmt: skip
+
+
+def aggregated_run(engine: Any, o: Any, command: Command, platform: str) -> PlatformRun:
+    """An aggregated option's one server (its single command) as `platform` runs it
+    (`refusal` is None for it)."""
+    found = _table(engine)[platform]
+    assert isinstance(found, Platform), found
+    if command.secrets:
+        raise UsageError(
+            f"--format {platform} writes no credential, and the command holds one; --format k8s "
+            "reads it from a Secret."
+        )
+    rc = found.container(AGGREGATED, command, o)
+    return PlatformRun(platform, (rc,), found.backend, found.frontend_image,
+                       (found.aggregated_service,))  # fmt: skip
 
 
 def without(argv: tuple[str, ...], flags: frozenset[str]) -> tuple[str, ...]:

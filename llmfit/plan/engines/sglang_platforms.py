@@ -5,7 +5,9 @@
   `python3 -m dynamo.sglang` with SGLang's server arguments: the role's, less `--port` (Dynamo's
   Frontend serves HTTP; the worker's example names none), its KV over NIXL
   (`--disaggregation-transfer-backend nixl`, as the example: Dynamo's SGLang runtime ships
-  NIXL) and `--skip-tokenizer-init` (the Frontend tokenizes, as in the example).
+  NIXL) and `--skip-tokenizer-init` (the Frontend tokenizes, as in the example). An aggregated
+  option's server is its one line the same way, without the disaggregation flags
+  (components/backends/sglang/deploy/agg.yaml), its service `decode` as there.
 - llm-d's modelservice and KServe's LLMInferenceService run prefill and decode behind llm-d's
   routing sidecar, whose connectors are vLLM's NIXL ones (the chart's `routing.proxy.connector`:
   nixl, nixlv2) and whose templates start `vllm serve` (KServe's config/llmisvc/
@@ -16,7 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmfit.plan.engines.platform_launch import Platform, Platforms, RoleContainer, without
+from llmfit.plan.engines.platform_launch import (
+    AGGREGATED,
+    Platform,
+    Platforms,
+    RoleContainer,
+    without,
+)
 from llmfit.plan.launch import Command
 
 SERVE = ("sglang", "serve")
@@ -28,17 +36,22 @@ BACKEND_FLAG = "--disaggregation-transfer-backend"
 
 def _dynamo(role: str, c: Command, o: Any) -> RoleContainer:
     args = without(c.argv[len(SERVE) :], frozenset({"--port", BACKEND_FLAG}))
-    args += (BACKEND_FLAG, "nixl", "--skip-tokenizer-init")
+    if role != AGGREGATED:
+        args += (BACKEND_FLAG, "nixl")
+    args += ("--skip-tokenizer-init",)
     return RoleContainer(role, DYNAMO_IMAGE, DYNAMO_WORKER, args, c.env)
 
 
 _SIDECAR = (
-    "{platform} runs prefill and decode behind llm-d's routing sidecar, whose KV connectors are "
-    "vLLM's (NIXL), so it has no launch of SGLang's; --format dynamo or k8s writes one."
+    "llmfit writes {platform} for vLLM's launches only: its templates start `vllm serve`, and "
+    "its prefill and decode run behind llm-d's routing sidecar, whose KV connectors are vLLM's "
+    "(NIXL); --format dynamo or k8s writes SGLang's."
 )
 
 PLATFORMS: Platforms = {
     "llm-d": _SIDECAR.format(platform="llm-d's modelservice"),
     "kserve": _SIDECAR.format(platform="KServe's LLMInferenceService"),
-    "dynamo": Platform(_dynamo, backend="sglang", frontend_image=DYNAMO_IMAGE),
+    "dynamo": Platform(
+        _dynamo, backend="sglang", frontend_image=DYNAMO_IMAGE, aggregated_service="decode"
+    ),
 }

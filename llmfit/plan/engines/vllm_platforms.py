@@ -13,6 +13,10 @@
   behind its llm-d routing sidecar on 8000; the `vllm serve` line whole, which replaces the
   template's command and arguments. NIXL's side channel host is the pod's IP, as
   docs/samples/llmisvc/single-node-gpu/llm-inference-service-pd-qwen2-7b-gpu.yaml sets it.
+An aggregated option (prefill and decode in one server) is its one `vllm serve` line the same
+way: on 8000 on llm-d (no sidecar) and KServe (config/llmisvc/config-llm-template.yaml), and on
+Dynamo a worker with no `--is-prefill-worker` (components/backends/vllm/deploy/agg.yaml).
+
 - NVIDIA Dynamo (ai-dynamo/dynamo, components/backends/vllm/deploy/disagg.yaml): a worker is
   `python3 -m dynamo.vllm --model MODEL [engine arguments]`, `--is-prefill-worker` on prefill;
   dynamo.vllm's parser is vLLM's engine arguments and its own two flags
@@ -28,15 +32,23 @@ from __future__ import annotations
 from typing import Any
 
 from llmfit.plan.engines.disagg_launch import with_value
-from llmfit.plan.engines.platform_launch import Platform, Platforms, RoleContainer, without
+from llmfit.plan.engines.platform_launch import (
+    AGGREGATED,
+    Platform,
+    Platforms,
+    RoleContainer,
+    without,
+)
 from llmfit.plan.launch import Command
 
 # The serve line's leading words: the program and its subcommand.
 SERVE = ("vllm", "serve")
 SIDE_CHANNEL_HOST = "VLLM_NIXL_SIDE_CHANNEL_HOST"
 SIDE_CHANNEL_PORT = "VLLM_NIXL_SIDE_CHANNEL_PORT"
-LLM_D_PORTS = {"prefill": 8000, "decode": 8200}
-KSERVE_PORTS = {"prefill": 8000, "decode": 8001}
+# An aggregated server serves on the service port: llm-d's with no sidecar in front, KServe's as
+# its config/llmisvc/config-llm-template.yaml.
+LLM_D_PORTS = {"prefill": 8000, "decode": 8200, AGGREGATED: 8000}
+KSERVE_PORTS = {"prefill": 8000, "decode": 8001, AGGREGATED: 8000}
 # Dynamo's vLLM runtime image, at the tag of the example cited above (its vLLM is Dynamo's
 # build, of the release that tag pins, not necessarily the version the plan models).
 DYNAMO_IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1"
@@ -56,8 +68,8 @@ def _serve(ports: dict[str, int]) -> Any:
         port = ports[role]
         argv = with_value(c.argv, "--port", str(port))
         env = tuple((k, v) for k, v in c.env if k != SIDE_CHANNEL_HOST)
-        return RoleContainer(role, _image(o), SERVE, argv[len(SERVE) :], env,
-                             (SIDE_CHANNEL_HOST,), port)  # fmt: skip
+        own = (SIDE_CHANNEL_HOST,) if len(env) < len(c.env) else ()
+        return RoleContainer(role, _image(o), SERVE, argv[len(SERVE) :], env, own, port)
 
     return container
 
@@ -79,5 +91,6 @@ PLATFORMS: Platforms = {
         backend="vllm",
         frontend_image=DYNAMO_IMAGE,
         services=("VllmPrefillWorker", "VllmDecodeWorker"),
+        aggregated_service="VllmDecodeWorker",
     ),
 }
