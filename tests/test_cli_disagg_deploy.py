@@ -270,7 +270,7 @@ def test_the_docs_example_is_what_it_prints(run, monkeypatch):
     # is a line of the real output, in order.
     text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```\n\$ (llmfit [^\n]*--option D1[^\n]*)\n(.*?)```", text, re.S)
-    assert [b[0].rsplit(" ", 1)[1] for b in blocks] == ["docker", "k8s"]
+    assert [b[0].rsplit(" ", 1)[1] for b in blocks] == ["docker", "k8s", "dynamo"]
     monkeypatch.chdir(ROOT)
     for command, shown in blocks:
         code, out, _ = run(*shlex.split(command)[1:])
