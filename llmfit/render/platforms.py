@@ -352,10 +352,15 @@ def render_aggregated(
     number = next((i for i, x in enumerate(advice.plan.options, 1) if x is o), 1)
     repo = advice.repo
     cmds = eng.commands(o, repo.id, repo.revision, ray=ray)
-    if len(cmds) != 1 or o.layout.nodes > 1:
+    if o.layout.nodes > 1:
         raise UsageError(
             f"--format {fmt} writes one server a pod, and option {number} runs on "
             f"{o.layout.nodes} nodes; --format k8s launches it as a LeaderWorkerSet."
+        )
+    if len(cmds) != 1:
+        raise UsageError(
+            f"--format {fmt} writes one server a pod, and option {number} starts {len(cmds)} "
+            "processes; --format k8s launches it."
         )
     _check_source(advice)
     run = aggregated_run(eng, o, cmds[0], fmt)
