@@ -60,6 +60,13 @@ from tests.registered import toy_registered, with_toy
 GIB = 1 << 30
 
 
+@pytest.fixture
+def hub(gguf_hub: Path) -> Path:
+    """The bundled cache with the real models' GGUF repositories that llama.cpp's knob cases name
+    (a mixture of experts, sliding windows; fixtures/gguf_repos.py) beside it."""
+    return gguf_hub
+
+
 @pytest.fixture(autouse=True)
 def toy() -> Iterator[str]:
     """Every test here runs with the toy engine registered, as a fourth engine would be."""
@@ -324,26 +331,7 @@ def _changing_knobs() -> list[tuple[str, str]]:
     return out
 
 
-# Knobs whose effect no bundled fixture can show: each a llama.cpp knob of a model kind the one
-# GGUF repository (Tiny-Llama, five dense full-attention layers) is not. Strict: the day a fixture
-# shows it, the mark must go.
-NO_FIXTURE = {
-    ("llama.cpp", "parallel"): "slots change the cache of sliding-window layers only",
-    ("llama.cpp", "n_cpu_moe"): "no GGUF MoE among the fixtures",
-    ("llama.cpp", "cpu_moe"): "no GGUF MoE among the fixtures",
-}
-
-
-def _knob_params() -> list[Any]:
-    return [
-        pytest.param(key, name, marks=pytest.mark.xfail(reason=NO_FIXTURE[key, name], strict=True))
-        if (key, name) in NO_FIXTURE
-        else pytest.param(key, name)
-        for key, name in _changing_knobs()
-    ]
-
-
-@pytest.mark.parametrize(("key", "name"), _knob_params())
+@pytest.mark.parametrize(("key", "name"), _changing_knobs())
 def test_every_knob_changes_what_it_declares(hub, key, name):
     assert knob_problems(key, name) == []
 

@@ -303,7 +303,15 @@ _REGISTRY: dict[str, Registered] = {
             ("llmfit-fixtures/Tiny-Llama-GGUF", "cpu:64g"),
         ),
         knob_case=("llmfit-fixtures/Tiny-Llama-GGUF", "1xrtx4090-24g+64g"), names=("rpc-server",),
-        knob_cases=(("tensor_split", "llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g"),),
+        # Slots change only a sliding-window layer's cache, and --n-cpu-moe/--cpu-moe only a
+        # mixture of experts: tried on real models' headers (fixtures/gguf_repos.py), which the
+        # contract test's cache holds beside the bundled one.
+        knob_cases=(
+            ("tensor_split", "llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g"),
+            ("parallel", "unsloth/gemma-3-27b-it-GGUF", "1xh100-80g"),
+            ("n_cpu_moe", "unsloth/Qwen3-235B-A22B-GGUF", "1xb200-180g+256g"),
+            ("cpu_moe", "unsloth/Qwen3-235B-A22B-GGUF", "1xb200-180g+256g"),
+        ),
         honours=("--gpu-memory-utilization", "--local-paths"),
     ),
     "sglang": Registered(
