@@ -491,12 +491,17 @@ def test_each_registry_line_says_what_its_engine_runs_and_starts(toy):
 
 # -- a setting the planned engine does not take is refused, by one rule ------------------------
 
-# A value each of llmfit's own engine settings takes (None: a flag without one).
+# A value each of llmfit's own engine settings takes (None: a flag without one, or one that is
+# its value too: "--disagg on").
 SETTING_WORDS = {
     "--gpu-memory-utilization": "0.5",
     "--kv-cache-dtype": "fp8",
     "--ray": None,
     "--local-paths": None,
+    "--disagg on": None,
+    "--prefill-tp": "2",
+    "--decode-tp": "2",
+    "--xpyd": "1:1",
 }
 
 
@@ -524,7 +529,7 @@ def _unhonoured_cases() -> list[tuple[str, str, str | None]]:
 
 @pytest.mark.parametrize(("key", "flag", "value"), _unhonoured_cases())
 def test_a_setting_the_engine_does_not_take_is_refused_naming_both(run, key, flag, value):
-    words = [flag] if value is None else [flag, value]
+    words = flag.split() + ([] if value is None else [value])
     code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", key, *words)
     assert (code, out) == (2, "")
     first = err.splitlines()[0]
@@ -586,6 +591,42 @@ def test_a_checked_command_s_engine_is_held_to_the_rule_too(run):
         "llmfit: --vllm-version is vLLM's setting, and SGLang, which this plan runs, does not "
         "honour it.\nhint: leave --vllm-version out\n"
     )
+
+
+def test_the_disaggregated_pins_are_taken_by_the_engines_that_launch_pairs(toy):
+    # An engine takes --disagg on and its pins exactly where its layout space has pair rules
+    # (plan/disagg.py pair_refusal: none is "launches no disaggregated prefill and decode").
+    from llmfit.plan.engines.honoured import DISAGG_SETTINGS
+
+    for key in keys():
+        launches = engine(key).layouts.pairs is not None
+        for flag in DISAGG_SETTINGS:
+            assert (flag in registered(key).honours) == launches, (key, flag)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [("--prefill-tp", "2"), ("--decode-tp", "2"), ("--xpyd", "1:1"), ("--disagg", "on")],
+)
+def test_a_disaggregated_pin_is_refused_for_a_repository_only_llama_cpp_runs(run, words):
+    # No engine named: vLLM, a default, takes the pin, but Tiny-Llama-GGUF's files are GGUF,
+    # which llama.cpp alone runs, so the plan would drop it (a note, exit 0, before).
+    code, out, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "examples/fleet.toml",
+                         *words)  # fmt: skip
+    assert (code, out) == (2, "")
+    flag = " ".join(words) if words[0] == "--disagg" else words[0]
+    assert err == (
+        f"llmfit: {flag} is a setting of vLLM and SGLang, and llama.cpp, which runs this "
+        "repository's files, does not honour it: llama.cpp launches no disaggregated prefill and "
+        f"decode.\nhint: leave {flag} out\n"
+    )
+
+
+def test_disagg_off_and_auto_ask_nothing_of_an_engine(run):
+    for value in ("off", "auto"):
+        code, _, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g",
+                           "--engine", "llama.cpp", "--disagg", value)  # fmt: skip
+        assert code == 0, err
 
 
 def test_the_help_of_an_engine_setting_follows_the_registry(run, toy):
