@@ -622,6 +622,21 @@ def test_a_disaggregated_pin_is_refused_for_a_repository_only_llama_cpp_runs(run
     )
 
 
+def test_with_no_engine_named_the_engines_that_run_the_files_must_take_a_setting(run):
+    # vLLM, a default, takes --ray; Tiny-Llama-GGUF's files run on llama.cpp alone, which would
+    # drop it (its commands have no Ray form), so once the files are read it is refused.
+    code, out, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g", "--ray")
+    assert (code, out) == (2, "")
+    assert err == (
+        "llmfit: --ray is a setting of vLLM and SGLang, and llama.cpp, which runs this "
+        "repository's files, does not honour it.\nhint: leave --ray out\n"
+    )
+    # --gpu-memory-utilization llama.cpp takes.
+    code, _, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g",
+                       "--gpu-memory-utilization", "0.8")  # fmt: skip
+    assert code == 0, err
+
+
 def test_disagg_off_and_auto_ask_nothing_of_an_engine(run):
     for value in ("off", "auto"):
         code, _, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g",
