@@ -42,7 +42,8 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
+
+from llmfit.plan import package_data
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -317,9 +318,7 @@ def parse_table(text: str) -> tuple[CardSpec, ...]:
     return tuple(out)
 
 
-CARDS: tuple[CardSpec, ...] = parse_table(
-    resources.files("llmfit").joinpath(DATA_FILE).read_text(encoding="utf-8")
-)
+CARDS: tuple[CardSpec, ...] = parse_table(package_data.read_text(DATA_FILE))
 
 
 def _norm(name: str) -> str:

@@ -650,6 +650,44 @@ def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: fl
     return max(w, gemm) + max(e, grouped) + max(kv, att) + ov + link
 
 
+def _experts_measured_total(
+    st: Stepper, kn: _Kernels, batch: float, context: float, chunk: float, chunk_context: float
+) -> float:
+    """The stages' `_stage_total`s summed, for a step of one pass (no ubatch) of `n` > 0 tokens
+    whose routed experts alone are priced by their measured curve (`_Kernels.experts_only`, what
+    every plan's MoE is): `stage_parts`' own arithmetic, operation for operation, so the sum is
+    the same to the last bit (tests/plan/test_load.py), with the grouped GEMM's efficiency, the
+    same for every stage, looked up once. A plan asks for tens of thousands of these steps."""
+    n = batch + chunk
+    share = 1.0 - st.keep**n if st.keep else 1.0
+    eff = min(kn.share * kn.moe.at(n * kn.routed), 1.0)
+    eager = st.eager_at(n)
+    held = batch * context
+    attended = held + chunk * chunk_context
+    rows = n + st.rows
+    total = 0.0
+    for c in st.coefs:
+        experts = c.experts * share
+        grouped = 0.0
+        if c.experts:
+            experts, grouped = experts / eff, c.expert_token * n / eff
+        elif c.expert_token:
+            grouped = c.expert_token * (n + st.expert_pad * share)
+        w, gemm = c.dense, c.token * rows
+        kv = c.kv * batch * context + c.state * batch
+        att = c.attention * attended
+        overhead = c.graph
+        if eager and c.eager > c.graph:
+            busy = (gemm if gemm > w else w) + (grouped if grouped > experts else experts)
+            busy += att if att > kv else kv
+            late = c.eager - c.graph - busy
+            overhead += 0.0 if 0.0 > late else late
+        link = c.link_fixed + c.link_token * n
+        part = (gemm if gemm > w else w) + (grouped if grouped > experts else experts)
+        total += part + (att if att > kv else kv) + overhead + link
+    return total
+
+
 def stepper(inp: SpeedInputs) -> Stepper:
     """The inputs' Stepper, worked out on first use and kept beside them."""
     found = _STEPPERS.get(id(inp))
@@ -750,8 +788,11 @@ def step_total(
     n = batch + chunk
     gpu = st.hop_fixed + st.hop_token * n
     cpu = st.step_s + st.sequence_s * batch
-    if st.ubatch or n <= 0 or st.kernels is not None:
+    kn = st.kernels
+    if st.ubatch or n <= 0 or (kn is not None and not kn.experts_only):
         gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
+    elif kn is not None:
+        gpu += _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
     else:
         eager = st.eager_at(n)
         share = 1.0 - st.keep**n if st.keep else 1.0
@@ -811,9 +852,28 @@ def round_pair(
     at every step of its fixed point."""
     st = stepper(inp)
     n = batch + chunk
+    kn = st.kernels
+    if (
+        kn is not None
+        and kn.experts_only
+        and not st.ubatch
+        and batch > 0
+        and n > 0
+        and inp.host is None
+        and _pipelined(inp, batch) == 1
+    ):
+        # `round_total`'s two `step_total`s, each as it works it out, asked for directly.
+        one = _experts_measured_total(st, kn, batch, context, 0.0, 0.0)
+        two = _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
+        cpu = st.step_s + st.sequence_s * batch
+        plain = st.hop_fixed + st.hop_token * (batch + 0.0) + one
+        full = st.hop_fixed + st.hop_token * n + two
+        if st.overlap:
+            return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
+        return plain + cpu, full + cpu
     if (
         st.ubatch
-        or st.kernels is not None
+        or kn is not None
         or st.eager_at(n)
         or batch <= 0
         or inp.host is not None
