@@ -23,7 +23,6 @@ says which.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -201,8 +200,7 @@ def _by_ranks(table: Mapping[int, Collective], ranks: int, link: float, share: f
 
 @cache
 def _doc() -> dict[str, object]:
-    text = package_data.read_text(DATA_FILE)
-    doc = json.loads(text)
+    doc = package_data.read_json(DATA_FILE)
     if not isinstance(doc, dict) or not {"cards", "priors", "source"} <= set(doc):
         raise ValueError(f"{DATA_FILE} lacks cards, priors or source")
     return doc

@@ -42,7 +42,6 @@ over a fabric.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import fields, replace
 
 from llmfit.plan import cards, package_data
@@ -102,7 +101,7 @@ def _values(table: dict[str, object], where: str) -> dict[str, object]:
 
 
 def _load() -> tuple[Constants, dict[str, dict[str, Constants]]]:
-    doc = tomllib.loads(package_data.read_text(DATA_FILE))
+    doc = package_data.read_toml(DATA_FILE)
     base = Constants(**_values(doc["base"], "base"))  # type: ignore[arg-type]
     tables: dict[str, dict[str, Constants]] = {}
     for engine in ("vllm", "sglang"):
