@@ -30,6 +30,8 @@ FLAGS = (
     ("--precision", "all", "--all"),
     ("--max-loras", "4", "--max-lora-rank", "16", "--max-num-seqs", "64", "--enforce-eager",
      "--no-enable-prefix-caching", "--commands"),
+    ("--explain",),
+    ("--engine", "sglang", "--explain"),
 )  # fmt: skip
 
 
