@@ -44,6 +44,12 @@ def test_the_toy_engine_s_card_part_by_part(run, toy):
         "need": 23_495_010_304,
         "have": 42_522_738_688,
         "assumes": "the toy engine's arithmetic",
+        # The H100's total, of which the toy counts on half; nothing beside the card, no KV
+        # heads split, no settings told.
+        "total": 85_045_477_376,
+        "beside": [],
+        "kv_heads": None,
+        "settings": [],
     }
     # The plan's document is all there too.
     assert doc["options"][0]["per_card"]["need"] == 23_495_010_304

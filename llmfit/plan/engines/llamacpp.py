@@ -20,6 +20,7 @@ from llmfit.plan.artifact import Artifact, GgufLayout
 from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import (
     NO_ENV,
+    Assumed,
     Explanation,
     Found,
     Image,
@@ -31,7 +32,7 @@ from llmfit.plan.engines import (
 )
 from llmfit.plan.engines import llamacpp_sizes as sizes
 from llmfit.plan.engines.llamacpp_options import LlamaCppOptions
-from llmfit.plan.engines.serving import pinned_cards, pinned_text, pinned_where
+from llmfit.plan.engines.serving import pinned_cards, pinned_text, pinned_where, source
 from llmfit.plan.fleet import GIB
 from llmfit.plan.launch import Command, Given
 from llmfit.plan.layout import Card, Layout, LayoutSpace
@@ -222,7 +223,9 @@ class LlamaCpp:
             return Option(
                 artifact=art,
                 engine=self.key,
-                per_card=PerCard(card.weights, card.kv_cache, card.compute + card.overhead),
+                per_card=PerCard(
+                    card.weights, card.kv_cache, runtime=card.overhead, activations=card.compute
+                ),
                 bits_per_weight=bits,
                 context=context // slots,
                 launch=LlamaCppLaunch(
@@ -255,15 +258,19 @@ class LlamaCpp:
         rams = [Host(nd, 0, 0) for nd in job.fleet.nodes if nd.ram_bytes > 0]
         fitting = [h for h in rams if need <= ram_have(h)]
         if fitting and on_cpu:
-            have = max(ram_have(h) for h in fitting)
+            # The roomiest node: its RAM × the host's share is what the plan counts on.
+            host = max(fitting, key=lambda h: h.ram)
+            have = ram_have(host)
             out.append(
                 Option(
                     artifact=art,
                     engine=self.key,
                     layout=Layout(),
                     card=None,
-                    per_card=PerCard(e.host.weights, e.host.kv_cache, e.host.compute),
+                    per_card=PerCard(e.host.weights, e.host.kv_cache, activations=e.host.compute),
                     have=have,
+                    share=share,
+                    ram=host.ram,
                     launch=LlamaCppLaunch(
                         ctx_size=context,
                         gpu_layers=0,
@@ -747,18 +754,21 @@ class LlamaCpp:
                 placed += f", the experts of the first {launch.cpu_moe_layers} layers in RAM"
             placed += "; token_embd stays in RAM"
         size = f"{o.artifact.bytes / GIB:.1f} GiB of {o.artifact.quant or '?'}"
-        parts = [
+        named = (
             Part("weights", c.weights, f"{size}: {placed}"),
             Part(
                 "KV cache",
                 c.kv_cache,
                 f"{o.context:,} cells (padded to 256) of the layers it holds",
             ),
-            Part("overhead", c.overhead, "compute buffer for one ubatch, and the runtime"),
-        ]
+            Part("activations", c.activations, "the compute buffer for one ubatch"),
+            Part("runtime", c.runtime, "the CUDA context, cuBLAS workspace and allocator slack"),
+        )
+        parts = tuple(p for p in named if p.bytes or p.name in ("weights", "KV cache"))
+        beside: tuple[Part, ...] = ()
         if o.host_bytes and not o.cpu:
-            parts.append(
-                Part("in RAM", o.host_bytes, "the host's part: its layers, their KV and compute")
+            beside = (
+                Part("in RAM", o.host_bytes, "the host's part: its layers, their KV and compute"),
             )
         assumes = (
             f"llama-server with {sizes.N_SEQ} slots sharing one pool of --ctx-size cells, "
@@ -770,7 +780,7 @@ class LlamaCpp:
                 f"; {o.layout.replicas} independent servers, each on its own "
                 f"{o.layout.pp} card{'s' if o.layout.pp > 1 else ''} and port"
             )
-        return Explanation(tuple(parts), assumes)
+        return Explanation(parts, assumes, beside, settings=_assumed(o))
 
     def where(self, option: Option[LlamaCppLaunch]) -> str:
         return where(option)
@@ -798,6 +808,36 @@ class LlamaCpp:
         from llmfit.plan.engines.llamacpp_command import read
 
         return read(argv, defaults, env, vault, load)
+
+
+def _assumed(o: Option[LlamaCppLaunch]) -> tuple[Assumed, ...]:
+    """The settings the card's figures rest on, with where each came from: every one is passed
+    on the command line, so llama.cpp's --fit and defaults cannot change them."""
+    launch, opts = o.launch, o.launch.options
+    given = launch.given is not None
+    cache = "what-if" if "--cache-type-k" in o.engine_flags else source(opts.cache_type_k)
+    out = [
+        Assumed("--ctx-size", str(launch.ctx_size), "given" if given else "plan"),
+        Assumed(
+            "--n-gpu-layers",
+            str(launch.gpu_layers),
+            "given" if opts.n_gpu_layers is not None else "plan",
+        ),
+        Assumed("--parallel", str(opts.parallel or sizes.N_SEQ), source(opts.parallel)),
+        Assumed("--ubatch-size", str(opts.ubatch or sizes.N_UBATCH), source(opts.ubatch)),
+        Assumed("--cache-type-k", launch.cache_type, cache),
+        # Planned on whatever a command says (off is noted as not planned).
+        Assumed("--flash-attn", "on", "plan"),
+    ]
+    if launch.cpu_moe_layers:
+        out.append(
+            Assumed(
+                "--n-cpu-moe",
+                str(launch.cpu_moe_layers),
+                "given" if opts.n_cpu_moe is not None else "plan",
+            )
+        )
+    return tuple(out)
 
 
 def pin_refusal(pins: Pins) -> str | None:
