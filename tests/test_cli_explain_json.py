@@ -155,3 +155,40 @@ def test_the_settings_say_where_each_value_came_from(run):
     assert code == 0
     kv = [s for s in json.loads(out)["explain"]["settings"] if s["flag"] == "--kv-cache-dtype"]
     assert kv == [{"flag": "--kv-cache-dtype", "value": "fp8", "source": "what-if"}]
+
+
+# The explanation's part names, each the vocabulary's key in per_card.parts.
+VOCABULARY = {
+    "weights": "weights", "KV cache": "kv_cache", "states": "states",
+    "activations": "activations", "graphs": "graphs", "runtime": "runtime", "reserve": "reserve",
+}  # fmt: skip
+
+
+# vLLM's MoE (its graphs and workspace), SGLang's hybrid (its states apart) and vision model (its
+# multimodal cache), llama.cpp's layer split.
+@pytest.mark.parametrize(
+    ("repo", "fleet", "engine"),
+    [
+        ("Qwen/Qwen3-30B-A3B", "8xh100-80g", "vllm"),
+        ("Qwen/Qwen3-Next-80B-A3B-Thinking", "4xh100-80g", "sglang"),
+        ("Qwen/Qwen2.5-VL-7B-Instruct", "1xh100-80g", "sglang"),
+        ("llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g", "llama.cpp"),
+    ],
+)
+def test_every_engine_explains_its_card_in_the_one_vocabulary(run, repo, fleet, engine):
+    code, out, _ = run(repo, "--fleet", fleet, "--engine", engine, "--precision", "stored",
+                       "--explain", "--json")  # fmt: skip
+    assert code == 0
+    doc = json.loads(out)
+    told, card = doc["explain"], doc["options"][0]["per_card"]
+    *parts, free = told["parts"]
+    # Each part the text and JSON show is the per-card part of its name, to the byte; the parts
+    # left out are 0; need is their sum and have the card's total × the engine's share.
+    shown = {VOCABULARY[p["name"]]: p["bytes"] for p in parts}
+    assert {k: v for k, v in card["parts"].items() if v or k in shown} == shown
+    assert sum(shown.values()) == card["need"] == told["need"]
+    assert free["name"] == "free" and free["bytes"] == max(card["have"] - card["need"], 0)
+    assert abs(card["have"] - card["total"] * card["share"]) <= 1
+    from llmfit.plan.engines import SOURCES
+
+    assert told["settings"] and {s["source"] for s in told["settings"]} <= set(SOURCES)
