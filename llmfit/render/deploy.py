@@ -1073,9 +1073,12 @@ def render_k8s(advice: Advice, o: Option, ray: bool = False, encoding: str | Non
 def render_deploy(
     fmt: str, advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
 ) -> str:
-    """The option's launch in `fmt` ("docker" or "k8s"), every word exact or refused."""
+    """The option's launch in `fmt` ("docker", "k8s", or a platform's spec: render/platforms.py),
+    every word exact or refused."""
     if fmt == "docker":
         return render_docker(advice, o, ray, encoding)
     if fmt == "k8s":
         return render_k8s(advice, o, ray, encoding)
-    raise ValueError(f"unknown format {fmt!r}")
+    from llmfit.render.platforms import render_aggregated
+
+    return render_aggregated(fmt, advice, o, ray, encoding)

@@ -420,12 +420,14 @@ def render_k8s(advice: Advice, offer: Offer, encoding: str | None = None) -> str
 
 
 def render_disagg(fmt: str, advice: Advice, offer: Offer, encoding: str | None = None) -> str:
-    """A disaggregated option's launch in `fmt` ("shell", "docker" or "k8s"), every word exact
-    or refused."""
+    """A disaggregated option's launch in `fmt` ("shell", "docker", "k8s", or a platform's spec:
+    render/platforms.py), every word exact or refused."""
     if fmt == "shell":
         return "\n".join(shell_lines(advice, offer, encoding)) + "\n"
     if fmt == "docker":
         return "\n".join(docker_lines(advice, offer, encoding)) + "\n"
     if fmt == "k8s":
         return render_k8s(advice, offer, encoding)
-    raise ValueError(f"unknown format {fmt!r}")
+    from llmfit.render.platforms import render_platform
+
+    return render_platform(fmt, advice, offer, encoding)
