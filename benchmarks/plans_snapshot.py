@@ -34,6 +34,8 @@ FLAGS = (
     ("--precision", "all", "--all"),
     ("--max-loras", "4", "--max-lora-rank", "16", "--max-num-seqs", "64", "--enforce-eager",
      "--no-enable-prefix-caching", "--commands"),
+    ("--explain",),
+    ("--engine", "sglang", "--explain"),
 )  # fmt: skip
 # --loads: the fleets the disaggregated search has most to pair on, and loads named each way.
 LOAD_FLEETS = (

@@ -308,7 +308,13 @@ def test_explain_shows_the_card_part_by_part(run):
         "one sequence of 8,192 tokens: 512 blocks of 16 tokens (1 full group × 512) × "
         "2,097,152 B a block" in flat
     )
-    assert "(a profile run of 8,192 tokens, 1,024 sequences)" in flat
+    # The rest in the parts every engine names (issue 35): the profile run's activations,
+    # the CUDA graphs within the budget, and the runtime beside them.
+    names = [line.split()[0] for line in lines if line.startswith("    ") and "GiB" in line]
+    assert names == ["weights", "KV", "activations", "graphs", "runtime", "free", "need"]
+    act = next(line for line in lines if line.split()[:1] == ["activations"])
+    assert act.split()[:3] == ["activations", "0.8", "GiB"]
+    assert act.endswith("a profile run of 8,192 tokens, 1,024 sequences")
     assert (
         "inputs: 32 layers · 32 attention heads · 8 KV heads × 128 · "
         "KV 131,072 B a token for the whole model" in flat

@@ -54,7 +54,7 @@ def test_the_table_says_what_tok_s_is_and_what_a_cpu_rows_dash_means(run):
 
 
 def test_every_layer_on_the_card_is_said_so():
-    from llmfit.plan.engines.llamacpp import in_ram
+    from llmfit.plan.engines.llamacpp_launch import in_ram
 
     # An artifact of 32 layers with all 32 on the card (the output layer in RAM): not "+ 0 of
     # 32 layers in RAM".

@@ -68,7 +68,15 @@ BENCHMARK = {
     "argv": LIST, "shell": STR, "result_file": STR, "stdout": BOOL, "load": STR, "value": NUM,
     "prompts": INT, "input_len": INT, "output_len": INT,
 }  # fmt: skip
-PER_CARD = {"weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT}
+PER_CARD = {
+    "weights": INT, "kv_cache": INT, "overhead": INT, "need": INT, "have": INT,
+    # Added (issue 35): the named parts, the card's total and the share the engine may use.
+    "parts": DICT, "total": INT, "share": (FLOAT, INT),
+}  # fmt: skip
+# The one vocabulary every engine fills, each part 0 where it has none.
+PARTS = {name: INT for name in (
+    "weights", "kv_cache", "states", "activations", "graphs", "runtime", "reserve",
+)}  # fmt: skip
 COMMAND = {"role": STR, "argv": LIST, "shell": STR, "count": INT}
 OPTIONAL_COMMAND = {"env": DICT, "node": (STR, NONE)}
 REJECTED = {
@@ -118,6 +126,12 @@ def test_every_document_keeps_the_contract(run, args):
         has(o, {**OPTION, **engine_fields}, f"options[{i}]")
         assert o["rank"] == i
         has(o["per_card"], PER_CARD, f"options[{i}].per_card")
+        c = o["per_card"]
+        has(c["parts"], PARTS, f"options[{i}].per_card.parts")
+        # need is the parts' sum; have the card's total × the share the engine may use (as the
+        # engine rounds it: vLLM up, the others down).
+        assert sum(c["parts"].values()) == c["need"]
+        assert abs(c["have"] - c["total"] * c["share"]) <= 1
         if o["serving"] is not None:
             has(o["serving"], SERVING, f"options[{i}].serving")
         if o["benchmark"] is not None:

@@ -14,15 +14,56 @@ from llmfit.plan.speed import Speed
 
 @dataclass(frozen=True)
 class PerCard:
-    """What one card of an option holds, part by part (for a CPU option, the host's RAM)."""
+    """What one card of an option holds, part by part, in the one vocabulary every engine fills
+    (for a CPU option, the host's RAM). An engine fills the parts it has and leaves the others 0:
+    their sum is what the card needs of the share of it the engine may use (`Option.have`, the
+    card's total × `Option.share`), so that `need/have` means the same for every engine.
 
+    `runtime` is third so that a plain (weights, KV, runtime) card is written as before."""
+
+    # The weights the card loads.
     weights: int
+    # One sequence of the context's KV cache (attention layers' keys and values, or latents).
     kv_cache: int
-    overhead: int
+    # What the engine's process holds beside its tensors: the CUDA context, memory outside torch,
+    # buffers and workspaces it keeps.
+    runtime: int = 0
+    # One sequence's fixed recurrent state (linear-attention and state-space layers), where the
+    # engine keeps it apart from the KV cache.
+    states: int = 0
+    # A forward pass's transient peak (the profile run, a compute buffer, encoder outputs).
+    activations: int = 0
+    # CUDA graphs captured within the share.
+    graphs: int = 0
+    # What the engine keeps back of the card without sizing it part by part (SGLang's
+    # 1 − --mem-fraction-static, for its activations, CUDA graphs and request table).
+    reserve: int = 0
+
+    @property
+    def cache(self) -> int:
+        """One sequence's cache, its states included (schema 1's `per_card.kv_cache`)."""
+        return self.kv_cache + self.states
+
+    @property
+    def overhead(self) -> int:
+        """Everything but the weights and one sequence's cache (schema 1's `per_card.overhead`)."""
+        return self.runtime + self.activations + self.graphs + self.reserve
 
     @property
     def need(self) -> int:
-        return self.weights + self.kv_cache + self.overhead
+        return self.weights + self.cache + self.overhead
+
+    def named(self) -> dict[str, int]:
+        """The parts by their names, in the vocabulary's order (JSON's `per_card.parts`)."""
+        return {
+            "weights": self.weights,
+            "kv_cache": self.kv_cache,
+            "states": self.states,
+            "activations": self.activations,
+            "graphs": self.graphs,
+            "runtime": self.runtime,
+            "reserve": self.reserve,
+        }
 
 
 # The type of an engine's launch part (a VllmLaunch, a LlamaCppLaunch, …).
@@ -41,7 +82,8 @@ class Option(Generic[L]):
     card: Card | None
     # The fullest card (for a CPU option, the host's RAM), part by part.
     per_card: PerCard
-    # What a card (or, for CPU, the node's RAM) offers the plan: its share, not its total.
+    # What a card (or, for CPU, the node's RAM) offers the plan: its total × `share`, the share
+    # the engine may use (as the engine rounds it).
     have: int
     # The engine's launch part (a VllmLaunch, a LlamaCppLaunch, …): what its command is made of,
     # typed by the engine that planned it.
@@ -58,8 +100,12 @@ class Option(Generic[L]):
     concurrency: float = 0.0
     # The nodes a multi-node launch would use, head first.
     node_ids: tuple[str, ...] = ()
-    # The share of each card the plan counts on (vLLM's --gpu-memory-utilization).
+    # The share of each card (for CPU, of the node's RAM) the engine may use: vLLM's
+    # --gpu-memory-utilization, the whole card for SGLang (its static share is a split within
+    # it), llama.cpp's margin.
     share: float = 0.90
+    # For a CPU option, the RAM of the node `have` is a share of (a card's is `card`'s total).
+    ram: int = 0
     # A what-if: what an engine flag would make of the checkpoint ("fp8 weights"), with the flags
     # that make it so; None for the artifact as stored.
     what_if: str | None = None
@@ -91,6 +137,11 @@ class Option(Generic[L]):
     @property
     def cpu(self) -> bool:
         return self.card is None
+
+    @property
+    def total(self) -> int:
+        """The card's total as its driver reports it (for a CPU option, the node's RAM)."""
+        return self.card.total_bytes if self.card is not None else self.ram
 
     @property
     def gpu_class(self) -> str | None:

@@ -45,10 +45,15 @@ def longest(o: Option, trained: int | None, as_given: bool = False) -> str:
     return f"one sequence of up to {o.max_context:,} tokens{capped}"
 
 
+def free_part(o: Option) -> Part:
+    """What is left free of the share counted on, after the engine's parts."""
+    return Part("free", max(o.room, 0), "left of what is counted on")
+
+
 def shown_parts(o: Option, told: Explanation) -> tuple[Part, ...]:
     """The parts `--explain` shows of the option's fullest card, in text and in JSON alike: the
     engine's, then what is left free of the share counted on."""
-    return (*told.parts, Part("free", max(o.room, 0), "left of what is counted on"))
+    return (*told.parts, free_part(o))
 
 
 def explain_document(advice: Advice, number: int) -> dict[str, object]:
@@ -61,11 +66,33 @@ def explain_document(advice: Advice, number: int) -> dict[str, object]:
         "engine": o.engine,
         "cpu": o.cpu,
         "share": o.share,
-        "parts": [{"name": p.name, "bytes": p.bytes, "why": p.why} for p in shown_parts(o, told)],
+        "parts": [_part(p) for p in shown_parts(o, told)],
         "need": o.per_card.need,
         "have": o.have,
         "assumes": told.assumes,
+        # Added (issue 35): the card's total, what the option holds beside its cards, and the
+        # KV heads a card holds where the engine splits them (null: every head of its layers).
+        "total": o.total,
+        "beside": [_part(p) for p in told.beside],
+        "kv_heads": told.kv_heads,
+        "settings": [{"flag": a.flag, "value": a.value, "source": a.source} for a in told.settings],
     }
+
+
+def assumed_words(told: Explanation, engine_name: str) -> str:
+    """The settings the figures rest on, in words: "--max-num-seqs 256 (vLLM's default)"."""
+    whose = {
+        "given": "as given",
+        "default": f"{engine_name}'s default",
+        "checkpoint": "the checkpoint's",
+        "what-if": "the what-if's",
+        "plan": "the plan's",
+    }
+    return " · ".join(f"{a.flag} {a.value} ({whose[a.source]})" for a in told.settings)
+
+
+def _part(p: Part) -> dict[str, object]:
+    return {"name": p.name, "bytes": p.bytes, "why": p.why}
 
 
 def explain_lines(
@@ -75,28 +102,26 @@ def explain_lines(
     c = o.per_card
     unit = "of RAM" if o.cpu else "a card"
     lines = [f"Option {number}: {describe(o)}"]
-    total = round(o.have / o.share) if o.share else o.have
     if not o.cpu and o.card is not None:
         lines.append(
-            f"  a card: {o.gpu_class}, {gib(total)} GiB {memory_source(o.card)}, of which "
+            f"  a card: {o.gpu_class}, {gib(o.total)} GiB {memory_source(o.card)}, of which "
             f"{o.share:.2f} = {gib(o.have)} GiB is counted on"
         )
         if o.layout.cards > 1:
             lines.append(f"  the fullest card of {o.layout.cards} ({o.layout.short()}):")
     told = engine(o.engine).explain(o, m)
-    parts = [(p.name, p.bytes, p.why) for p in shown_parts(o, told)]
-    for name, size, why in parts:
+    # The card's parts, what it holds beside them (said, not counted), then what is left.
+    for p in (*told.parts, *told.beside, free_part(o)):
         # A bar where there is room for it beside the words; on a narrow terminal, the words.
-        bar = f"{_bar(size, o.have)}  " if not width or width >= 120 else ""
-        lines.append(f"    {name:<9}{gib(size):>7} GiB  {bar}{why}")
-    lines.append(f"    {'need':<9}{gib(c.need):>7} GiB of {gib(o.have)} {unit}")
+        bar = f"{_bar(p.bytes, o.have)}  " if not width or width >= 120 else ""
+        lines.append(f"    {p.name:<11}{gib(p.bytes):>7} GiB  {bar}{p.why}")
+    lines.append(f"    {'need':<11}{gib(c.need):>7} GiB of {gib(o.have)} {unit}")
     if any(g.kind is AttentionKind.MLA for g in m.layer_groups):
         heads = f"an MLA latent of {m.head_dim} a layer, whole on every card"
     else:
-        per = max(1, m.kv_heads // o.tp)
         plural = "s" if m.kv_heads > 1 else ""
         heads = f"{m.kv_heads} KV head{plural} × {m.head_dim}" + (
-            f", {per} a card" if o.tp > 1 else ""
+            f", {told.kv_heads} a card" if told.kv_heads is not None else ""
         )
     lines.append(
         f"  inputs: {m.layers} layers · {m.attention_heads} attention heads · {heads} · "
@@ -112,6 +137,8 @@ def explain_lines(
     if checked is not None:
         # Cleaned, not refused: --explain is read; --commands prints the line to paste, exact.
         lines.append(clean(f"  measure it ({_measures(checked)}): {checked.line}", 10_000))
+    if told.settings:
+        lines.append(f"  settings: {assumed_words(told, engine(o.engine).name)}")
     lines.append(f"  assumes: {told.assumes}")
     if o.what_if and o.engine_flags:
         lines.append(
@@ -238,7 +265,7 @@ def print_wrapped(console: Console, line: str, style: str | None = None) -> None
     line = clean(line, limit=100_000)
     lead = len(line) - len(line.lstrip(" "))
     part = re.match(r"^ +\S+(?: \S+)? +[\d.]+ GiB  (?:[█·]+  )?", line)
-    indent = len(part.group(0)) if part and len(part.group(0)) < console.width // 2 else lead + 4
+    indent = len(part.group(0)) if part and len(part.group(0)) <= console.width // 2 else lead + 4
     for piece in wrap_cells(line, max(console.width, 40), indent) or [line]:
         console.print(Text(piece, style=style or ""), soft_wrap=True)
 

@@ -65,10 +65,15 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "cards_per_replica": 0 if o.cpu else lay.cards_per_replica,
         "per_card": {
             "weights": o.per_card.weights,
-            "kv_cache": o.per_card.kv_cache,
+            "kv_cache": o.per_card.cache,
             "overhead": o.per_card.overhead,
             "need": o.per_card.need,
             "have": o.have,
+            # Added to version 1 (issue 35): the parts by the one vocabulary every engine fills,
+            # the card's total and the share of it the engine may use (have = total × share).
+            "parts": o.per_card.named(),
+            "total": o.total,
+            "share": o.share,
         },
         "hosts": o.hosts,
         "free_now": o.free_now,

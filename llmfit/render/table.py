@@ -230,7 +230,7 @@ def breakdown(o: Option) -> str:
     unit = "of RAM" if o.cpu else "a card"
     host = f"; {gib(o.host_bytes)} GiB in the host's RAM" if o.host_bytes else ""
     return (
-        f"weights {gib(c.weights)} + KV cache {gib(c.kv_cache)} + overhead {gib(c.overhead)} "
+        f"weights {gib(c.weights)} + KV cache {gib(c.cache)} + overhead {gib(c.overhead)} "
         f"= {gib(c.need)} GiB of {gib(o.have)} {unit}{host}"
     )
 

@@ -56,16 +56,23 @@ def test_llama_8b_on_one_h100_at_a_static_share_of_088_part_by_part():
     )
     o = plan(m, [art], fleet, settings).options[0]
     assert (o.engine, o.tp, o.gpus) == ("sglang", 1, 1)
-    # What a card offers: 0.88 of the card; of it, the weights and the pool's share are
-    # 0.88 × (card − 0.6 GiB) = 74,273,084,408 B, and the rest of the 0.88 (0.88 × 0.6 GiB) is
-    # what the CUDA context takes from the static share.
-    assert o.have == int(H100 * 0.88) == 74_840_020_090
-    assert o.per_card.overhead == 74_840_020_090 - 74_273_084_408 == 566_935_682
+    # What SGLang may use is the whole card (issue 35: need/have means what it means for every
+    # engine). Of what it measures, the card less the 0.6 GiB (644,245,094 B) the CUDA context
+    # held before (its runtime), 0.88 is the static share: int(84,401,232,282 × 0.88) =
+    # 74,273,084,408 B for the weights and the pool; the rest, 85,045,477,376 − 644,245,094 −
+    # 74,273,084,408 = 10,128,147,874 B, is its reserve for activations and CUDA graphs.
+    assert (o.share, o.have, o.total) == (1.0, H100, H100)
+    assert o.per_card.runtime == 644_245_094
+    assert o.per_card.reserve == 10_128_147_874
+    assert o.per_card.overhead == 644_245_094 + 10_128_147_874
     # The checkpoint, and the fp32 rotary cos/sin cache SGLang builds (RotaryEmbedding keeps it
     # in fp32 on CUDA): 131,072 positions × 128 rotary dims × 4 B = 67,108,864 B.
     assert o.per_card.weights == 16_060_522_496 + 131_072 * 128 * 4 == 16_127_631_360
     # One sequence of the trained 131,072 tokens × 131,072 B (32 layers × 8 heads × 256 × 2 B).
     assert o.per_card.kv_cache == 131_072 * 131_072
+    # Free: what the static share leaves of the weights and one sequence, 74,273,084,408 −
+    # 16,127,631,360 − 17,179,869,184 = 40,965,583,864 B, as before the share was the card's.
+    assert o.room == 40_965_583_864
     # The pool: (74,273,084,408 − 16,127,631,360) // 131,072 = 443,614 tokens, 3.38 sequences
     # of 131,072 tokens.
     assert o.kv_tokens == 443_614
@@ -87,7 +94,7 @@ def test_sglangs_default_share_is_passed_on():
     # (81,559 − 13,904) / 81,559 = 0.8295, 0.830 to three places (0.829 of CUDA's total).
     launch = o.launch
     assert isinstance(launch, SglangLaunch) and launch.default_share
-    assert launch.mem_fraction_static == 0.83 == o.share
+    assert launch.mem_fraction_static == 0.83 and o.share == 1.0
     assert "0.830" in argv(o)
     assert o.kv_tokens == (int((H100 - PRE) * 0.83) - 16_127_631_360) // 131_072 == 411_418
 
@@ -207,13 +214,15 @@ def test_a_vision_towers_share_is_planned_as_the_command_passes_it():
     m = model("Qwen/Qwen2.5-VL-7B-Instruct")
     art = Artifact("safetensors", "safetensors", 16_584_333_312, quant="bf16")
     o = plan(m, [art], Fleet((node("h", "h100-80g", H100, 1),)), SGLANG).options[0]
-    assert o.share == 0.707 and "0.707" in argv(o)
-    assert o.have == int(H100 * 0.707)
+    assert o.launch.mem_fraction_static == 0.707 and "0.707" in argv(o)
+    assert (o.share, o.have) == (1.0, H100)
     # The checkpoint and the fp32 rotary cache, 128,000 × 128 × 4 B = 65,536,000 B.
     assert o.per_card.weights == 16_584_333_312 + 65_536_000
     # 28 layers × 4 KV heads × 256 × 2 B = 57,344 B a token; SGLang keeps 100 MiB of the budget
     # back for its multimodal cache.
     assert o.kv_tokens == (int((H100 - PRE) * 0.707) - 16_649_869_312 - 100 * 2**20) // 57_344
+    # The multimodal cache is the card's activations part.
+    assert o.per_card.activations == 100 * 2**20
 
 
 # --- issue 26: data-parallel attention splits what is not attention over every rank ------------
@@ -285,16 +294,17 @@ def test_llama_8b_on_one_mi300x_takes_085_of_its_share_past_8192_tokens():
     fleet = Fleet((node("m", "mi300x-192g", card, 1),))
     long = plan(m, [art], fleet, SGLANG).options[0]
     assert long.launch.mem_fraction_static == 0.867 and "0.867" in argv(long)
-    assert long.have == int(card * 0.867 * 0.85)
-    # Issue 32: the share the plan counts on, and shows, is the one SGLang applies (0.737), not
-    # the 0.867 the command passes (17.6 % more): the card is its whole 192 GiB, of which 0.74.
-    assert long.share == 0.867 * 0.85
-    assert abs(long.have / long.share - card) < 2  # int() of card × share
+    # Issue 32: the static share the plan counts on is the one SGLang applies (0.737), not the
+    # 0.867 the command passes (17.6 % more); issue 35: SGLang may use the whole card, and the
+    # rest of what it measures beside that static share is its reserve.
+    assert (long.share, long.have) == (1.0, card)
+    assert long.per_card.reserve == card - PRE - int((card - PRE) * 0.867 * 0.85)
     weights = 16_060_522_496 + 131_072 * 128 * 4
     assert long.kv_tokens == (int((card - PRE) * 0.867 * 0.85) - weights) // 131_072
     short = plan(m, [art], fleet, PlanSettings(precision="stored", engines=("sglang",),
                                                context=8192)).options[0]  # fmt: skip
-    assert short.have == int(card * short.share)
+    assert (short.share, short.have) == (1.0, card)
+    assert short.per_card.reserve == card - PRE - int((card - PRE) * 0.867)
 
 
 def test_enable_dp_lm_head_is_read_and_passed_on():

@@ -69,10 +69,39 @@ class Part:
 
 
 @dataclass(frozen=True)
+class Assumed:
+    """A setting an option's numbers rest on, as data: the engine's flag that sets it, its value
+    as the flag takes it, and where the value came from (render words it)."""
+
+    flag: str
+    value: str
+    # "given": the user's (llmfit's flag, or the command checked); "default": the engine's own
+    # default, which the plan follows; "checkpoint": what the model's files ask for; "what-if":
+    # the what-if's flag; "plan": what llmfit chose for this option (the context, a placement).
+    source: str
+
+
+# The sources an `Assumed` may name, in the order they are told apart.
+SOURCES = ("given", "default", "checkpoint", "what-if", "plan")
+
+
+@dataclass(frozen=True)
 class Explanation:
+    """An option's fullest card as the engine explains it: its parts (those of `PerCard` the
+    engine has, which add up to the card's `need`), what else it holds beside the card, and what
+    the numbers rest on."""
+
     parts: tuple[Part, ...]
     # What the engine is assumed to do that the numbers rest on.
     assumes: str
+    # What the option holds elsewhere than its cards (the host's part of a model kept partly in
+    # RAM): said beside the card's parts, not counted in its need.
+    beside: tuple[Part, ...] = ()
+    # The KV heads a card holds where the engine splits them over its cards (vLLM's rule: up to
+    # their number, one a rank past it); None where each card holds every head of its layers.
+    kv_heads: int | None = None
+    # The settings the numbers rest on, each with where its value came from.
+    settings: tuple[Assumed, ...] = ()
 
 
 @dataclass(frozen=True)

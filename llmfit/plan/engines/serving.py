@@ -705,3 +705,21 @@ class Serving(ABC, Generic[L]):
             art.name, self.key, here, "", need=s.per_card.need, have=s.have,
             max_context=s.max_context, nodes=t.spot.layout.nodes,
         )  # fmt: skip
+
+
+def kv_source(model: Model, settings: PlanSettings) -> str:
+    """Where the --kv-cache-dtype planned came from: the user, the checkpoint (one calibrated for
+    an fp8 cache), or the engine's auto (the model's own dtype)."""
+    if settings.kv_cache_dtype != "auto":
+        return "given"
+    return "checkpoint" if model.kv_cache_dtype else "default"
+
+
+def flag_value(flags: tuple[str, ...], flag: str) -> str | None:
+    """The value a flag takes among a what-if's flags (`--kv-cache-dtype fp8`), or None."""
+    return flags[flags.index(flag) + 1] if flag in flags[:-1] else None
+
+
+def source(knob: object) -> str:
+    """ "given" where the user set a knob, else "default" (the engine's own)."""
+    return "default" if knob is None else "given"

@@ -36,6 +36,7 @@ from llmfit.plan.artifact import Artifact
 from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import (
     NO_ENV,
+    Assumed,
     Explanation,
     Image,
     Job,
@@ -119,6 +120,8 @@ class SglangLaunch:
     rope_overrides: str | None = None
     # SGLang's aiter backend (ROCm, past 8,192 tokens) takes 0.85 of the share passed.
     aiter: bool = False
+    # Where --kv-cache-dtype came from (engines.Assumed's source).
+    kv_source: str = "default"
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -269,6 +272,48 @@ class _Sizing:
     aiter: bool = False
 
 
+def _assumed(o: Option[SglangLaunch]) -> tuple[Assumed, ...]:
+    """The settings the card's figures rest on, with where each came from."""
+    launch, opts = o.launch, o.launch.options
+    kv, kv_from = launch.kv_cache_dtype or "auto", launch.kv_source
+    if (what_if := serving.flag_value(o.engine_flags, "--kv-cache-dtype")) is not None:
+        kv, kv_from = what_if, "what-if"
+    out = [
+        Assumed(
+            "--context-length",
+            str(launch.context_length),
+            "given" if launch.given is not None else "plan",
+        ),
+        Assumed(
+            "--mem-fraction-static",
+            f"{launch.mem_fraction_static:.3f}",
+            "default" if launch.default_share else "given",
+        ),
+        Assumed("--kv-cache-dtype", kv, kv_from),
+        Assumed(
+            "--chunked-prefill-size",
+            str(launch.chunked_prefill_size),
+            serving.source(opts.chunked_prefill_size),
+        ),
+        Assumed("--cuda-graph-max-bs", str(launch.decode_max_bs), "default"),
+        Assumed(
+            "--max-running-requests",
+            str(launch.max_running_requests),
+            serving.source(opts.max_running_requests),
+        ),
+    ]
+    if (quant := serving.flag_value(o.engine_flags, "--quantization")) is not None:
+        out.append(Assumed("--quantization", quant, "what-if"))
+    return tuple(out)
+
+
+def _effective(launch: SglangLaunch) -> float:
+    """The static share SGLang applies: --mem-fraction-static, of which its aiter backend (ROCm,
+    past 8,192 tokens) takes 0.85."""
+    share = launch.mem_fraction_static
+    return share * sizes.AITER_SHARE_FACTOR if launch.aiter else share
+
+
 class Sglang(serving.Serving[SglangLaunch]):
     key = "sglang"
     name = "SGLang"
@@ -348,9 +393,15 @@ class Sglang(serving.Serving[SglangLaunch]):
             # On ROCm past 8,192 tokens the aiter backend takes 0.85 of it, even of a given one.
             aiter = sizes.aiter_scaled(backend, mla, model.kv_heads // ss.tp_size, context)
             effective = share * sizes.AITER_SHARE_FACTOR if aiter else share
-            have = int(pool.card_bytes * effective)
             pre = sizes.pre_baseline(pool.gpu_class, ss.tp_size)
             static = sizes.static_budget(pool.card_bytes, effective, pre)
+            # SGLang may use the whole card: its static share is a split within it, the rest
+            # kept back for activations, CUDA graphs and the request table (the card's
+            # `reserve`), after what the process held before SGLang measured it (`runtime`).
+            # What is left free is what the static share leaves of the weights and one
+            # sequence, as SGLang's own check reckons it.
+            have = pool.card_bytes
+            kept = pool.card_bytes - pre - static
             worst: PerCard | None = None
             worst_token = 0
             fullest: sizes.Pool | None = None
@@ -376,10 +427,15 @@ class Sglang(serving.Serving[SglangLaunch]):
                     max_running_requests=opts.max_running_requests,
                     max_total_tokens=opts.max_total_tokens,
                 )
+                kv = sizes.sequence_bytes(c, 0, context)
                 card = PerCard(
                     weights=w,
-                    kv_cache=sizes.sequence_bytes(c, states, context),
-                    overhead=have - static + vlm,
+                    kv_cache=kv,
+                    states=sizes.sequence_bytes(c, states, context) - kv,
+                    # The multimodal cache SGLang keeps back from the pool for encoder outputs.
+                    activations=vlm,
+                    runtime=pre,
+                    reserve=kept,
                 )
                 if worst is None or card.need > worst.need:
                     worst, worst_token = card, math.ceil(c.token())
@@ -447,11 +503,11 @@ class Sglang(serving.Serving[SglangLaunch]):
             options=settings.options(SglangOptions),
             given=settings.given,
             aiter=extra.aiter,
+            kv_source=serving.kv_source(model, settings),
         )
-        # The share the plan counts on is the one SGLang applies: on ROCm past 8,192 tokens, 0.85
-        # of what the command passes (the command still passes its own).
-        share = extra.share * sizes.AITER_SHARE_FACTOR if extra.aiter else extra.share
-        return serving.option_of(job, self.key, art, pool, t, launch, share=share)
+        # The whole card: --mem-fraction-static (and, on ROCm past 8,192 tokens, the 0.85 of it
+        # the aiter backend applies) splits it between the static share and the reserve.
+        return serving.option_of(job, self.key, art, pool, t, launch, share=1.0)
 
     # -- launching ------------------------------------------------------------------------------
 
@@ -552,41 +608,45 @@ class Sglang(serving.Serving[SglangLaunch]):
             )
         gpu_class = o.card.gpu_class if o.card is not None else ""
         per_token = f"{o.kv_per_token:,} B a token a card"
-        kv_why = f"{o.context:,} tokens × {per_token}"
-        if launch.state_slots:
-            kv_why += (
-                f", and {sizes.MAMBA_FULL_MEMORY_RATIO:g}× as much beside it for recurrent "
-                f"states ({launch.state_slots:,} slots a rank)"
-            )
         whose = "SGLang's default here" if launch.default_share else "as given"
-        parts = (
+        pre = sizes.pre_baseline(gpu_class, ss.tp_size)
+        named = [
             Part(
                 "weights",
                 c.weights,
                 f"{o.artifact.bytes / (1 << 30):.1f} GiB of {o.artifact.quant or '?'}: {share}",
             ),
-            Part("KV cache", c.kv_cache, kv_why),
+            Part("KV cache", c.kv_cache, f"{o.context:,} tokens × {per_token}"),
             Part(
-                "overhead",
-                c.overhead,
-                f"the static share ({launch.mem_fraction_static:.3f}, {whose}) of the "
-                f"{round(sizes.pre_baseline(gpu_class, ss.tp_size) / (1 << 30), 2):g} GiB "
-                "CUDA and NCCL hold before SGLang "
-                "measures the card"
-                + (
-                    ", and the 0.1 GiB multimodal cache it keeps back"
-                    if sizes.multimodal(model.architecture, model.vision_tower)
-                    else ""
-                ),
+                "states",
+                c.states,
+                f"{sizes.MAMBA_FULL_MEMORY_RATIO:g}× the KV cache beside it for recurrent "
+                f"states ({launch.state_slots:,} slots a rank)",
             ),
-        )
-        outside = (o.card.total_bytes if o.card else 0) - o.have
+            Part("activations", c.activations, "the multimodal cache SGLang keeps back"),
+            Part(
+                "runtime",
+                c.runtime,
+                f"what CUDA and NCCL hold before SGLang measures the card "
+                f"({round(pre / (1 << 30), 2):g} GiB, by its start-up logs)",
+            ),
+            Part(
+                "reserve",
+                c.reserve,
+                f"what the static share ({launch.mem_fraction_static:.3f}, {whose}) of the rest "
+                "leaves, for activations, CUDA graphs and the request table",
+            ),
+        ]
+        parts = tuple(p for p in named if p.bytes or p.name in ("weights", "KV cache"))
+        # SGLang's own reserve is reckoned of the card's total ((total − reserved) / total): the
+        # share given is checked against it on the same footing.
+        outside = o.total - int(o.total * _effective(launch))
         assumes = (
             f"SGLang {sizes.VERSION}: --mem-fraction-static {launch.mem_fraction_static:.3f} of "
             "the free memory it measures holds the weights and the KV pool "
             f"({launch.pool_tokens:,} tokens a rank, {launch.max_running_requests:,} requests "
             "at once); the "
-            f"{outside / (1 << 30):.1f} GiB outside it is for activations of "
+            f"{c.reserve / (1 << 30):.1f} GiB outside it is for activations of "
             f"{launch.chunked_prefill_size:,} chunked-prefill tokens, CUDA graphs up to batch "
             f"{launch.decode_max_bs} and the request table "
             f"({launch.request_table / (1 << 30):.2f} GiB), "
@@ -607,7 +667,9 @@ class Sglang(serving.Serving[SglangLaunch]):
                 f"{sizes.AITER_SHARE_FACTOR:g} of --mem-fraction-static "
                 f"({launch.mem_fraction_static * sizes.AITER_SHARE_FACTOR:.3f} in effect)"
             )
-        return Explanation(parts, assumes)
+        # KV heads split over the tensor-parallel ranks up to their number, one a rank past it.
+        heads = max(1, model.kv_heads // lay.tp) if lay.tp > 1 else None
+        return Explanation(parts, assumes, kv_heads=heads, settings=_assumed(o))
 
     def image(self, option: Option[SglangLaunch]) -> Image:
         return Image(

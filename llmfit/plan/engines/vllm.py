@@ -30,6 +30,7 @@ from llmfit.plan.artifact import Artifact, WeightLayout
 from llmfit.plan.credentials import Vault
 from llmfit.plan.engines import (
     NO_ENV,
+    Assumed,
     Explanation,
     Found,
     Image,
@@ -41,7 +42,7 @@ from llmfit.plan.engines import (
     serving_speed,
 )
 from llmfit.plan.engines import vllm_memory as vm
-from llmfit.plan.engines.serving import Variant, split_refusal
+from llmfit.plan.engines.serving import Variant, flag_value, kv_source, source, split_refusal
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST, VllmVersion
 from llmfit.plan.launch import Command, Given
@@ -113,6 +114,9 @@ class VllmLaunch:
     # Whether the command passes --gpu-memory-utilization: always before 0.34; from 0.34 only
     # where the user named one (vLLM resolves its own, 1.0 with the extensible KV cache).
     pass_utilization: bool = True
+    # Where --gpu-memory-utilization and --kv-cache-dtype came from (engines.Assumed's source).
+    utilization_source: str = "default"
+    kv_source: str = "default"
 
 
 def variants(art: Artifact, model: Model, kv_dtype: str, settings: PlanSettings) -> list[Variant]:
@@ -193,13 +197,47 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
 
 
 def _card(m: vm.VllmMemory) -> PerCard:
-    """A rank's memory as the three parts an option reports: its weights, one sequence of the
-    context in whole blocks, and everything else its budget pays (the profile run's peak, the
-    runner's buffers, memory outside torch, CUDA graphs where they come out of the budget, a
-    multimodal model's encoder cache and encoder run, a MoE's workspace, a later pipeline
-    stage's receive buffers)."""
+    """A rank's memory in the parts an option reports: its weights, one sequence of the context
+    in whole blocks (a hybrid's states are blocks of the same pool), and what else its budget
+    pays (VllmMemory.runtime): the profile run's peak with a multimodal model's encoder cache
+    and encoder run (activations), CUDA graphs where they come out of the budget, and the
+    runner's buffers, memory outside torch, a MoE's workspace and a later pipeline stage's
+    receive buffers (runtime)."""
     one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
-    return PerCard(weights=m.weights.total, kv_cache=one, overhead=m.runtime)
+    return PerCard(
+        weights=m.weights.total,
+        kv_cache=one,
+        activations=m.activation + m.encoder_cache + m.encoder_peak,
+        graphs=m.cuda_graphs if m.cuda_graphs_in_budget else 0,
+        runtime=m.persistent_buffers + m.non_torch + m.moe_workspace + m.stage_buffers,
+    )
+
+
+def _assumed(o: Option[VllmLaunch], m: vm.VllmMemory) -> tuple[Assumed, ...]:
+    """The settings the card's figures rest on, with where each came from."""
+    launch, opts = o.launch, o.launch.options
+    ctx = "given" if launch.given is not None else "plan"
+    kv, kv_from = launch.kv_cache_dtype or "auto", launch.kv_source
+    if (what_if := flag_value(o.engine_flags, "--kv-cache-dtype")) is not None:
+        kv, kv_from = what_if, "what-if"
+    out = [
+        Assumed("--max-model-len", str(launch.max_model_len), ctx),
+        Assumed(
+            "--gpu-memory-utilization", f"{m.gpu_memory_utilization:.2f}", launch.utilization_source
+        ),
+        Assumed("--kv-cache-dtype", kv, kv_from),
+        Assumed("--max-num-seqs", str(m.max_num_seqs), source(opts.max_num_seqs)),
+        Assumed(
+            "--max-num-batched-tokens",
+            str(m.max_num_batched_tokens),
+            source(opts.max_num_batched_tokens),
+        ),
+    ]
+    if (quant := flag_value(o.engine_flags, "--quantization")) is not None:
+        out.append(Assumed("--quantization", quant, "what-if"))
+    if opts.enforce_eager:
+        out.append(Assumed("--enforce-eager", "on", "given"))
+    return tuple(out)
 
 
 def _size(n: int) -> str:
@@ -413,6 +451,8 @@ class Vllm(serving.Serving[VllmLaunch]):
             memory=memory,
             given=settings.given,
             pass_utilization=planned_utilization(settings, memory.version) is not None,
+            utilization_source="given" if settings.utilization_named else "default",
+            kv_source=kv_source(model, settings),
         )
         return serving.option_of(job, self.key, art, pool, t, launch, share=share)
 
@@ -544,45 +584,47 @@ class Vllm(serving.Serving[VllmLaunch]):
             weights += f"; of it: {shown}"
         if w.skipped:
             weights += f"; {_size(w.skipped)} of the checkpoint not loaded (MTP)"
-        graphs = f", CUDA graphs {_size(m.cuda_graphs)}" if m.cuda_graphs_in_budget else ""
-        overhead = (
-            f"activation {_size(m.activation)} (a profile run of "
-            f"{m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences"
+        activations = (
+            f"a profile run of {m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences"
             + (
                 f", of it FlashInfer's MoE scratch {_size(m.moe_scratch)}, freed after each call"
                 if m.moe_scratch and m.moe_scratch < m.activation
                 else ""
             )
-            + "), "
-            + (f"buffers {_size(m.persistent_buffers)}, " if m.persistent_buffers else "")
-            + f"non-torch {_size(m.non_torch)}{graphs}"
+            + (f"; encoder cache {_size(m.encoder_cache)}" if m.encoder_cache else "")
             + (
-                f", MoE workspace {_size(m.moe_workspace)} (the experts' buffers for "
-                f"{m.max_num_batched_tokens * max(lay.dp, 1):,} tokens"
-                + (f", every rank's batch of {lay.dp}" if lay.dp > 1 else "")
-                + ")"
-                if m.moe_workspace
-                else ""
-            )
-            + (
-                f", stage buffers {_size(m.stage_buffers)} (the activations this stage receives)"
-                if m.stage_buffers
-                else ""
-            )
-            + (f", encoder cache {_size(m.encoder_cache)}" if m.encoder_cache else "")
-            + (
-                f", encoder profile {_size(m.encoder_peak)} more (the vision encoder run on "
+                f"; encoder profile {_size(m.encoder_peak)} more (the vision encoder run on "
                 f"{m.encoder.items} {m.encoder.modality}"
                 f"{'s' if m.encoder.items != 1 else ''} of {m.encoder.tokens_per_item:,} tokens)"
                 if m.encoder_peak
                 else ""
             )
         )
-        parts = (
+        runtime = ", ".join(
+            words
+            for words in (
+                f"buffers {_size(m.persistent_buffers)}" if m.persistent_buffers else "",
+                f"non-torch {_size(m.non_torch)}",
+                f"MoE workspace {_size(m.moe_workspace)} (the experts' buffers for "
+                f"{m.max_num_batched_tokens * max(lay.dp, 1):,} tokens"
+                + (f", every rank's batch of {lay.dp}" if lay.dp > 1 else "")
+                + ")"
+                if m.moe_workspace
+                else "",
+                f"stage buffers {_size(m.stage_buffers)} (the activations this stage receives)"
+                if m.stage_buffers
+                else "",
+            )
+            if words
+        )
+        told = (
             Part("weights", c.weights, weights),
             Part("KV cache", c.kv_cache, _kv_words(o, m)),
-            Part("overhead", c.overhead, overhead),
+            Part("activations", c.activations, activations),
+            Part("graphs", c.graphs, "CUDA graphs, captured before the KV cache is sized"),
+            Part("runtime", c.runtime, runtime),
         )
+        parts = tuple(p for p in told if p.bytes or p.name in ("weights", "KV cache"))
         assumes = (
             f"vLLM {m.version} (--vllm-version); --gpu-memory-utilization is a share of the "
             "card's total, so other processes' memory must fit in the rest"
@@ -603,7 +645,9 @@ class Vllm(serving.Serving[VllmLaunch]):
             assumes += "; no CUDA graphs (--enforce-eager)"
         if lay.dp > 1:
             assumes += f"; each of the {lay.dp} data-parallel ranks keeps its own KV cache"
-        return Explanation(parts, assumes)
+        # KV heads split over the tensor-parallel ranks up to their number, one a rank past it.
+        heads = max(1, model.kv_heads // lay.tp) if lay.tp > 1 else None
+        return Explanation(parts, assumes, kv_heads=heads, settings=_assumed(o, m))
 
     def image(self, option: Option[VllmLaunch]) -> Image:
         version = str(option.launch.version)
