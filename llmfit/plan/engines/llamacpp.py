@@ -240,7 +240,7 @@ class LlamaCpp:
                 kv_tokens=sizes.pad(context),
                 # llama-server's pool is --ctx-size cells: one sequence of all of it, or one a
                 # slot of its share, on each server.
-                concurrency=float(lay.replicas * slots),
+                held=float(lay.replicas * slots),
                 **kw,
             )
 
@@ -278,7 +278,7 @@ class LlamaCpp:
                     max_context=est.max_context(
                         layout, cpu, have, None, longest_ctx, cpu=True, extra=extra
                     ),
-                    concurrency=1.0,
+                    held=1.0,
                     speed=_speed(
                         model,
                         layout,
@@ -942,7 +942,7 @@ def _inputs(
         model, layout, spec, constants=llamacpp_speed.constants(cards.family(spec.key)),
         context=context, kv_bytes_per_token=kv_per_token,
         tp=1, pp=max(p.cards, 1),
-        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
+        replicas=lay.replicas, nodes=lay.nodes, batch=lay.replicas,
         gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
         quantized=(quant or "").upper() not in FLOAT_QUANTS, ubatch=ubatch,
     )  # fmt: skip
