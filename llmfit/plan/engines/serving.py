@@ -344,14 +344,11 @@ def served(t: Tried, job: Job) -> Tried:
 
 
 def hold_target(job: Job) -> float | None:
-    """Sequences of the context a layout must hold: `settings.concurrency`, else, where the
-    workload names requests in flight, one request whole (its prompt and output). More in
-    flight than a pool holds wait for a place (plan/load.py `admits`, the one count of what a
-    pool holds), as the engines queue them: not a reason to refuse the layout."""
-    s = job.settings
-    if s.concurrency is not None:
-        return s.concurrency
-    w = s.workload
+    """Sequences of the context a layout must hold: where the workload names requests in
+    flight, one request whole (its prompt and output). More in flight than a pool holds wait for
+    a place (plan/load.py `admits`, the one count of what a pool holds), as the engines queue
+    them: not a reason to refuse the layout."""
+    w = job.settings.workload
     if w.concurrency is None or not job.context:
         return None
     return w.tokens / job.context
@@ -665,21 +662,13 @@ class Serving(ABC, Generic[L]):
             return Rejection(art.name, self.key, here, s.refusal, nodes=t.spot.layout.nodes)
         w = job.settings.workload
         if s.fits_memory and target is not None:
-            said = (
-                f"holds {s.held:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for"
-            )
-            if job.settings.concurrency is None and w.concurrency is not None:
-                held = s.held * job.context / w.tokens
-                said = (
-                    f"holds {held:.3g} requests of {w.tokens:,} tokens at once: not one whole "
-                    "request"
-                )
+            # A target is one request whole (hold_target): named only with requests in flight.
+            held = s.held * job.context / w.tokens
             return Rejection(
                 art.name,
                 self.key,
                 here,
-                said,
+                f"holds {held:.3g} requests of {w.tokens:,} tokens at once: not one whole request",
                 have=s.have,
                 max_context=s.max_context,
                 nodes=t.spot.layout.nodes,
