@@ -69,8 +69,8 @@ def show_plan(advice: Advice, view: View) -> None:
     if view.commands and view.explain and chosen is not None:
         # Both asked: the explanation, then the launch it explains (issue 34: --explain was
         # dropped).
-        from llmfit.render.commands import launch_lines
         from llmfit.render.explain import render_explain
+        from llmfit.render.launch import launch_lines
         from llmfit.render.table import render_commands
 
         launch_lines(advice, chosen, view.ray, view.fmt, output_encoding())
@@ -105,7 +105,7 @@ def show_plan(advice: Advice, view: View) -> None:
                 console.print()
             render_why_not(advice, console, every=view.every)
     else:
-        from llmfit.render.commands import launch_lines
+        from llmfit.render.launch import launch_lines
         from llmfit.render.table import render_text
 
         if options:
