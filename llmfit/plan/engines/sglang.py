@@ -291,6 +291,7 @@ class Sglang(serving.Serving[SglangLaunch]):
             transport="mooncake, nixl", unequal_tp=True, decode_pp_matches=True,
             source="sglang/srt/disaggregation (SGLang 0.5.23)",
             launch="llmfit.plan.engines.sglang_disagg:roles",
+            role="llmfit.plan.engines.sglang_disagg:role_refusal",
         ),
     )  # fmt: skip
 

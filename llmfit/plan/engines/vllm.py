@@ -286,6 +286,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             hybrid_no_pp=True, decode_pp_one=True,
             source="vllm/distributed/kv_transfer/kv_connector/v1/nixl (vLLM 0.34.0)",
             launch="llmfit.plan.engines.vllm_disagg:roles",
+            role="llmfit.plan.engines.vllm_disagg:role_refusal",
         ),
     )  # fmt: skip
 
