@@ -266,15 +266,6 @@ def expert_share(experts: int, active: int, tokens: float) -> float:
     return 1.0 - float((1.0 - min(active, experts) / experts) ** max(tokens, 0.0))
 
 
-def collective_s(family: str, tp: int, nbytes: float, bandwidth: float) -> float:
-    """One all-reduce of `nbytes` over `tp` cards: its latency plus a ring's 2(tp − 1)/tp of the
-    bytes over the link, one way."""
-    if tp <= 1:
-        return 0.0
-    move = 2 * (tp - 1) / tp * nbytes / bandwidth if bandwidth > 0 else 0.0
-    return collective_latency(family, tp) + move
-
-
 @dataclass(frozen=True)
 class Time:
     """Seconds, by what spent them. A part takes max(weights, their FLOPs) + max(routed experts'
