@@ -15,7 +15,26 @@ Reported: each row's estimate and measurement (output tokens a second a GPU, TPO
 means), their errors, and whether the plan orders 1P3D, 2P2D and 3P1D as the measurements do at
 each prompt length and concurrency.
 
+--steps sets the decode step apart from the pairing: each row's batch a decode worker held
+(Little's law on the run's own figures: its requests a second × the time each spent decoding,
+(O − 1) × its mean inter-token latency, over its decode workers), the plan's batch at the row's
+concurrency, the run's mean inter-token latency (every gap between two streamed tokens: a decode
+step, where TPOT is a mean over requests of (latency − TTFT) / (tokens − 1)), and the step the
+plan prices at the run's own batch (`load.decode_round`, decodes alone), with its routed experts'
+part and its fixed costs; and the requests the run held in flight on average, N × (TTFT + (O −
+1) ITL) / its duration: fewer than its concurrency, for its 500 prompts end in a drain, the last
+ones finishing with fewer and fewer beside them, long where answers stop at EOS anywhere up to
+2,048 tokens.
+
+--held prices each row at the requests it held in flight on average (above) in place of its
+concurrency: the same runs with the drain set apart (docs/accuracy.md).
+
+--expert-efficiency X prices the routed experts at X of the card's bandwidth in place of the
+engine's fitted share (SGLang's 0.36 on Hopper, which prices MXFP4 experts before Blackwell): what
+these runs say of that shared constant, not what a plan uses (docs/accuracy.md).
+
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_disagg.py [--rows]
+[--steps] [--held] [--expert-efficiency X]
 """
 
 from __future__ import annotations
@@ -23,14 +42,14 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import accuracy_load as al  # noqa: E402
 
-from llmfit.plan import disagg  # noqa: E402
+from llmfit.plan import disagg, load  # noqa: E402
 from llmfit.plan.model import Shape  # noqa: E402
 from llmfit.plan.settings import Workload  # noqa: E402
 
@@ -47,6 +66,10 @@ class PdRow:
     measured: dict[str, float]
     estimate: dict[str, float] | None = None
     why: str = ""
+    # --steps: the decode step apart (see the module's docstring).
+    step: dict[str, float] | None = None
+    # The requests in flight the row is priced at, where not its concurrency (--held).
+    priced_at: float = 0.0
 
 
 def rows() -> list[tuple[dict, PdRow]]:
@@ -62,16 +85,21 @@ def rows() -> list[tuple[dict, PdRow]]:
             tp=pd["tp_per_worker"], input_len=round(r["input_len"]["mean"]),
             output_len=round(r["output_len"]["mean"]), concurrency=float(r["concurrency"]),
             measured={"per_gpu": m["output_tok_s_per_gpu"], "tpot": m["tpot_ms_mean"] / 1000,
-                      "ttft": m["ttft_ms_mean"] / 1000},
+                      "ttft": m["ttft_ms_mean"] / 1000, "itl": m["itl_ms_mean"] / 1000,
+                      "rate": m["request_throughput_req_s"],
+                      "held": m["completed_requests"] * (m["ttft_ms_mean"] + (
+                          r["output_len"]["mean"] - 1) * m["itl_ms_mean"]) / 1000
+                          / m["duration_s"]},
         )))  # fmt: skip
     return out
 
 
-def price(raw: dict, row: PdRow) -> None:
+def price(raw: dict, row: PdRow, expert_efficiency: float | None = None) -> None:
     """The row's estimate, or why there is none."""
     # One worker, as accuracy_load plans a row: its own cards and layout pinned.
+    at = row.priced_at or row.concurrency
     one = dict(raw, gpu_count=row.tp, tp=row.tp, pd_disaggregation=None,
-               load_kind="max_concurrency", concurrency=row.concurrency)  # fmt: skip
+               load_kind="max_concurrency", concurrency=at)  # fmt: skip
     parsed = al.parse(one)
     if isinstance(parsed, str):
         row.why = parsed
@@ -81,6 +109,9 @@ def price(raw: dict, row: PdRow) -> None:
         row.why = why or "no replica"
         return
     worker = parsed.replica
+    if expert_efficiency is not None:
+        k = replace(worker.inputs.constants, expert_efficiency=expert_efficiency)
+        worker = replace(worker, inputs=replace(worker.inputs, constants=k))
     got = al.checkpoint(raw["model"], raw["precision"]["weights"])
     assert not isinstance(got, str)
     shape = Shape.of(got.model)
@@ -88,13 +119,23 @@ def price(raw: dict, row: PdRow) -> None:
     # All of the row's workers on one 8-card node: the KV crosses its NVLink.
     link = disagg.link_between(worker, worker, same_node=True, fabric=None)
     unit = disagg.Unit(row.prefill_workers, row.decode_workers, worker.cards, worker.cards, 0.0)
-    got_in = disagg.at_concurrency(worker, worker, w, shape, link, unit, row.concurrency)
+    got_in = disagg.at_concurrency(worker, worker, w, shape, link, unit, at)
     if got_in is None:
         row.why = "the worker cannot hold one request"
         return
     gpus = unit.cards
     row.estimate = {"per_gpu": got_in.rate * row.output_len / gpus, "tpot": got_in.tpot_s,
                     "ttft": got_in.ttft_s}  # fmt: skip
+    # The batch a decode worker held by Little's law on the run's own figures: requests a
+    # second × the time each spends decoding, its O − 1 gaps of the mean ITL (their sum over
+    # the run is every request's latency less its TTFT).
+    m = row.measured
+    held = m["rate"] * (row.output_len - 1) * m["itl"] / row.decode_workers
+    tau, cost = load.decode_round(worker, held, w.input_len + w.output_len / 2)
+    parts = cost.summed
+    experts = max(parts.experts, parts.expert_compute)
+    row.step = {"batch": held, "planned_batch": got_in.batch, "tau": tau, "experts": experts,
+                "fixed": parts.overhead}  # fmt: skip
 
 
 def order(group: list[PdRow]) -> tuple[list[str], list[str]]:
@@ -109,9 +150,14 @@ def order(group: list[PdRow]) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str]) -> int:
+    share = None
+    if "--expert-efficiency" in argv:
+        share = float(argv[argv.index("--expert-efficiency") + 1])
     priced = []
     for raw, row in rows():
-        price(raw, row)
+        if "--held" in argv:
+            row.priced_at = row.measured["held"]
+        price(raw, row, share)
         priced.append(row)
     left = [r for r in priced if r.estimate is None]
     for r in left:
@@ -145,7 +191,32 @@ def main(argv: list[str]) -> int:
             f"planned {' > '.join(estimated)}{'' if measured == estimated else '  (differs)'}"
         )
     print(f"orders as measured: {same} of {len(groups)} groups")
+    if "--steps" in argv:
+        steps(done)
     return 0
+
+
+def steps(done: list[PdRow]) -> None:
+    """The decode step apart: the run's batch and ITL against the plan's step at that batch."""
+    print(f"{'row':<58} {'held':>5} {'batch run/plan':>15} {'ITL ms':>7} {'step ms':>8} "
+          f"{'x ITL':>6} {'experts':>8} {'fixed':>6}")  # fmt: skip
+    ratios, batches = [], []
+    for r in done:
+        s = r.step or {}
+        ratios.append(s["tau"] / r.measured["itl"])
+        batches.append(s["planned_batch"] / s["batch"] - 1)
+        print(f"{r.id:<58} {r.measured['held']:>5.1f} "
+              f"{s['batch']:>7.1f}/{s['planned_batch']:<7.1f} "
+              f"{r.measured['itl'] * 1e3:>7.2f} {s['tau'] * 1e3:>8.2f} {ratios[-1]:>6.2f} "
+              f"{s['experts'] * 1e3:>8.2f} {s['fixed'] * 1e3:>6.2f}")  # fmt: skip
+    print(
+        f"the plan's batch against the run's: median |err| "
+        f"{statistics.median(abs(b) for b in batches):.1%}, worst {max(batches, key=abs):+.1%}"
+    )
+    print(
+        f"the plan's step at the run's batch over the run's ITL: median "
+        f"{statistics.median(ratios):.2f}, from {min(ratios):.2f} to {max(ratios):.2f}"
+    )
 
 
 if __name__ == "__main__":

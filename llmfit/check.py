@@ -201,42 +201,66 @@ def split_pair(command: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]
     return words[:at], words[at + 1 :]
 
 
-def pair_refusal(prefill: Checked, decode: Checked) -> str | None:
-    """Why a prefill command and a decode command cannot run as one disaggregated deployment,
-    as their engine would refuse them; None where they can (both must fit first). The rules are
-    the engine's (plan/layout.py PairRules, declared in its module with the code cited)."""
+@dataclass(frozen=True)
+class PairRule:
+    """One rule a prefill command and a decode command must keep to run as one disaggregated
+    deployment, and whether they do."""
+
+    rule: str  # "engine", "prefill role", "decode role", "model", "kv cache dtype", …
+    holds: bool | None  # None: not checked, for a rule before it failed that it rests on
+    why: str | None  # why it does not hold, as the end of a sentence; None where it holds
+
+
+def pair_rules(prefill: Checked, decode: Checked) -> list[PairRule]:
+    """Each rule a prefill command and a decode command must keep to run as one disaggregated
+    deployment, as their engine would refuse them (both must fit besides): one engine, each
+    command's role, one model, one KV-cache dtype, one precision of the weights, and the
+    layouts the engine pairs (plan/layout.py PairRules, declared in its module with the code
+    cited). A command's role and the layouts are the engine's: where the two commands run two
+    engines they are not checked (`holds` None)."""
     from llmfit.plan.disagg import pair_refusal as layouts_refusal
     from llmfit.plan.engines import engine
     from llmfit.plan.engines.disagg_launch import role_refusal
     from llmfit.plan.layout import Layout
     from llmfit.plan.model import Shape
 
+    def rule(name: str, why: str | None) -> PairRule:
+        return PairRule(name, why is None, why)
+
     p, d = for_argv(split_env(prefill.request.argv)[1]), for_argv(split_env(decode.request.argv)[1])
-    if p is None or d is None or p.key != d.key:
-        names = (p.name if p else "?", d.name if d else "?")
-        return (
-            f"the prefill command runs {names[0]} and the decode command {names[1]}: one "
-            "engine runs both"
-        )
+    one = p is not None and d is not None and p.key == d.key
+    out = [rule("engine", None if one else (
+        f"the prefill command runs {p.name if p else '?'} and the decode command "
+        f"{d.name if d else '?'}: one engine runs both"
+    ))]  # fmt: skip
     for side, c in (("prefill", prefill), ("decode", decode)):
-        why = role_refusal(p, c.request.argv, side)
-        if why:
-            return why
-    if prefill.request.repo != decode.request.repo:
-        return (
-            f"the prefill command serves {prefill.request.repo} and the decode command "
-            f"{decode.request.repo}: both must serve one model"
-        )
+        out.append(rule(f"{side} role", role_refusal(p, c.request.argv, side))
+                   if one and p is not None else PairRule(f"{side} role", None, None))  # fmt: skip
+    out.append(rule("model", None if prefill.request.repo == decode.request.repo else (
+        f"the prefill command serves {prefill.request.repo} and the decode command "
+        f"{decode.request.repo}: both must serve one model"
+    )))  # fmt: skip
     a, b = prefill.request.settings, decode.request.settings
-    if a.kv_cache_dtype != b.kv_cache_dtype:
-        return (
-            f"the prefill command's KV cache dtype is {a.kv_cache_dtype} and the decode "
-            f"command's {b.kv_cache_dtype}: both must keep one"
-        )
-    if a.precision != b.precision:
-        return "the two commands load the weights at different precisions: both must load one"
-    # The sizes each command asks for (its pins), whether or not it fits.
-    po, do = (Layout(tp=x.pins.tp or 1, pp=x.pins.pp or 1, dp=x.pins.dp or 1) for x in (a, b))
-    shape = Shape.of(prefill.advice.plan.model)
-    e = engine(p.key)
-    return layouts_refusal(e.name, e.layouts, po, do, shape)
+    out.append(rule("kv cache dtype", None if a.kv_cache_dtype == b.kv_cache_dtype else (
+        f"the prefill command's KV cache dtype is {a.kv_cache_dtype} and the decode "
+        f"command's {b.kv_cache_dtype}: both must keep one"
+    )))  # fmt: skip
+    out.append(rule("precision", None if a.precision == b.precision else (
+        "the two commands load the weights at different precisions: both must load one"
+    )))  # fmt: skip
+    if one and p is not None:
+        # The sizes each command asks for (its pins), whether or not it fits.
+        po, do = (Layout(tp=x.pins.tp or 1, pp=x.pins.pp or 1, dp=x.pins.dp or 1) for x in (a, b))
+        e = engine(p.key)
+        shape = Shape.of(prefill.advice.plan.model)
+        out.append(rule("layouts", layouts_refusal(e.name, e.layouts, po, do, shape)))
+    else:
+        out.append(PairRule("layouts", None, None))
+    return out
+
+
+def pair_refusal(prefill: Checked, decode: Checked) -> str | None:
+    """Why a prefill command and a decode command cannot run as one disaggregated deployment,
+    as their engine would refuse them: the first of `pair_rules` that fails; None where they
+    can (both must fit first)."""
+    return next((r.why for r in pair_rules(prefill, decode) if r.holds is False), None)

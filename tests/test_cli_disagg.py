@@ -263,8 +263,64 @@ def test_a_burst_is_not_planned_disaggregated_and_says_so_when_asked():
     assert _disaggregated([object()], None, [], ["vllm"], auto) == ((), ())  # type: ignore[arg-type]
 
 
-def test_a_pair_is_checked_in_words_only(run):
-    code, _, err = run("check", "--json", "--fleet", "8xh200-141g", "--", *_vllm(4), "--",
-                       *_vllm(8))  # fmt: skip
+def test_a_pair_is_checked_in_words_or_json_not_as_a_launch(run):
+    code, _, err = run("check", "--format", "k8s", "--fleet", "8xh200-141g", "--", *_vllm(4),
+                       "--", *_vllm(8))  # fmt: skip
     assert code == 2
-    assert "a pair of commands is checked in words: --json and --format take one command." in err
+    assert "a pair of commands is checked in words or --json: --format takes one command." in err
+
+
+RULES = ["engine", "prefill role", "decode role", "model", "kv cache dtype", "precision",
+         "layouts"]  # fmt: skip
+
+
+def test_check_json_of_a_pair_gives_each_role_and_every_rule(run):
+    # TP 4 prefill, TP 8 decode of Qwen3-235B-A22B (4 KV heads): every rule holds (the layouts
+    # as in test_check_reads_a_pair_of_role_commands), both fit on the 8 H200s, exit 0.
+    code, out, err = run("check", "--json", "--fleet", "8xh200-141g", "--", *_vllm(4), "--",
+                         *_vllm(8))  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema"] == 1
+    assert doc["pair"] == {
+        "launches": True, "fits": True, "refusal": None,
+        "rules": [{"rule": r, "holds": True, "why": None} for r in RULES],
+    }  # fmt: skip
+    # Each role is the document `llmfit check --json` prints for its command alone.
+    _, alone, _ = run("check", "--json", "--fleet", "8xh200-141g", "--", *_vllm(4))
+    assert doc["roles"]["prefill"] == json.loads(alone)
+    prefill, decode = doc["roles"]["prefill"]["options"], doc["roles"]["decode"]["options"]
+    assert (prefill[0]["tp"], decode[0]["tp"]) == (4, 8)
+
+
+def test_check_json_of_a_refused_pair_says_which_rule_breaks(run):
+    # TP 8 prefill into TP 4 decode: the KV heads' rule breaks (the refusal's sentence as in
+    # words, on stderr, exit 2), every rule before it holds.
+    code, out, err = run("check", "--json", "--fleet", "8xh200-141g", "--", *_vllm(8), "--",
+                         *_vllm(4))  # fmt: skip
+    assert code == 2
+    why = ("vLLM cannot launch it: a prefill of TP 8 replicates the model's 4 KV heads and may "
+           "not feed a narrower decode of TP 4")  # fmt: skip
+    assert f"the pair of commands cannot run as prefill and decode: {why}." in err
+    pair = json.loads(out)["pair"]
+    assert (pair["launches"], pair["fits"], pair["refusal"]) == (False, True, why)
+    assert pair["rules"][-1] == {"rule": "layouts", "holds": False, "why": why}
+    assert all(r["holds"] for r in pair["rules"][:-1])
+
+
+def test_check_json_of_two_engines_leaves_the_engines_rules_unchecked(run):
+    # vLLM's prefill and SGLang's decode: no one engine, so neither command's role nor the
+    # layouts are checked (null); the model, dtype and precision are.
+    sglang = ["python", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-235B-A22B",
+              "--tp-size", "8", "--disaggregation-mode", "decode"]  # fmt: skip
+    code, out, err = run("check", "--json", "--fleet", "8xh200-141g", "--", *_vllm(4), "--",
+                         *sglang)  # fmt: skip
+    assert code == 2
+    pair = json.loads(out)["pair"]
+    assert pair["refusal"] == (
+        "the prefill command runs vLLM and the decode command SGLang: one engine runs both"
+    )
+    assert [(r["rule"], r["holds"]) for r in pair["rules"]] == [
+        ("engine", False), ("prefill role", None), ("decode role", None), ("model", True),
+        ("kv cache dtype", True), ("precision", True), ("layouts", None),
+    ]  # fmt: skip

@@ -208,34 +208,71 @@ def test_k8s_each_role_a_statefulset_its_replicas_its_workers(run, tmp_path):
     assert docs[5]["spec"]["selector"] == docs[4]["spec"]["selector"]["matchLabels"]
 
 
-def test_k8s_units_multiply_the_replicas_behind_one_router(run, tmp_path):
+def test_k8s_pins_each_nvlink_unit_to_one_node_behind_a_router_of_its_own(run, tmp_path):
+    # 2 units of 2P1D, each on one node's NVLink in the plan: each unit a StatefulSet a role
+    # (2 prefill pods, 1 decode pod) whose pods require a node with the unit's other pods on it
+    # (the first placed anywhere its node selector allows) and share its IPC namespace, and a
+    # router of its own naming its unit's pods alone; the Service in front of every router.
     text, docs = _k8s(run, SGLANG)
-    prefill, decode = docs[1]["spec"], docs[3]["spec"]
-    # 2 units of 2P1D: 4 prefill pods and 2 decode pods.
-    assert (prefill["replicas"], decode["replicas"]) == (4, 2)
-    assert "# the load named needs 2 units of 2P1D: each role's replicas are its workers times "\
-        "that, behind one router" in text.splitlines()  # fmt: skip
-    (c,) = prefill["template"]["spec"]["containers"]
+    slug = "qwen3-235b-a22b"
+    assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [
+        ("Service", f"{slug}-u1-prefill"), ("StatefulSet", f"{slug}-u1-prefill"),
+        ("Service", f"{slug}-u1-decode"), ("StatefulSet", f"{slug}-u1-decode"),
+        ("Service", f"{slug}-u2-prefill"), ("StatefulSet", f"{slug}-u2-prefill"),
+        ("Service", f"{slug}-u2-decode"), ("StatefulSet", f"{slug}-u2-decode"),
+        ("Deployment", f"{slug}-u1-router"), ("Deployment", f"{slug}-u2-router"),
+        ("Service", slug),
+    ]  # fmt: skip
+    assert text.splitlines()[3:5] == [
+        f"# the load named needs 2 units of 2P1D: each unit a StatefulSet a role and a router of "
+        f"its own ({slug}-u1-prefill, {slug}-u1-decode, {slug}-u1-router, {slug}-u2-…), the "
+        f"Service {slug} in front of every router",
+        "# the plan moves the KV over NVLink inside one node: each unit's pods are pinned to one "
+        "node (pod affinity on kubernetes.io/hostname) and share its IPC namespace (hostIPC), as "
+        "--format docker runs them",
+    ]
+    for unit, (prefill, decode) in ((1, (docs[1], docs[3])), (2, (docs[5], docs[7]))):
+        assert (prefill["spec"]["replicas"], decode["spec"]["replicas"]) == (2, 1)
+        for sts, role in ((prefill, "prefill"), (decode, "decode")):
+            labels = {"app.kubernetes.io/name": slug, "llmfit/role": role,
+                      "llmfit/unit": str(unit)}  # fmt: skip
+            assert sts["spec"]["selector"]["matchLabels"] == labels
+            pod = sts["spec"]["template"]["spec"]
+            assert pod["hostIPC"] is True and "hostNetwork" not in pod
+            assert pod["affinity"] == {"podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app.kubernetes.io/name": slug,
+                                                      "llmfit/unit": str(unit)}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }],
+            }}  # fmt: skip
+            # The node selector the aggregated launch gives the card stays beside it.
+            assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-H200"}
+    (c,) = docs[1]["spec"]["template"]["spec"]["containers"]
     # SGLang's image has no entrypoint: the pod's args are the role's whole command.
     argv = [k8s_expand(w, {}) for w in c["args"]]
     engine("sglang").read_command(argv, PlanSettings(), {})
     assert argv[argv.index("--disaggregation-bootstrap-port") + 1] == "8998"
-    assert "hostNetwork" not in prefill["template"]["spec"]
-    (router,) = docs[4]["spec"]["template"]["spec"]["containers"]
     bin_dir = tmp_path / "bin"
     fake_program(bin_dir, "pip")
     fake_program(bin_dir, "python")
-    got = run_argv([k8s_expand(w, {}) for w in router["command"]], bin_dir)
-    words = got[5:]
-    # Every prefill pod with the bootstrap port its command gives, then every decode pod.
-    p = [f"http://qwen3-235b-a22b-prefill-{i}.qwen3-235b-a22b-prefill:8100" for i in range(4)]
-    d = [f"http://qwen3-235b-a22b-decode-{i}.qwen3-235b-a22b-decode:8200" for i in range(2)]
-    assert words == [
-        "python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
-        *(w for u in p for w in ("--prefill", u, "8998")),
-        *(w for u in d for w in ("--decode", u)),
-        "--host", "0.0.0.0", "--port", "8000",
-    ]  # fmt: skip
+    for unit, router in ((1, docs[8]), (2, docs[9])):
+        (container,) = router["spec"]["template"]["spec"]["containers"]
+        got = run_argv([k8s_expand(w, {}) for w in container["command"]], bin_dir)
+        # Its unit's prefill pods with the bootstrap port their command gives, then its decode.
+        p = [f"http://{slug}-u{unit}-prefill-{i}.{slug}-u{unit}-prefill:8100" for i in range(2)]
+        d = f"http://{slug}-u{unit}-decode-0.{slug}-u{unit}-decode:8200"
+        assert got[5:] == [
+            "python", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+            *(w for u in p for w in ("--prefill", u, "8998")), "--decode", d,
+            "--host", "0.0.0.0", "--port", "8000",
+        ]  # fmt: skip
+        assert router["spec"]["selector"]["matchLabels"] == {
+            "app.kubernetes.io/name": slug, "llmfit/role": "router", "llmfit/unit": str(unit)
+        }  # fmt: skip
+    # The Service selects every unit's router.
+    assert docs[10]["spec"]["selector"] == {"app.kubernetes.io/name": slug,
+                                            "llmfit/role": "router"}  # fmt: skip
 
 
 def test_no_credential_is_written(run, monkeypatch):

@@ -131,6 +131,12 @@ def _say(text: str, limit: int | None = None) -> None:
     click.echo(line, err=True)
 
 
+def say(text: str) -> None:
+    """An error's sentence on stderr where the command goes on to write its own document and
+    exit code (`llmfit check --json` of a refused pair): as `main` writes an error's."""
+    _say(f"llmfit: {text}")
+
+
 def _json_error(message: str, code: int, hint: str | None) -> None:
     """The error as the JSON document a --json run prints instead of its plan (docs/json.md)."""
     from llmfit.render.safe import safe_dumps

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from llmfit.cli.app import HIDDEN, cli, tokens
+from llmfit.cli.app import HIDDEN, cli, say, tokens
 from llmfit.cli.output import show_check
 from llmfit.cli.shared import (
     CheckWithKnobs,
@@ -20,7 +20,13 @@ from llmfit.cli.shared import (
     split_knobs,
     workload_options,
 )
-from llmfit.errors import EXIT_FITS, EXIT_NOT_SERVED, EXIT_NOTHING_FITS, UsageError
+from llmfit.errors import (
+    EXIT_FITS,
+    EXIT_NOT_SERVED,
+    EXIT_NOTHING_FITS,
+    EXIT_USAGE,
+    UsageError,
+)
 from llmfit.plan.settings import Workload
 from llmfit.render.commands import FORMATS
 
@@ -110,15 +116,16 @@ def _check_pair(
     knob_values: dict[str, object],
 ) -> NoReturn:
     """A prefill command and a decode command: each checked as one command is, then the pair by
-    its engine's rules for the two sides (llmfit/check.py `pair_refusal`), refused in one
-    sentence where the engine would refuse it."""
-    from llmfit.check import check, credentials, pair_refusal
+    its engine's rules for the two sides (llmfit/check.py `pair_rules`), refused in one
+    sentence where the engine would refuse it. With --json, the pair's document (docs/json.md)
+    whether or not it is refused, the refusal's sentence on stderr besides and its exit code."""
+    from llmfit.check import check, credentials, pair_rules
     from llmfit.render.check import render_check
     from llmfit.render.console import make_console
 
-    if json_ or fmt != "shell":
+    if fmt != "shell":
         raise UsageError(
-            "a pair of commands is checked in words: --json and --format take one command."
+            "a pair of commands is checked in words or --json: --format takes one command."
         )
     checked = []
     for words in pair:
@@ -130,14 +137,25 @@ def _check_pair(
                 known=tokens(),
             ))  # fmt: skip
     prefill, decode = checked
-    why = pair_refusal(prefill, decode)
+    rules = pair_rules(prefill, decode)
+    why = next((r.why for r in rules if r.holds is False), None)
+    refused = f"the pair of commands cannot run as prefill and decode: {why}."
+    fits = prefill.fits and decode.fits
+    if json_:
+        from llmfit.render.json import render_pair_json
+
+        rows = [(r.rule, r.holds, r.why) for r in rules]
+        click.echo(render_pair_json(rows, why, prefill.advice, decode.advice))
+        if why is not None:
+            say(refused)
+            sys.exit(EXIT_USAGE)
+        sys.exit(EXIT_FITS if fits else EXIT_NOTHING_FITS)
     if why is not None:
-        raise UsageError(f"the pair of commands cannot run as prefill and decode: {why}.")
+        raise UsageError(refused)
     console = make_console()
     for side, c in (("prefill", prefill), ("decode", decode)):
         console.print(f"# {side}", markup=False, highlight=False)
         render_check(c.argv, c.request, c.advice, console)
-    fits = prefill.fits and decode.fits
     console.print(
         "the pair: one disaggregated deployment its engine launches"
         if fits

@@ -10,8 +10,9 @@ transfer and the decode worker's next step, meets the TTFT target.
 A decode worker runs decode steps only: with B sequences decoding at I + O/2 tokens of context,
 its step takes τ(B) (plan/load.py `decode_round`, with the pool's calibration) and, by Little's
 law, it completes B / ((O − 1) τ(B)) requests a second. Its capacity Rd is that at the largest B
-whose τ meets the TPOT target and that its batch and KV pool hold (`load.admits`: the KV pool is
-the concurrency limit; a prefill worker holds a request's KV only until it is read).
+whose τ meets the TPOT target and that its batch and KV pool hold (`decode_admits`: the KV pool
+is the concurrency limit, less what the engine's decode side reserves a request beside its
+tokens; a prefill worker holds a request's KV only until it is read).
 
 x prefill workers and y decode workers make one unit (xPyD); the unit serves min(x Rp, y Rd),
 and x : y is chosen for the most served a card, so that neither pool starves the other.
@@ -164,6 +165,22 @@ class PrefillWorker:
     ttft_s: float  # to the first token at the client: fixed cost, wait, prefill, transfer, decode
 
 
+def decode_admits(r: Replica, w: Workload, reserve: int = 0) -> float:
+    """Requests a decode worker holds at once: `load.admits` (its batch, its KV pool at I + O/2
+    tokens a request), where the engine's decode side keeps `reserve` more tokens of its pool
+    free for each request it holds (`PairRules.decode_reserve`) as its pool at I + O/2 +
+    `reserve` a request. SGLang's decode admits a transferred request only where its pool, less
+    --num-reserved-decode-tokens (512) for each request running, queued or in transfer, holds the
+    prompt and that many more (SGLang 0.5.23's disaggregation/decode.py
+    `DecodePreallocQueue.pop_preallocated`, `_allocatable_token_budgets`,
+    `_prealloc_required_tokens`): N requests at I + O/2 tokens each are held while N (I + O/2 +
+    reserve) fit the pool; the rest wait on the decode side, their wait in the TTFT."""
+    most = admits(r, w)
+    if most < 1 or reserve <= 0 or not r.kv_tokens:
+        return most
+    return min(most, r.kv_tokens / (w.input_len + w.output_len / 2 + reserve))
+
+
 @dataclass(frozen=True)
 class DecodeWorker:
     """A decode worker at a request rate."""
@@ -214,16 +231,16 @@ def _tau(r: Replica, w: Workload, batch: float) -> float:
     return t
 
 
-def decode_at(r: Replica, w: Workload, rate: float) -> DecodeWorker | None:
+def decode_at(r: Replica, w: Workload, rate: float, reserve: int = 0) -> DecodeWorker | None:
     """A decode worker at `rate` requests a second: the least batch B with B = rate (O − 1)
     τ(B), the steady state its batch reaches filling from empty; None where none is within what
     it admits. τ only grows with B but may jump (a batch past the largest captured CUDA graph
     runs eager), so B = rate (O − 1) τ(B) may have several roots, the least in a window too
     narrow near a capacity for a bracket to find: the batch is stepped as it fills, B ← rate
     (O − 1) τ(B) from 0, which never passes the least root (below it, τ(B) ≤ τ(B*)) and
-    reaches it."""
+    reaches it. `reserve`: `decode_admits`'."""
     decoding = max(w.output_len - 1, 1)
-    most = admits(r, w)
+    most = decode_admits(r, w, reserve)
     if most < 1:
         return None
     b = 0.0
@@ -240,12 +257,12 @@ def decode_at(r: Replica, w: Workload, rate: float) -> DecodeWorker | None:
     return DecodeWorker(rate, b, _tau(r, w, b))
 
 
-def decode_capacity(r: Replica, w: Workload) -> DecodeWorker | None:
+def decode_capacity(r: Replica, w: Workload, reserve: int = 0) -> DecodeWorker | None:
     """Rd: the most requests a second one decode worker completes with the TPOT target met and
     its batch within what its batch size and KV pool admit: the largest such B (τ grows with
     B; bisection), and B / ((O − 1) τ(B)). None where one sequence alone misses the target or
-    the worker cannot hold one request."""
-    most = admits(r, w)
+    the worker cannot hold one request. `reserve`: `decode_admits`'."""
+    most = decode_admits(r, w, reserve)
     if most < 1:
         return None
     target = w.tpot_s
@@ -333,6 +350,8 @@ class Disaggregated:
     decode_capacity: float  # Rd
     # Units the named load needs (1 where none is named); None where none serves it.
     units: int | None = 1
+    # Requests a decode worker holds at once (`decode_admits`); 0 where not worked out.
+    decode_holds: float = 0.0
 
     @property
     def ttft_s(self) -> float:
@@ -360,11 +379,13 @@ def disaggregate(
     link: Link,
     pinned: tuple[int, int] | None = None,
     elem: float = 0.0,
+    reserve: int = 0,
 ) -> Disaggregated | None:
     """A prefill replica's layout and a decode replica's, on `link`, at workload `w` (targets
     on the means): their capacities, the unit that matches them, and each pool's worker at the
-    unit's rate. None where either alone misses its target with one request."""
-    d = decode_capacity(decode, w)
+    unit's rate. None where either alone misses its target with one request. `reserve`: what
+    the engine's decode side keeps free a request (`decode_admits`)."""
+    d = decode_capacity(decode, w, reserve)
     if d is None:
         return None
     transfer = kv_transfer(shape, w.input_len, prefill.inputs.tp, decode.inputs.tp, link, elem)
@@ -375,7 +396,7 @@ def disaggregate(
     unit = match(p.rate, d.rate, prefill.cards, decode.cards, pinned)
     if unit is None:
         return None
-    at_d = decode_at(decode, w, unit.rate / unit.decode_workers)
+    at_d = decode_at(decode, w, unit.rate / unit.decode_workers, reserve)
     if at_d is None:
         return None
     at_p = prefill_at(prefill, w, unit.rate / unit.prefill_workers, transfer.seconds,
@@ -387,7 +408,8 @@ def disaggregate(
         # Requests in flight a unit holds at its capacity (Little's law over a request's life).
         held = unit.rate * (at_p.ttft_s + max(w.output_len - 1, 0) * at_d.tpot_s)
         units = max(1, math.ceil(w.concurrency / held * (1 - 0.005))) if held > 0 else None
-    return Disaggregated(unit, transfer, at_p, at_d, p.rate, d.rate, units)
+    return Disaggregated(unit, transfer, at_p, at_d, p.rate, d.rate, units,
+                         decode_admits(decode, w, reserve))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -403,17 +425,18 @@ class InFlight:
 
 def at_concurrency(
     prefill: Replica, decode: Replica, w: Workload, shape: Shape, link: Link, unit: Unit,
-    concurrency: float,
+    concurrency: float, reserve: int = 0,
 ) -> InFlight | None:  # fmt: skip
     """The unit with `concurrency` requests in flight: the rate R whose requests in the unit,
     R × (TTFT + (O − 1) τ) by Little's law, are the concurrency (found by bisection: both
     grow with R), each prefill worker at R / x and each decode worker at R / y. Where the unit
     cannot hold that many (its decode batch and KV pool, or its prefill keeping up), it runs at
-    the most it holds and the rest wait outside, their wait in the TTFT. None where it cannot
-    hold one request."""
+    the most it holds and the rest wait outside (SGLang's on its decode side, for a place in its
+    pool: `decode_admits` with `reserve`), their wait in the TTFT. None where it cannot hold one
+    request."""
     transfer = kv_transfer(shape, w.input_len, prefill.inputs.tp, decode.inputs.tp, link)
     decoding = max(w.output_len - 1, 0)
-    most = admits(decode, w)
+    most = decode_admits(decode, w, reserve)
     if most < 1:
         return None
     _, per_s = prefill_service(prefill, w, 0.0)
@@ -422,7 +445,7 @@ def at_concurrency(
     top = min(top_p, top_d)
 
     def point(rate: float) -> tuple[float, float, float, float] | None:
-        d = decode_at(decode, w, rate / unit.decode_workers)
+        d = decode_at(decode, w, rate / unit.decode_workers, reserve)
         if d is None:
             return None
         p = prefill_at(prefill, w, rate / unit.prefill_workers, transfer.seconds, d.tpot_s)
@@ -595,7 +618,7 @@ def offers(
         for o in members:
             r = o.serving.replica
             if pins.decode_tp is None or o.tp == pins.decode_tp:
-                cap = decode_capacity(r, w)
+                cap = decode_capacity(r, w, space.pairs.decode_reserve)
                 if cap is not None:
                     decodes.setdefault(o.gpu_class, []).append((-cap.rate / r.cards, o, cap))
             if pins.prefill_tp is None or o.tp == pins.prefill_tp:
@@ -625,9 +648,11 @@ def offers(
     for _, p, d, unit, link in found.values():
         if not every and not (options and _could_win(p, unit, options[0], rank, w)):
             continue
+        pairs = engines.spaces[p.engine].pairs
+        assert pairs is not None
         result = disaggregate(p.serving.replica, d.serving.replica, w, shape, link,
                               (unit.prefill_workers, unit.decode_workers),
-                              kv_element(shape, d))  # fmt: skip
+                              kv_element(shape, d), pairs.decode_reserve)  # fmt: skip
         if result is None:
             continue
         # Against the aggregated options of the same engine, checkpoint and what-if on either
@@ -641,9 +666,7 @@ def offers(
         ]  # fmt: skip
         agg = min(same, key=_cards_per_rate, default=None)
         gain = None if agg is None else _cards_per_rate(agg) / result.cards_per_rate - 1
-        transport = engines.spaces[p.engine].pairs
-        assert transport is not None
-        offer = Offer(p, d, result, transport.transport, agg, gain)
+        offer = Offer(p, d, result, pairs.transport, agg, gain)
         offer = replace(offer, wins=bool(options) and beats(offer, options[0], rank, w))
         if every or offer.wins:
             out.append(offer)

@@ -156,6 +156,10 @@ class PairRules:
     # same number (`decode_pp_matches`).
     decode_pp_one: bool = False
     decode_pp_matches: bool = False
+    # Tokens of its KV pool the decode side keeps free for each request it holds, beside the
+    # request's own (SGLang's --num-reserved-decode-tokens): it admits fewer requests at once
+    # than the pool holds at their tokens alone (plan/disagg.py `decode_admits`).
+    decode_reserve: int = 0
     # Where the rules are in the engine's code.
     source: str = ""
     # "module:function" that turns the two options' serve lines into the roles' launch (each

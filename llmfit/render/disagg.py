@@ -10,7 +10,6 @@ from llmfit.plan.advice import Advice
 from llmfit.plan.disagg import Offer
 from llmfit.plan.engines import pair_commands
 from llmfit.plan.launch import Command
-from llmfit.plan.load import admits
 from llmfit.plan.settings import Workload
 from llmfit.render.sentences import label
 from llmfit.render.serving import seconds, targets
@@ -74,7 +73,7 @@ def detail(advice: Advice, i: int, offer: Offer) -> list[str]:
     r, w = offer.result, advice.plan.workload
     unit, p, d, x = r.unit, r.prefill, r.decode, r.transfer
     rest = p.ttft_s - p.service_s - p.wait_s - x.seconds
-    pool = admits(offer.decode.serving.replica, w)
+    pool = r.decode_holds
     lines = [
         f"{name(i)}: {unit.label}, {unit.cards} cards, serves up to {_rate(unit.rate)} requests a "
         f"second within {targets(w)}: {r.output_tokens_per_s_per_gpu(w):,.0f} output tok/s a card"
@@ -182,7 +181,7 @@ def document(advice: Advice, offers: Sequence[Offer], w: Workload) -> list[dict[
         roles[0].update(ttft_s=r.prefill.ttft_s, prefill_s=r.prefill.service_s,
                         queue_s=r.prefill.wait_s)  # fmt: skip
         roles[1].update(batch=r.decode.batch, tpot_s=r.decode.tpot_s,
-                        kv_pool_requests=admits(offer.decode.serving.replica, w))  # fmt: skip
+                        kv_pool_requests=r.decode_holds)  # fmt: skip
         out.append({
             "name": name(i),
             "engine": offer.prefill.engine,

@@ -16,7 +16,12 @@ launch names `prefill-1`: a Service spreading requests over the pool would send 
 to another prefill worker than the one that holds its request's KV. A worker's own address in
 its command (NIXL's side channel host) is its pod's IP. The router is a Deployment, and a
 Service in front of it is the address clients call. A worker is one node at most (the planner
-pairs one-node options only), so no LeaderWorkerSet is needed.
+pairs one-node options only), so no LeaderWorkerSet is needed. A unit the plan put on one node's
+NVLink is pinned there: each unit its own StatefulSets, labelled with its number, whose pods
+require a node holding the unit's other pods (pod affinity on the node's hostname) and share the
+host's IPC namespace (the KV moves between processes by CUDA IPC), and its own router, so that
+no request's KV crosses from one unit's node to another's; the Service spreads clients over the
+units' routers.
 
 The router runs in a plain Python image that installs the router's pinned package from PyPI
 when it starts (`router_package`): the engines' images are not known to hold it.
@@ -211,6 +216,26 @@ def _headless(name: str, selector: dict[str, str], port: int) -> dict[str, Any]:
     }
 
 
+# The node label every node carries with its own name: pods whose affinity names it share a node.
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _with_unit(spec: dict[str, Any], slug: str, unit_no: int) -> dict[str, Any]:
+    """The pod spec's keys that put a unit's pods on one node: a required affinity to the pods
+    of its unit on the node's hostname (the first pod of a unit, matching its own selector with
+    none placed yet, is placed anywhere its node selector allows: the scheduler's InterPodAffinity
+    filter lets a pod whose affinity only it satisfies start a group), beside the node
+    affinity the placement may have given, and the host's IPC namespace."""
+    term = {
+        "labelSelector": {"matchLabels": {"app.kubernetes.io/name": slug,
+                                          "llmfit/unit": str(unit_no)}},
+        "topologyKey": HOSTNAME,
+    }  # fmt: skip
+    affinity = dict(spec.get("affinity", {}))
+    affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    return {"affinity": affinity, "hostIPC": True}
+
+
 def _router_argv(argv: tuple[str, ...], urls: dict[str, list[str]]) -> list[str]:
     """The router's words with its workers' addresses (`--prefill URL [BOOTSTRAP]`, `--decode
     URL`) replaced by the pods' own, in place of the first: a prefill's bootstrap port, where
@@ -254,10 +279,20 @@ def k8s_documents(
     cmds = pair_commands(offer, repo.id, repo.revision, apart=True)
     hosts = {w.name: w.host for w in workers(offer, apart=True)}
     docs: list[dict[str, Any]] = []
-    urls: dict[str, list[str]] = {}
+    # Each group's workers' addresses, by role: a unit's own router names its unit's alone.
+    urls: dict[int, dict[str, list[str]]] = {}
     notes: list[str] = []
-    for role, count in (("prefill", offer.result.unit.prefill_workers),
-                        ("decode", offer.result.unit.decode_workers)):  # fmt: skip
+    # A unit the plan put on one node's NVLink: each unit's pods on one node, sharing its IPC
+    # namespace (the KV moves between processes by CUDA IPC, as --format docker's --ipc=host),
+    # each unit a StatefulSet a role labelled with its number, which its pods' affinity names.
+    together = offer.result.transfer.link.kind == "node"
+    groups = [(u, 1) for u in range(1, units + 1)] if together else [(0, units)]
+    for (unit_no, times), role in (
+        (g, r) for g in groups for r in ("prefill", "decode")
+    ):  # fmt: skip
+        count = offer.result.unit.prefill_workers if role == "prefill" else (
+            offer.result.unit.decode_workers
+        )  # fmt: skip
         o = _role_option(offer, role)
         first = next(c for c in cmds if c.role == role)
         if first.secrets:
@@ -277,9 +312,12 @@ def k8s_documents(
         container["env"] += [
             {"name": k, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} for k in addressed
         ]
-        name_ = f"{slug}-{role}"
+        name_ = f"{slug}-{role}" if len(groups) == 1 else f"{slug}-u{unit_no}-{role}"
         labels = {"app.kubernetes.io/name": slug, "llmfit/role": role}
-        replicas = count * units
+        if together:
+            labels["llmfit/unit"] = str(unit_no)
+            spec = {**spec, **_with_unit(spec, slug, unit_no)}
+        replicas = count * times
         port = int(container["ports"][0]["containerPort"])
         docs.append(_headless(name_, labels, port))
         docs.append({
@@ -295,53 +333,72 @@ def k8s_documents(
                 "template": {"metadata": {"labels": labels}, "spec": spec},
             },
         })  # fmt: skip
-        urls[role] = [f"http://{name_}-{i}.{name_}:{port}" for i in range(replicas)]
-        pods = "1 pod" if replicas == 1 else f"{replicas} pods"
-        notes.append(f"{role}: {pods} of {o.gpus} cards ({where})")
+        urls.setdefault(unit_no, {})[role] = [
+            f"http://{name_}-{i}.{name_}:{port}" for i in range(replicas)
+        ]
+        if unit_no <= 1:
+            pods = count * units
+            pods_ = "1 pod" if pods == 1 else f"{pods} pods"
+            notes.append(f"{role}: {pods_} of {o.gpus} cards ({where})")
     router = next(c for c in cmds if c.role == "router")
-    argv = _router_argv(router.argv, urls)
-    port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8000
-    labels = {"app.kubernetes.io/name": slug, "llmfit/role": "router"}
+    serving = {"app.kubernetes.io/name": slug, "llmfit/role": "router"}
     script = ROUTER_SCRIPT.replace("$", "$$")
-    container = {
-        "name": "router",
-        "image": ROUTER_IMAGE,
-        "command": ["sh", "-c", script, *(_expandable(w, encoding)
-                                          for w in (router_package(offer), *argv))],
-        "ports": [{"name": "http", "containerPort": port}],
-        "resources": {"requests": {"cpu": ROUTER_CPU, "memory": ROUTER_MEMORY}},
-    }  # fmt: skip
-    docs.append({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": f"{slug}-router", "labels": {"app.kubernetes.io/name": slug}},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
-        },
-    })  # fmt: skip
+    port = 8000
+    # One router a group: where the units are pinned to nodes of their own, each unit's router
+    # pairs its own workers only (a router over every unit would send a request's KV from one
+    # unit's node to another's, over the pod network); the Service spreads clients over them.
+    for unit_no, _ in groups:
+        argv = _router_argv(router.argv, urls[unit_no])
+        port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 8000
+        labels = dict(serving)
+        if len(groups) > 1:
+            labels["llmfit/unit"] = str(unit_no)
+        container = {
+            "name": "router",
+            "image": ROUTER_IMAGE,
+            "command": ["sh", "-c", script, *(_expandable(w, encoding)
+                                              for w in (router_package(offer), *argv))],
+            "ports": [{"name": "http", "containerPort": port}],
+            "resources": {"requests": {"cpu": ROUTER_CPU, "memory": ROUTER_MEMORY}},
+        }  # fmt: skip
+        rname = f"{slug}-router" if len(groups) == 1 else f"{slug}-u{unit_no}-router"
+        docs.append({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": rname, "labels": {"app.kubernetes.io/name": slug}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels},
+                             "spec": {"containers": [container]}},
+            },
+        })  # fmt: skip
     docs.append({
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": slug, "labels": {"app.kubernetes.io/name": slug}},
-        "spec": {"selector": labels,
+        "spec": {"selector": serving,
                  "ports": [{"name": "http", "port": port, "targetPort": "http"}]},
     })  # fmt: skip
     if units > 1:
         label = offer.result.unit.label
         notes.append(
-            f"the load named needs {units} units of {label}: each role's replicas are its "
+            f"the load named needs {units} units of {label}: each unit a StatefulSet a role "
+            f"and a router of its own ({slug}-u1-prefill, {slug}-u1-decode, {slug}-u1-router, "
+            f"{slug}-u2-…), the Service {slug} in front of every router"
+            if together
+            else f"the load named needs {units} units of {label}: each role's replicas are its "
             "workers times that, behind one router"
         )
     if rdma:
         notes.append(f"RDMA for the KV: host network, IPC_LOCK and one {RDMA_RESOURCE} a pod "
                      "(the NVIDIA Network Operator's shared RDMA device; name your cluster's own "
                      "if it differs)")  # fmt: skip
-    elif offer.result.transfer.link.kind == "node":
-        notes.append("the plan moves the KV over NVLink inside one node; pods move it over the "
-                     "pod network unless the scheduler puts them together (--format docker "
-                     "keeps them on one node)")  # fmt: skip
+    elif together:
+        notes.append(f"the plan moves the KV over {offer.result.transfer.link.name} inside one "
+                     "node: each unit's pods are pinned to one node (pod affinity on "
+                     f"{HOSTNAME}) and share its IPC namespace (hostIPC), as --format docker "
+                     "runs them")  # fmt: skip
     return docs, notes
 
 

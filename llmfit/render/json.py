@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from llmfit.plan.advice import Advice
@@ -235,3 +236,33 @@ def _disaggregated(advice: Advice) -> dict[str, object]:
 
 def render_json(advice: Advice, ray: bool = False, limit: int | None = None) -> str:
     return safe_dumps(document(advice, ray, limit))
+
+
+def pair_document(
+    rules: Sequence[tuple[str, bool | None, str | None]],
+    refusal: str | None,
+    prefill: Advice,
+    decode: Advice,
+) -> dict[str, Any]:
+    """`llmfit check --json -- <prefill command> -- <decode command>` (docs/json.md): each
+    role's check as one command's document, and the rules the pair keeps or breaks."""
+    fits = bool(prefill.plan.options) and bool(decode.plan.options)
+    return {
+        "schema": SCHEMA,
+        "pair": {
+            "launches": refusal is None,
+            "fits": fits,
+            "refusal": refusal,
+            "rules": [{"rule": r, "holds": h, "why": w} for r, h, w in rules],
+        },
+        "roles": {"prefill": document(prefill, limit=1), "decode": document(decode, limit=1)},
+    }
+
+
+def render_pair_json(
+    rules: Sequence[tuple[str, bool | None, str | None]],
+    refusal: str | None,
+    prefill: Advice,
+    decode: Advice,
+) -> str:
+    return safe_dumps(pair_document(rules, refusal, prefill, decode))

@@ -126,6 +126,27 @@ def test_dense_decode_worker_capacity():
     assert disagg.decode_capacity(replica(False), Workload(tpot_s=0.007)) is None
 
 
+def test_sglang_decode_keeps_512_tokens_free_a_request():
+    # SGLang's decode side admits a request where its pool, less 512 tokens for each request it
+    # holds, holds the prompt and 512 more (disaggregation/decode.py): a pool of 20 × 2,304
+    # tokens holds 46,080 / (2,304 + 512) = 16.3636 requests, not 20. At that batch the step is
+    # A + B b = 7.94784 + 0.156768 × 16.3636 = 10.51313 ms (within the 12 ms TPOT), so
+    # Rd = 16.3636 / (511 × 10.51313 ms) = 3.04598 requests a second.
+    assert engine("sglang").layouts.pairs.decode_reserve == 512
+    assert engine("vllm").layouts.pairs.decode_reserve == 0
+    w = Workload(input_len=2048, output_len=512, tpot_s=0.012, ttft_s=0.2)
+    r = load.Replica(replica(False).inputs, kv_tokens=20 * CTX)
+    assert disagg.decode_admits(r, w, 512) == pytest.approx(16.3636, rel=1e-5)
+    assert disagg.decode_admits(r, w, 0) == 20 == load.admits(r, w)
+    held = disagg.decode_capacity(r, w, 512)
+    assert held is not None
+    assert held.batch == pytest.approx(16.3636, rel=1e-5)
+    assert held.tpot_s == pytest.approx(0.01051313, rel=1e-5)
+    assert held.rate == pytest.approx(3.04598, rel=1e-4)
+    # A pool with no limit (0) and a batch of 256: the reserve changes nothing.
+    assert disagg.decode_admits(replica(False), w, 512) == 256
+
+
 def test_dense_prefill_worker_capacity():
     # A prompt alone takes P = 56.5966 ms; prompts that queue are packed 4 to the 8,192-token
     # budget, 4 × 54.29658 + 2.3 = 219.4863 ms: 37,323.5 prompt tokens a second. Within a TTFT of
@@ -262,3 +283,26 @@ def test_pair_rules_follow_each_engine():
     assert why(vllm, Layout(tp=4, pp=2), tp4, hybrid) == (
         "vLLM cannot launch it: a hybrid model's pools run no pipeline stages"
     )
+
+
+def test_a_closed_loop_past_sglangs_decode_pool_waits_for_it_in_the_ttft():
+    # 40 requests in flight on 1P1D of the Qwen3-8B worker, its decode pool 20 × 2,304 tokens.
+    # The decode worker holds 16.3636 under SGLang's reserve (above), its step 10.51313 ms, so
+    # the unit completes R = 16.3636 / (511 × 10.51313 ms) = 3.04598 requests a second (its
+    # prefill, 4 prompts a 219.5 ms batch, would take 18); the rest wait on the decode side.
+    # By Little's law over a request's life, 40 = R (TTFT + 511 τ): TTFT = 40 / R − 511 τ
+    # = 13.13207 − 5.37221 = 7.75986 s. Without the reserve it holds 20 at τ = 11.0832 ms:
+    # R = 3.53138, TTFT = 11.32703 − 5.66352 = 5.66352 s.
+    w = Workload(input_len=2048, output_len=512)
+    r = load.Replica(replica(False).inputs, kv_tokens=20 * CTX, mixed=False)
+    unit = disagg.Unit(1, 1, 1, 1, 0.0)
+    shape = qwen3_8b_shape()
+    sglang = disagg.at_concurrency(r, r, w, shape, NVLINK, unit, 40, reserve=512)
+    assert sglang is not None
+    assert sglang.rate == pytest.approx(3.04598, rel=1e-4)
+    assert sglang.tpot_s == pytest.approx(0.01051313, rel=1e-4)
+    assert sglang.ttft_s == pytest.approx(7.75986, rel=1e-4)
+    plain = disagg.at_concurrency(r, r, w, shape, NVLINK, unit, 40)
+    assert plain is not None
+    assert plain.rate == pytest.approx(3.53138, rel=1e-4)
+    assert plain.ttft_s == pytest.approx(5.66352, rel=1e-4)

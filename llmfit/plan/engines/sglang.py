@@ -287,8 +287,12 @@ class Sglang(serving.Serving[SglangLaunch]):
         # (disaggregation/common/conn.py `_resolve_rank_mapping`), state-space state resliced
         # (mooncake/conn.py `_send_mamba_state_slice`); decode pipeline stages 1 or the
         # prefill's; the same page size and --kv-cache-dtype (conn.py `try_ensure_parallel_info`).
+        # Its decode side admits a transferred request only where its pool, less
+        # --num-reserved-decode-tokens (512) a request it holds, holds the prompt and 512 more
+        # (disaggregation/decode.py `_allocatable_token_budgets`, `_prealloc_required_tokens`).
         pairs=PairRules(
             transport="mooncake, nixl", unequal_tp=True, decode_pp_matches=True,
+            decode_reserve=512,
             source="sglang/srt/disaggregation (SGLang 0.5.23)",
             launch="llmfit.plan.engines.sglang_disagg:roles",
             role="llmfit.plan.engines.sglang_disagg:role_refusal",
