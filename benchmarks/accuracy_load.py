@@ -30,7 +30,9 @@ a fit that never saw them). --rows prints every row. numpy and scipy are needed 
 step model's SpeedInputs.curves), --curves-experts only the routed experts' grouped GEMM (what
 plans do where serving_speed.toml sets `expert_curves`, and then the default here); --fit then
 fits their few constants too (CURVE_SHARED, and with --curves CURVE_FAMILY): how
-docs/accuracy.md measured them against the fitted shares.
+docs/accuracy.md measured them against the fitted shares. --sliced-experts prices each run's
+experts by the grouped GEMM measured for experts cut as the run cut them (over its
+tensor-parallel cards, unless its launch names expert parallelism), not whole.
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves]
@@ -275,6 +277,11 @@ TUNING_FLAGS = (
 )  # fmt: skip
 
 
+# Launch flags that turn expert parallelism on.
+EP_FLAGS = ("--enable-expert-parallel", "--ep-size", "--ep ", "--expert-parallel-size", " -ep ",
+            "deepep")  # fmt: skip
+
+
 def launch_text(r: dict) -> str:
     """What the row says of how its server was launched (its source detail and notes)."""
     return f"{r.get('source_detail') or ''} {r.get('notes') or ''} "
@@ -435,6 +442,13 @@ def parse(r: dict) -> Row | str:
     tp = r.get("tp") or 1
     dp = r.get("dp") or 1
     ep = bool(r.get("ep")) if r.get("ep") is not None else None
+    if SLICED and ep is None and dp == 1 and not any(f in launch_text(r) for f in EP_FLAGS):
+        # A run whose launch names no expert parallelism ran without it (vLLM's
+        # --enable-expert-parallel and SGLang's --ep-size are off by default): its experts are
+        # cut over the tensor-parallel cards, which the step model prices apart from whole
+        # experts (speed.SpeedInputs.expert_slices). llmfit's own plans turn it on, and plan a
+        # MoE's data-parallel ranks only with it: those runs keep it.
+        ep = False
     if r.get("dp_attention"):
         # SGLang's --tp T --dp D --enable-dp-attention: D attention ranks of T / D cards each,
         # the MoE over all T.
@@ -569,6 +583,12 @@ EXPERTS_ONLY = "--curves-experts" in sys.argv or any(
     k.expert_curves for t in serving_speed.TABLES.values() for k in t.values()
 )
 CURVES = "--curves" in sys.argv or EXPERTS_ONLY
+# --sliced-experts: each run's experts by the measured grouped GEMM of experts cut as the run
+# cut them (kernel_curves.json "moe_sliced": over its tensor-parallel cards unless its launch
+# names expert parallelism), not whole; the runs that name no expert parallelism ran without
+# it (the engines' default), where llmfit's plans turn it on. Measured, not shipped: on runs
+# never seen it was further off (docs/accuracy.md "Priced by the measured kernels").
+SLICED = "--sliced-experts" in sys.argv
 
 
 def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
@@ -588,7 +608,9 @@ def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
     dtype = expert_kernel(quant, four, inp.compute_dtype == "fp8", spec.architecture)
     if dtype is None:  # no measured kernel for what the engine runs: the shares, as plans do
         return inp
-    return replace(inp, curves=kc, curve_dtype=dtype, curves_experts_only=EXPERTS_ONLY)
+    slices = 1 if row.ep is not False else row.tp * row.dp
+    return replace(inp, curves=kc, curve_dtype=dtype, curves_experts_only=EXPERTS_ONLY,
+                   expert_slices=slices if SLICED else 1)  # fmt: skip
 
 
 def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[str, float]:

@@ -66,6 +66,8 @@ DTYPES = {
 }
 GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 MOE_X = tuple(2.0**e for e in range(-3, 13))  # tokens per expert, 1/8 .. 4096
+# Tensor-parallel widths a MoE's experts are cut to (each its own curve, "moe_sliced").
+MOE_SLICES = (2, 4, 8, 16)
 DECODE_X = tuple(4**e for e in range(3, 14))  # batch × context tokens, 64 .. 67M
 PREFILL_X = (16, 64, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 # MLA's latent cache a token (DeepSeek-V3: kv_lora_rank 512 + rope 64), read by every head.
@@ -154,10 +156,14 @@ def gemm(card: CardSpec, df: pd.DataFrame) -> dict:
     return out
 
 
-def moe(card: CardSpec, df: pd.DataFrame) -> dict:
+def moe(card: CardSpec, df: pd.DataFrame, slices: int = 1) -> dict:
     # One GPU holding every expert (moe_tp 1, ep 1), tokens spread evenly: what a grouped GEMM
-    # costs against the tokens each expert gets.
-    df = where(df, moe_tp_size=1, moe_ep_size=1, distribution="balanced")
+    # costs against the tokens each expert gets. With `slices` > 1, one GPU of a tensor-parallel
+    # MoE (moe_tp `slices`, ep 1): every expert cut to inter_size / slices columns, as vLLM's
+    # and SGLang's MoE runs without expert parallelism; the thin slices reach far less of the
+    # bandwidth (Qwen3-235B's shape on a B200 under SGLang at one token: 0.66 whole, 0.24 at
+    # moe_tp 8).
+    df = where(df, moe_tp_size=slices, moe_ep_size=1, distribution="balanced")
     keys = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts"]
     out: dict[str, list] = {}
     for dtype, rows in fastest(df, keys).groupby("moe_dtype"):
@@ -168,10 +174,11 @@ def moe(card: CardSpec, df: pd.DataFrame) -> dict:
         for r in rows.itertuples():
             routed = r.num_tokens * r.topk
             active = min(r.num_experts, routed)
+            inter = r.inter_size / slices  # the columns of each expert this GPU holds
             # gate and up (2·h·i) and down (h·i) of each expert any token reaches
-            weights = active * 3 * r.hidden_size * r.inter_size * wb
+            weights = active * 3 * r.hidden_size * inter * wb
             nbytes = weights + r.num_tokens * r.hidden_size * (ab + 2)
-            t = roofline(card, nbytes, 2.0 * routed * 3 * r.hidden_size * r.inter_size, peak)
+            t = roofline(card, nbytes, 2.0 * routed * 3 * r.hidden_size * inter, peak)
             if t is not None:
                 pts.append((routed / r.num_experts, efficiency(t, r.latency)))
         curve = binned(pts, MOE_X, 0.5)
@@ -287,6 +294,9 @@ def main(root: Path) -> None:
                 got["gemm"] = gemm(card, g)
             if (m := table(root, system, "moe", backend, "moe_perf.parquet")) is not None:
                 got["moe"] = moe(card, m)
+                sliced = {str(n): c for n in MOE_SLICES if (c := moe(card, m, n))}
+                if sliced:
+                    got["moe_sliced"] = sliced
             gen = table(root, system, "attention", backend, "generation_attention_perf.parquet")
             if gen is not None:
                 got["attention_decode"] = attention_decode(card, gen)

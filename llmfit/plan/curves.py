@@ -26,7 +26,7 @@ import bisect
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -162,11 +162,23 @@ class KernelCurves:
     allreduces: Mapping[int, Collective]  # by ranks: seconds by bytes
     alltoalls: Mapping[int, Collective]
     link_bandwidth: float  # the card's, one way: for ranks no table measured
+    # By tensor-parallel width: the grouped GEMM of one GPU whose experts are each cut to
+    # 1/width of their columns (aiconfigurator's moe_tp_size), by dtype as `moes`.
+    moes_sliced: Mapping[int, Mapping[str, Curve]] = field(default_factory=dict)
 
     def gemm(self, dtype: str) -> Curve:
         return _by_dtype(self.gemms, dtype, "gemm")
 
-    def moe(self, dtype: str) -> Curve:
+    def moe(self, dtype: str, slices: int = 1) -> Curve:
+        """The grouped GEMM's curve for experts cut `slices` ways (1: whole, as under expert
+        parallelism): the widest measured cut no wider than `slices` that holds the dtype (or
+        its nearest), else the whole experts'. A thinner slice reaches less of the bandwidth
+        at a few tokens an expert (its GEMMs are narrower), so the nearest measured width
+        below is the optimistic side of the two."""
+        for n in sorted((w for w in self.moes_sliced if 1 < w <= slices), reverse=True):
+            found = _in_table(self.moes_sliced[n], dtype)
+            if found is not None:
+                return found
         return _by_dtype(self.moes, dtype, "moe")
 
     def allreduce(self, ranks: int) -> Collective:
@@ -176,13 +188,22 @@ class KernelCurves:
         return _by_ranks(self.alltoalls, ranks, self.link_bandwidth, (ranks - 1) / ranks)
 
 
+def _chain(dtype: str) -> tuple[str, ...]:
+    d = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
+    return (d, *DTYPE_NEAREST.get(d, ()), "bf16")
+
+
+def _in_table(table: Mapping[str, Curve], dtype: str) -> Curve | None:
+    """The curve of `dtype`, else of the nearest dtype the table holds, if any."""
+    return next((table[name] for name in _chain(dtype) if name in table), None)
+
+
 def _by_dtype(table: Mapping[str, Curve], dtype: str, kind: str) -> Curve:
     """The curve of `dtype`, else of the nearest dtype the table holds, else the priors'."""
-    d = DTYPE_ALIASES.get(dtype.lower(), dtype.lower())
-    chain = (d, *DTYPE_NEAREST.get(d, ()), "bf16")
-    for name in chain:
-        if name in table:
-            return table[name]
+    chain = _chain(dtype)
+    found = _in_table(table, dtype)
+    if found is not None:
+        return found
     priors = _curves(_priors(), kind)
     return next(priors[name] for name in chain if name in priors)
 
@@ -259,14 +280,17 @@ def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] |
     return None
 
 
-def _other_moe(key: str, engine: str) -> tuple[str, dict[str, Curve]] | None:
-    """The grouped-GEMM curves measured on card `key` under an engine other than `engine`."""
+def _other_moe(
+    key: str, engine: str
+) -> tuple[str, dict[str, Curve], dict[int, dict[str, Curve]]] | None:
+    """The grouped-GEMM curves (whole and sliced) measured on card `key` under an engine other
+    than `engine`."""
     got = _backends(key)
     for other in sorted(got):
         if other != engine and isinstance(got[other], dict):
             moes = _curves(got[other], "moe")
             if moes:
-                return other, moes
+                return other, moes, _sliced(got[other])
     return None
 
 
@@ -306,21 +330,30 @@ def curves_for(card_key: str, architecture: str, backend: str) -> KernelCurves:
     if engine != backend:
         said += f" (no {backend} table)"
     moes = _curves(got, "moe")
+    sliced = _sliced(got)
     if not moes:
         # A table with no grouped GEMM (aiconfigurator measured none under vLLM on the A100):
         # the same card's own under another engine, not the priors' lowest of every card, which
         # priced gpt-oss-120b's MXFP4 experts on an A100 at three times their measured TPOT.
         other = _other_moe(key, engine)
         if other is not None:
-            moes = other[1]
+            moes, sliced = other[1], other[2]
             said += f"; its grouped GEMM measured under {other[0]}"
     mla = got.get("mla_decode")
     return KernelCurves(
         card_key, backend, said, True, _curves(got, "gemm"), moes,
         efficiency_curve(got["attention_decode"]), efficiency_curve(got["attention_prefill"]),
         efficiency_curve(mla) if mla else None,
-        _collectives(got, "allreduce"), _collectives(got, "alltoall"), link,
+        _collectives(got, "allreduce"), _collectives(got, "alltoall"), link, sliced,
     )  # fmt: skip
+
+
+def _sliced(got: Mapping[str, object]) -> dict[int, dict[str, Curve]]:
+    """A table's grouped-GEMM curves by the width its experts are cut to ("moe_sliced")."""
+    table = got.get("moe_sliced", {})
+    if not isinstance(table, dict):
+        raise ValueError(f"{DATA_FILE}: moe_sliced is not a table by width")
+    return {int(n): _curves({"moe": v}, "moe") for n, v in table.items()}
 
 
 def _source_version() -> str:

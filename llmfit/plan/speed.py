@@ -237,6 +237,16 @@ class SpeedInputs:
     # Only the routed experts' grouped GEMM priced by its measured curve, the rest by the
     # constants' shares (a measurement's variant: benchmarks/accuracy_load.py --curves-experts).
     curves_experts_only: bool = False
+    # The ways each routed expert is cut (its columns over the cards that hold it), for its
+    # measured grouped GEMM (KernelCurves.moe): 1, whole experts, as plans price them. Without
+    # expert parallelism vLLM and SGLang cut every expert over the MoE layers' tensor-parallel
+    # group, data-parallel ranks' cards too (vLLM: model_executor/layers/fused_moe/config.py
+    # FusedMoEParallelConfig.make flattens dp × tp into the MoE's tp; SGLang:
+    # srt/distributed/parallel_state.py initialize_model_parallel, moe_tp_size =
+    # tensor_model_parallel_size // moe_ep_size): benchmarks/accuracy_load.py --sliced-experts
+    # prices runs by the slice's own curve, which did not do better on runs never seen
+    # (docs/accuracy.md "Priced by the measured kernels").
+    expert_slices: int = 1
 
     @property
     def cards(self) -> int:
@@ -393,7 +403,9 @@ class _Kernels:
             # fp8 MoE checkpoints are block-scaled (DeepSeek's 128 × 128 blocks, as Qwen's,
             # GLM's and MiniMax's fp8 releases): their grouped GEMM is the block-scaled kernel,
             # not the per-tensor one (vLLM's measured per-tensor fp8 MoE is 4-5 times slower).
-            moe=kc.moe("fp8_block" if inp.curve_dtype == "fp8" else inp.curve_dtype),
+            moe=kc.moe(
+                "fp8_block" if inp.curve_dtype == "fp8" else inp.curve_dtype, inp.expert_slices
+            ),
             attention=kc.mla_decode if inp.mla and kc.mla_decode else kc.attention_decode,
             prefill=kc.attention_prefill,
             allreduce=kc.allreduce(inp.tp) if inp.tp > 1 and local else None,

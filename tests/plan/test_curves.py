@@ -73,6 +73,8 @@ def test_every_shipped_efficiency_is_in_zero_to_one():
     def curves(got):
         for kind in ("gemm", "moe"):
             yield from got.get(kind, {}).values()
+        for cut in got.get("moe_sliced", {}).values():
+            yield from cut.values()
         for kind in ("attention_decode", "attention_prefill", "mla_decode"):
             if kind in got:
                 yield got[kind]
@@ -86,6 +88,26 @@ def test_every_shipped_efficiency_is_in_zero_to_one():
                 assert 0 < curve.at(x) <= 1
             n += 1
     assert n > 150
+
+
+def test_experts_cut_over_cards_take_the_measured_cut():
+    # aiconfigurator measured the grouped GEMM of one GPU whose experts are cut to moe_tp 2, 4,
+    # 8 and 16 (kernel_curves.json "moe_sliced"); a cut takes the widest measured one no wider,
+    # whole experts (and a cut no table holds) the "moe" curve.
+    k = curves_for("b200-180g", "blackwell", "sglang")
+    got = DOC["cards"]["b200-180g"]["backends"]["sglang"]
+    assert k.moe("bf16", 8) == efficiency_curve(got["moe_sliced"]["8"]["bf16"])
+    assert k.moe("bf16", 8).at(1) == 0.7049  # whole experts: 0.8425
+    assert k.moe("bf16") == k.moe("bf16", 1) == efficiency_curve(got["moe"]["bf16"])
+    assert k.moe("bf16", 6) == k.moe("bf16", 4) != k.moe("bf16", 8)
+    assert k.moe("bf16", 64) == k.moe("bf16", 16)
+    # A dtype's aliases hold for a cut as for whole experts (mxfp4 and nvfp4 are "fp4").
+    assert k.moe("mxfp4", 8) == k.moe("nvfp4", 8)
+    assert k.moe("mxfp4", 8) == efficiency_curve(got["moe_sliced"]["8"]["fp4"])
+    # The A100 has no grouped GEMM under vLLM: the same card's SGLang one, cut or whole.
+    a100 = curves_for("a100-80g", "ampere", "vllm")
+    sgl = DOC["cards"]["a100-80g"]["backends"]["sglang"]
+    assert a100.moe("bf16", 8) == efficiency_curve(sgl["moe_sliced"]["8"]["bf16"])
 
 
 def test_a_card_not_measured_takes_its_architectures_card():
