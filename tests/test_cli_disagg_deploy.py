@@ -286,8 +286,8 @@ def test_no_credential_is_written(run, monkeypatch):
     ("extra", "why"),
     [
         (["--option", "D1"], "--option D1 picks a disaggregated option's launch, which --commands "
-         "prints (with --format shell, docker or k8s); the plan's text shows D1 in full and "
-         "--json every one."),
+         "prints (with --format shell, docker, k8s, llm-d, kserve or dynamo); the plan's text "
+         "shows D1 in full and --json every one."),
         (["--option", "D4", "--commands"], "--option D4: the plan lists only 3 (D1 to D3)."),
         (["--option", "D1", "--commands", "--disagg", "off"], "--option D1: the plan lists no "
          "disaggregated option (--disagg on lists those its engines launch, winning or not)."),
@@ -307,7 +307,7 @@ def test_the_docs_example_is_what_it_prints(run, monkeypatch):
     # is a line of the real output, in order.
     text = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```\n\$ (llmfit [^\n]*--option D1[^\n]*)\n(.*?)```", text, re.S)
-    assert [b[0].rsplit(" ", 1)[1] for b in blocks] == ["docker", "k8s"]
+    assert [b[0].rsplit(" ", 1)[1] for b in blocks] == ["docker", "k8s", "dynamo"]
     monkeypatch.chdir(ROOT)
     for command, shown in blocks:
         code, out, _ = run(*shlex.split(command)[1:])

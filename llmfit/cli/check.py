@@ -28,7 +28,7 @@ from llmfit.errors import (
     UsageError,
 )
 from llmfit.plan.settings import Workload
-from llmfit.render.commands import FORMATS
+from llmfit.render.commands import CONTAINER_FORMATS
 
 if TYPE_CHECKING:
     from llmfit.plan.fleet import Fleet
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice(CONTAINER_FORMATS),
     default="shell",
     show_default=True,
     help="Also print the launch as `docker run` lines or Kubernetes YAML, the verdict as comments.",

@@ -71,8 +71,8 @@ def option_number(
         if not commands or json_ or explain:
             raise UsageError(
                 f"--option {text} picks a disaggregated option's launch, which --commands "
-                "prints (with --format shell, docker or k8s); the plan's text shows D1 in "
-                "full and --json every one.",
+                "prints (with --format shell, docker, k8s, llm-d, kserve or dynamo); the plan's "
+                "text shows D1 in full and --json every one.",
                 hint="add --commands",
             )
         return None, int(text[1:])
@@ -193,7 +193,9 @@ def option_number(
     type=click.Choice(FORMATS),
     default="shell",
     show_default=True,
-    help="The launch as shell commands, `docker run` lines, or Kubernetes YAML.",
+    help="The launch as shell commands, `docker run` lines or Kubernetes YAML; of a "
+    "disaggregated option (--option D1), also llm-d's modelservice values, a KServe "
+    "LLMInferenceService or an NVIDIA Dynamo DynamoGraphDeployment.",
 )
 @click.option(
     "--calibration",

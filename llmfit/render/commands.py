@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmfit.plan.engines import engine
+from llmfit.plan.engines.platform_launch import PLATFORMS
 from llmfit.plan.launch import Command
 from llmfit.render.safe import check_words
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up
     from llmfit.plan.options import Option
 
 __all__ = [
+    "CONTAINER_FORMATS",
     "FORMATS",
     "Command",
     "bench_line",
@@ -28,8 +30,12 @@ __all__ = [
 ]
 
 # How an option's launch is printed: shell command lines, `docker run` lines, or Kubernetes YAML
-# (render/deploy.py, built on this module's commands; render/launch.py picks between them).
-FORMATS = ("shell", "docker", "k8s")
+# (render/deploy.py, built on this module's commands; render/launch.py picks between them); and,
+# of a disaggregated option, the specs of the platforms that run prefill and decode
+# (render/platforms.py: llm-d's modelservice values, KServe's LLMInferenceService, Dynamo's
+# DynamoGraphDeployment).
+CONTAINER_FORMATS = ("shell", "docker", "k8s")
+FORMATS = (*CONTAINER_FORMATS, *PLATFORMS)
 
 
 def commands(

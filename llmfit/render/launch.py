@@ -1,9 +1,10 @@
-"""An option's launch as the lines to print, in the format asked for: its shell command lines
-(render/commands.py), or its `docker run` lines or Kubernetes YAML (render/deploy.py, imported
-only when asked for: it loads a YAML emitter).
+"""An option's launch in the format asked for: its shell command lines (render/commands.py),
+its `docker run` lines or Kubernetes YAML (render/deploy.py, render/disagg_deploy.py for a
+disaggregated one), or a platform's spec (render/platforms.py); each imported only when asked for
+(they load a YAML emitter).
 
-Apart from render/commands.py, which render/deploy.py builds on: the choice between the two
-formats is made here, so neither imports the other back.
+The choice between the formats is made here, apart from the modules that write them, each built
+on the one before: so none imports another back.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from llmfit.render.safe import clean
 
 if TYPE_CHECKING:
     from llmfit.plan.advice import Advice
+    from llmfit.plan.disagg import Offer
     from llmfit.plan.options import Option
 
 
@@ -25,8 +27,6 @@ def launch_lines(
     role and node, or its `docker run` lines or YAML (render/deploy.py). Every word of a command
     is checked before any line is returned, so nothing is printed of a launch that cannot be."""
     if fmt != "shell":
-        from llmfit.render.deploy import render_deploy
-
         return render_deploy(fmt, advice, o, ray, encoding=encoding).rstrip("\n").split("\n")
     repo = advice.repo
     lines = []
@@ -41,3 +41,32 @@ def launch_lines(
             lines.append(clean(f"# {cmd.role} on {cmd.node}"))
         lines.append(command_text(cmd, encoding))
     return lines
+
+
+def render_deploy(
+    fmt: str, advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
+) -> str:
+    """The option's launch in `fmt` ("docker", "k8s", or a platform's spec: render/platforms.py),
+    every word exact or refused."""
+    if fmt in ("docker", "k8s"):
+        from llmfit.render.deploy import render_docker, render_k8s
+
+        return (render_docker if fmt == "docker" else render_k8s)(advice, o, ray, encoding)
+    from llmfit.render.platforms import render_aggregated
+
+    return render_aggregated(fmt, advice, o, ray, encoding)
+
+
+def render_disagg(fmt: str, advice: Advice, offer: Offer, encoding: str | None = None) -> str:
+    """A disaggregated option's launch in `fmt` ("shell", "docker", "k8s", or a platform's spec:
+    render/platforms.py), every word exact or refused."""
+    if fmt in ("shell", "docker", "k8s"):
+        from llmfit.render import disagg_deploy
+
+        if fmt == "k8s":
+            return disagg_deploy.render_k8s(advice, offer, encoding)
+        write = disagg_deploy.shell_lines if fmt == "shell" else disagg_deploy.docker_lines
+        return "\n".join(write(advice, offer, encoding)) + "\n"
+    from llmfit.render.platforms import render_platform
+
+    return render_platform(fmt, advice, offer, encoding)

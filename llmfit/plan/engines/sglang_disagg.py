@@ -60,3 +60,8 @@ def roles(prefill: Command, decode: Command, offer: Any, workers: list[Worker]) 
     router += ["--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
     out.append(Command("router", tuple(router), node="router"))
     return out
+
+
+# What the platforms that run prefill and decode start of this launch (--format llm-d, kserve,
+# dynamo): platform_launch.py reads it here, beside ROUTER_PACKAGE.
+from llmfit.plan.engines.sglang_platforms import PLATFORMS as PLATFORMS  # noqa: E402
