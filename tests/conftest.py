@@ -19,6 +19,30 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Path:
     return HUB
 
 
+@pytest.fixture(scope="session")
+def _gguf_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled cache with two real models' GGUF repositories beside it (fixtures/gguf_repos.py):
+    their files are sparse, which git cannot keep, so they are written here, once a session."""
+    import shutil
+
+    from fixtures.gguf_repos import build_gguf_repos
+
+    cache = tmp_path_factory.mktemp("gguf-hub") / "hub"
+    shutil.copytree(HUB, cache)
+    build_gguf_repos(cache)
+    return cache
+
+
+@pytest.fixture
+def gguf_hub(monkeypatch: pytest.MonkeyPatch, _gguf_cache: Path) -> Path:
+    """`hub`, with unsloth/Qwen3-235B-A22B-GGUF (a mixture of experts) and
+    unsloth/gemma-3-27b-it-GGUF (sliding windows) in it too."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(_gguf_cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("COLUMNS", "160")
+    return _gguf_cache
+
+
 def invoke(capsys: pytest.CaptureFixture[str], args: tuple[str, ...]) -> tuple[int, str, str]:
     """Run the CLI in-process as a user would: (exit code, stdout, stderr)."""
     from llmfit.cli import main

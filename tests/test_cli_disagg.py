@@ -173,10 +173,13 @@ def test_bad_pins_are_one_sentence(run):
 
 
 def test_llama_cpp_says_it_has_none(run):
-    code, out, _ = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", str(EXAMPLE_FLEET),
-                       "--context", "4096", "--rate", "5", "--disagg", "on")  # fmt: skip
-    assert code == 0
-    assert "no disaggregated option: llama.cpp launches no disaggregated prefill and decode" in out
+    # --disagg on is a setting only engines that launch prefill and decode apart take (the one
+    # rule, plan/engines/honoured.py): a GGUF repository runs on llama.cpp alone, so it is
+    # refused, where the plan once dropped it with a note.
+    code, out, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", str(EXAMPLE_FLEET),
+                         "--context", "4096", "--rate", "5", "--disagg", "on")  # fmt: skip
+    assert (code, out) == (2, "")
+    assert "llama.cpp launches no disaggregated prefill and decode." in err
 
 
 KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'

@@ -60,6 +60,13 @@ from tests.registered import toy_registered, with_toy
 GIB = 1 << 30
 
 
+@pytest.fixture
+def hub(gguf_hub: Path) -> Path:
+    """The bundled cache with the real models' GGUF repositories that llama.cpp's knob cases name
+    (a mixture of experts, sliding windows; fixtures/gguf_repos.py) beside it."""
+    return gguf_hub
+
+
 @pytest.fixture(autouse=True)
 def toy() -> Iterator[str]:
     """Every test here runs with the toy engine registered, as a fourth engine would be."""
@@ -324,26 +331,7 @@ def _changing_knobs() -> list[tuple[str, str]]:
     return out
 
 
-# Knobs whose effect no bundled fixture can show: each a llama.cpp knob of a model kind the one
-# GGUF repository (Tiny-Llama, five dense full-attention layers) is not. Strict: the day a fixture
-# shows it, the mark must go.
-NO_FIXTURE = {
-    ("llama.cpp", "parallel"): "slots change the cache of sliding-window layers only",
-    ("llama.cpp", "n_cpu_moe"): "no GGUF MoE among the fixtures",
-    ("llama.cpp", "cpu_moe"): "no GGUF MoE among the fixtures",
-}
-
-
-def _knob_params() -> list[Any]:
-    return [
-        pytest.param(key, name, marks=pytest.mark.xfail(reason=NO_FIXTURE[key, name], strict=True))
-        if (key, name) in NO_FIXTURE
-        else pytest.param(key, name)
-        for key, name in _changing_knobs()
-    ]
-
-
-@pytest.mark.parametrize(("key", "name"), _knob_params())
+@pytest.mark.parametrize(("key", "name"), _changing_knobs())
 def test_every_knob_changes_what_it_declares(hub, key, name):
     assert knob_problems(key, name) == []
 
@@ -503,12 +491,17 @@ def test_each_registry_line_says_what_its_engine_runs_and_starts(toy):
 
 # -- a setting the planned engine does not take is refused, by one rule ------------------------
 
-# A value each of llmfit's own engine settings takes (None: a flag without one).
+# A value each of llmfit's own engine settings takes (None: a flag without one, or one that is
+# its value too: "--disagg on").
 SETTING_WORDS = {
     "--gpu-memory-utilization": "0.5",
     "--kv-cache-dtype": "fp8",
     "--ray": None,
     "--local-paths": None,
+    "--disagg on": None,
+    "--prefill-tp": "2",
+    "--decode-tp": "2",
+    "--xpyd": "1:1",
 }
 
 
@@ -536,7 +529,7 @@ def _unhonoured_cases() -> list[tuple[str, str, str | None]]:
 
 @pytest.mark.parametrize(("key", "flag", "value"), _unhonoured_cases())
 def test_a_setting_the_engine_does_not_take_is_refused_naming_both(run, key, flag, value):
-    words = [flag] if value is None else [flag, value]
+    words = flag.split() + ([] if value is None else [value])
     code, out, err = run("Qwen/Qwen3-8B", "--fleet", "1xh100-80g", "--engine", key, *words)
     assert (code, out) == (2, "")
     first = err.splitlines()[0]
@@ -598,6 +591,57 @@ def test_a_checked_command_s_engine_is_held_to_the_rule_too(run):
         "llmfit: --vllm-version is vLLM's setting, and SGLang, which this plan runs, does not "
         "honour it.\nhint: leave --vllm-version out\n"
     )
+
+
+def test_the_disaggregated_pins_are_taken_by_the_engines_that_launch_pairs(toy):
+    # An engine takes --disagg on and its pins exactly where its layout space has pair rules
+    # (plan/disagg.py pair_refusal: none is "launches no disaggregated prefill and decode").
+    from llmfit.plan.engines.honoured import DISAGG_SETTINGS
+
+    for key in keys():
+        launches = engine(key).layouts.pairs is not None
+        for flag in DISAGG_SETTINGS:
+            assert (flag in registered(key).honours) == launches, (key, flag)
+
+
+@pytest.mark.parametrize(
+    "words",
+    [("--prefill-tp", "2"), ("--decode-tp", "2"), ("--xpyd", "1:1"), ("--disagg", "on")],
+)
+def test_a_disaggregated_pin_is_refused_for_a_repository_only_llama_cpp_runs(run, words):
+    # No engine named: vLLM, a default, takes the pin, but Tiny-Llama-GGUF's files are GGUF,
+    # which llama.cpp alone runs, so the plan would drop it (a note, exit 0, before).
+    code, out, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "examples/fleet.toml",
+                         *words)  # fmt: skip
+    assert (code, out) == (2, "")
+    flag = " ".join(words) if words[0] == "--disagg" else words[0]
+    assert err == (
+        f"llmfit: {flag} is a setting of vLLM and SGLang, and llama.cpp, which runs this "
+        "repository's files, does not honour it: llama.cpp launches no disaggregated prefill and "
+        f"decode.\nhint: leave {flag} out\n"
+    )
+
+
+def test_with_no_engine_named_the_engines_that_run_the_files_must_take_a_setting(run):
+    # vLLM, a default, takes --ray; Tiny-Llama-GGUF's files run on llama.cpp alone, which would
+    # drop it (its commands have no Ray form), so once the files are read it is refused.
+    code, out, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g", "--ray")
+    assert (code, out) == (2, "")
+    assert err == (
+        "llmfit: --ray is a setting of vLLM and SGLang, and llama.cpp, which runs this "
+        "repository's files, does not honour it.\nhint: leave --ray out\n"
+    )
+    # --gpu-memory-utilization llama.cpp takes.
+    code, _, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g",
+                       "--gpu-memory-utilization", "0.8")  # fmt: skip
+    assert code == 0, err
+
+
+def test_disagg_off_and_auto_ask_nothing_of_an_engine(run):
+    for value in ("off", "auto"):
+        code, _, err = run("llmfit-fixtures/Tiny-Llama-GGUF", "--fleet", "1xrtx4090-24g",
+                           "--engine", "llama.cpp", "--disagg", value)  # fmt: skip
+        assert code == 0, err
 
 
 def test_the_help_of_an_engine_setting_follows_the_registry(run, toy):

@@ -294,6 +294,9 @@ def plan_cmd(
         advice = advise(
             repo, fleet, settings, offline=offline, revision=revision, progress=progress
         )
+    if not engine_keys:
+        # Which engines run the repository was its files' to say: now they have.
+        refuse_unhonoured(engine_keys, knob_values, repo, ran=advice.plan.ran)
     which, disagg_number = option_number(number, commands_only, json_, explain)
     options = advice.plan.options
     if which is not None and which > len(options):

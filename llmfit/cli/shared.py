@@ -380,18 +380,28 @@ def engine_options(values: dict[str, object]) -> tuple[object, ...]:
     return tuple(out)
 
 
-# llmfit's own flags that only some engines take (registry lines' `honours`), by parameter name.
+# llmfit's own flags that only some engines take (registry lines' `honours`), by parameter name;
+# one whose value chooses ("--disagg on") counts as given only at that value (--disagg auto and
+# off ask nothing of an engine).
 ENGINE_SETTINGS = {
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "kv_cache_dtype": "--kv-cache-dtype",
     "ray": "--ray",
     "local_paths": "--local-paths",
+    "disagg": "--disagg on",
+    "prefill_tp": "--prefill-tp",
+    "decode_tp": "--decode-tp",
+    "xpyd": "--xpyd",
 }
 
 
 def _given(ctx: click.Context, name: str) -> bool:
     sources = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
-    return ctx.get_parameter_source(name) in sources and ctx.params.get(name) is not False
+    value = ctx.params.get(name)
+    _, _, at = ENGINE_SETTINGS[name].partition(" ")
+    if at and value != at:
+        return False
+    return ctx.get_parameter_source(name) in sources and value is not False and value is not None
 
 
 def _text(value: object) -> str:
@@ -404,10 +414,12 @@ def refuse_unhonoured(
     repo: str | None = None,
     *,
     checking: bool = False,
+    ran: tuple[str, ...] = (),
 ) -> None:
     """Raise UsageError, in the one sentence of plan/engines/honoured.py, for the first setting
     given (one of llmfit's own flags some engines take, or an engine's knob) that an engine the
-    plan runs does not take."""
+    plan runs does not take; `ran`: the engines that ran the repository's files, where none was
+    named and they are read."""
     from llmfit.errors import UsageError
     from llmfit.plan.engines import knobs, options_class
     from llmfit.plan.engines.honoured import takers, unhonoured
@@ -427,14 +439,14 @@ def refuse_unhonoured(
                 continue
             given.append((flag, (key,)))
             texts[flag] = "" if isinstance(value, bool) else _text(value)
-    found = unhonoured(given, engine_keys)
+    found = unhonoured(given, engine_keys, ran)
     if found is None:
         return
     if found.instead and repo is not None:
         words = [repo, "--engine", found.deaf[0], found.instead, texts[found.flag]]
         hint = "llmfit " + " ".join(shlex.quote(w) for w in words if w)
-    elif checking:
-        # The engine is the command's: only the setting can go.
+    elif checking or found.ran:
+        # The engine is the command's (or the repository's files'): only the setting can go.
         hint = f"leave {found.flag} out"
     else:
         hint = f"leave {found.flag} out, or plan with --engine {found.takers[0]}"

@@ -33,7 +33,6 @@ Bounds (physical, docs/fleet.md):
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -355,6 +354,10 @@ def _nelder_mead(
 
 def calibrate(card: str, engine: str, runs: Sequence[Run], sources: Sequence[str]) -> Pool:
     """A pool's calibration from its runs."""
+    # Imported here, where a calibration is fitted: statistics brings fractions, decimal and
+    # random, which every plan (that only applies a calibration) would otherwise import.
+    import statistics
+
     scales = fit(runs)
     before = statistics.median(run_error(r, Scales()) for r in runs)
     after = statistics.median(run_error(r, scales) for r in runs)

@@ -42,7 +42,9 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
+from typing import Any
+
+from llmfit.plan import package_data
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -304,7 +306,11 @@ def _apple(i: int, table: object) -> tuple[CardSpec, ...]:
 def parse_table(text: str) -> tuple[CardSpec, ...]:
     """The cards a cards.toml text holds, each row checked: a bad one is a ValueError naming the
     row and the field."""
-    doc = tomllib.loads(text)
+    return _table(tomllib.loads(text))
+
+
+def _table(doc: dict[str, Any]) -> tuple[CardSpec, ...]:
+    """`parse_table` of the text's parse."""
     unknown = sorted(set(doc) - {"card", "apple"})
     if unknown:
         raise ValueError(f"{DATA_FILE}: unknown tables {', '.join(unknown)}")
@@ -317,9 +323,7 @@ def parse_table(text: str) -> tuple[CardSpec, ...]:
     return tuple(out)
 
 
-CARDS: tuple[CardSpec, ...] = parse_table(
-    resources.files("llmfit").joinpath(DATA_FILE).read_text(encoding="utf-8")
-)
+CARDS: tuple[CardSpec, ...] = _table(package_data.read_toml(DATA_FILE))
 
 
 def _norm(name: str) -> str:

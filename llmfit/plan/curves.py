@@ -23,15 +23,13 @@ says which.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
-from llmfit.plan import cards
+from llmfit.plan import cards, package_data
 
 DATA_FILE = "data/kernel_curves.json"
 
@@ -223,8 +221,7 @@ def _by_ranks(table: Mapping[int, Collective], ranks: int, link: float, share: f
 
 @cache
 def _doc() -> dict[str, object]:
-    text = resources.files("llmfit").joinpath(DATA_FILE).read_text(encoding="utf-8")
-    doc = json.loads(text)
+    doc = package_data.read_json(DATA_FILE)
     if not isinstance(doc, dict) or not {"cards", "priors", "source"} <= set(doc):
         raise ValueError(f"{DATA_FILE} lacks cards, priors or source")
     return doc

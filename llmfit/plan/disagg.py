@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llmfit.plan.layout import Layout, LayoutSpace, PairKind
-from llmfit.plan.load import TOLERANCE, Replica, admits, decode_round, prefill_service
+from llmfit.plan.load import TOLERANCE, Replica, admits, prefill_service, round_seconds
 from llmfit.plan.model import AttentionKind, Shape, dtype_bytes
 from llmfit.plan.pools import ClassPool
 from llmfit.plan.settings import Disagg, Workload
@@ -227,8 +227,8 @@ def prefill_capacity(
 
 
 def _tau(r: Replica, w: Workload, batch: float) -> float:
-    t, _ = decode_round(r, max(batch, 1.0), w.input_len + w.output_len / 2)
-    return t
+    """`decode_round`'s seconds alone: the search asks for thousands, never for their parts."""
+    return round_seconds(r, max(batch, 1.0), w.input_len + w.output_len / 2)
 
 
 def decode_at(r: Replica, w: Workload, rate: float, reserve: int = 0) -> DecodeWorker | None:
@@ -605,9 +605,23 @@ def offers(
         least = min((o.serving.replica.cards for m in groups.values() for o in m), default=0)
         if not least or 2 * least > best.gpus:
             return []
+    if best is not None and not every and served and rank not in ("serve", "throughput"):
+        # `beats` ranks by the plan's own order, and no other order is one disaggregation
+        # improves: under --disagg auto nothing would be listed, so nothing is priced.
+        return []
+    # Under --disagg auto only a unit that might beat the plan's best is listed (`_could_win`):
+    # a group or a pair of card classes none of whose units could is not priced at all (the
+    # search is most of a cached plan's time). The most cards a unit may take and win, by serve:
+    most_cards = None
+    if best is not None and not every and served and rank == "serve":
+        most_cards = int(best.gpus * best.serving.replicas)
     kind = pair_kind(shape)
     found: dict[tuple[Any, ...], tuple[float, Any, Any, Unit, Link]] = {}
+    smallest: dict[tuple[str, str], int] = {}  # a pair of classes' fewest cards of two workers
     for key, members in groups.items():
+        if best is not None and not every and key[2] != best.what_if:
+            # Its what-if is not the plan's best's: `beats` never lists it.
+            continue
         space = engines.spaces[key[0]]
         assert space.pairs is not None
         # Each class's few best layouts for each role: the most requests a second a card within
@@ -615,7 +629,18 @@ def offers(
         # under --all holds hundreds of layouts, and every pair of them would take seconds).
         decodes: dict[str, list[tuple[float, Any, DecodeWorker]]] = {}
         prefills: dict[str, list[tuple[float, Any, tuple[float, float]]]] = {}
+        # The card classes that may hold a winning unit in each role: a class whose fewest
+        # cards a worker, beside every class's fewest in the other role, are past `most_cards` is
+        # not priced (its candidates are its own best few, so the other classes' are the same).
+        fewest: dict[str, int] = {}
         for o in members:
+            fewest[o.gpu_class] = min(fewest.get(o.gpu_class, o.serving.replica.cards),
+                                      o.serving.replica.cards)  # fmt: skip
+        lowest = min(fewest.values())
+        may = {c for c, n in fewest.items() if most_cards is None or n + lowest <= most_cards}
+        for o in members:
+            if o.gpu_class not in may:
+                continue
             r = o.serving.replica
             if pins.decode_tp is None or o.tp == pins.decode_tp:
                 cap = decode_capacity(r, w, space.pairs.decode_reserve)
@@ -630,9 +655,21 @@ def offers(
         chosen_p = [
             x for rows in prefills.values() for x in sorted(rows, key=lambda t: t[0])[:CANDIDATES]
         ]
+        if most_cards is not None:
+            # A unit is one worker of each role at least, and the pair of classes keeps one
+            # unit (the best a card): where even the smallest pair of a prefill class and a
+            # decode class is past `most_cards`, whichever unit it keeps cannot win.
+            smallest.clear()
+            for _, p, _ in chosen_p:
+                for _, d, _ in chosen_d:
+                    both = p.serving.replica.cards + d.serving.replica.cards
+                    classes = (p.gpu_class, d.gpu_class)
+                    smallest[classes] = min(smallest.get(classes, both), both)
         for _, p, service in chosen_p:
             rp = p.serving.replica
             for _, d, dcap in chosen_d:
+                if most_cards is not None and smallest[(p.gpu_class, d.gpu_class)] > most_cards:
+                    continue
                 if space.pairs.refusal(p.layout, d.layout, kind) is not None:
                     continue
                 got = _pair(p, d, rp, d.serving.replica, dcap, w, shape, nodes, pins.xpyd,
@@ -714,10 +751,13 @@ def _pair(
         nodes.get(d.gpu_class, (0, None, 0))[2],
     )
 
+    # `match` asks `room` dozens of times a pair: the cards a worker takes, counted once.
+    pc, dc, same = rp.cards, rd.cards, p.gpu_class == d.gpu_class
+
     def room(x: int, y: int) -> bool:
-        if p.gpu_class == d.gpu_class:
-            return not have_p or x * rp.cards + y * rd.cards <= have_p
-        return (not have_p or x * rp.cards <= have_p) and (not have_d or y * rd.cards <= have_d)
+        if same:
+            return not have_p or x * pc + y * dc <= have_p
+        return (not have_p or x * pc <= have_p) and (not have_d or y * dc <= have_d)
 
     while True:
         xfer = kv_transfer(

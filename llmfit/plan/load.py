@@ -205,6 +205,13 @@ def decode_round(r: Replica, batch: float, context: float, chunk: float = 0.0,
     return scaled, Cost(tuple(p.scaled(f) for p in cost.parts))
 
 
+def round_seconds(r: Replica, batch: float, context: float) -> float:
+    """`decode_round(r, batch, context)[0]` without its parts (`round_time` prices the round
+    with `round_total`, and the calibration scales it as `_round` does): a search that asks for
+    thousands of rounds builds no Cost for each."""
+    return _round(r, batch, context)
+
+
 def _round(r: Replica, batch: float, context: float, chunk: float = 0.0,
            chunk_context: float = 0.0) -> float:  # fmt: skip
     """`round_total` with the replica's calibration: the decodes' time × `decode`, what the
@@ -771,7 +778,7 @@ def _wave(r: Replica, w: Workload, n: int) -> tuple[float, float]:
     ends = _floor_sum(n, budget, prompt, budget - 1)
     in_last = n - (steps - 1) * budget // prompt
     first = ends * full - in_last * (full - last)
-    tau, _ = decode_round(r, float(n), _mean_context(w))
+    tau = round_seconds(r, float(n), _mean_context(w))
     return prefill + max(w.output_len - 1, 0) * tau, first
 
 

@@ -66,6 +66,9 @@ class Plan:
     # Disaggregated prefill and decode options (plan/disagg.py `offers`), best first: under
     # --disagg auto only those that win; empty under --disagg off.
     disaggregated: tuple[Offer, ...] = ()
+    # The engines that ran an artifact of the repository, in registry order of first use: with
+    # none named, the settings given are held to these (plan/engines/honoured.py).
+    ran: tuple[str, ...] = ()
 
 
 def desktop_context(model: Model, fleet: Fleet, settings: PlanSettings) -> int | None:
@@ -212,6 +215,7 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
         workload=workload,
         rank=settings.rank,
         disaggregated=disaggregated,
+        ran=tuple(ran),
     )
 
 

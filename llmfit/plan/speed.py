@@ -425,12 +425,18 @@ def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
         peak = inp.flops or 0.0
         a = max(inp.ranks, 1)
         return replace(
-            _coef(replace(inp, curves=None), s),
+            _shares_coef(inp, s),
             experts=s.expert_bytes / inp.memory_bandwidth,
             expert_token=2 * s.expert_params / a / peak if peak else 0.0,
         )
     if inp.curves is not None:
         return _raw_coef(inp, s)
+    return _shares_coef(inp, s)
+
+
+def _shares_coef(inp: SpeedInputs, s: Stage) -> _Coef:
+    """A stage's coefficients by the constants' shares of the card's figures (its curves, if
+    any, unread)."""
     bw, kv_bw, rate = _rates(inp)
     k = inp.constants
     a = max(inp.ranks, 1)
@@ -534,6 +540,9 @@ class Stepper:
     expert_pad: float = 0.0
     overlap: bool = False  # CPU work runs beside the GPU's (SpeedInputs.overlap)
     kernels: _Kernels | None = None  # the card's measured curves, where they price the step
+    # Stages the engine keeps a micro-batch in flight in (`_pipelined`), 0 where it does not.
+    pipelined: int = 0
+    host: bool = False  # a host part (SpeedInputs.host)
 
     @classmethod
     def of(cls, inp: SpeedInputs) -> Stepper:
@@ -557,6 +566,8 @@ class Stepper:
             expert_pad=k.expert_rows * e / min(kk, e) if e > 0 and kk > 0 else 0.0,
             overlap=inp.overlap,
             kernels=_Kernels.of(inp),
+            pipelined=len(inp.stages) if k.decode_pipelined and len(inp.stages) > 1 else 0,
+            host=inp.host is not None,
         )
 
     def eager_at(self, tokens: float) -> bool:
@@ -651,6 +662,91 @@ def _measured_parts(
 def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: float) -> float:
     w, e, kv, gemm, grouped, att, ov, link = stage_parts(st, c, b, ctx, t, tctx)
     return max(w, gemm) + max(e, grouped) + max(kv, att) + ov + link
+
+
+def _experts_measured_total(
+    st: Stepper, kn: _Kernels, batch: float, context: float, chunk: float, chunk_context: float
+) -> float:
+    """The stages' `_stage_total`s summed, for a step of one pass (no ubatch) of `n` > 0 tokens
+    whose routed experts alone are priced by their measured curve (`_Kernels.experts_only`, what
+    every plan's MoE is): `stage_parts`' own arithmetic, operation for operation, so the sum is
+    the same to the last bit (tests/plan/test_speed_experts_curve.py), with the grouped GEMM's
+    efficiency, the same for every stage, looked up once. A plan asks for thousands of steps."""
+    n = batch + chunk
+    share = 1.0 - st.keep**n if st.keep else 1.0
+    eff = min(kn.share * kn.moe.at(n * kn.routed), 1.0)
+    eager = st.eager_at(n)
+    held = batch * context
+    attended = held + chunk * chunk_context
+    rows = n + st.rows
+    total = 0.0
+    for c in st.coefs:
+        experts = c.experts * share
+        grouped = 0.0
+        if c.experts:
+            experts, grouped = experts / eff, c.expert_token * n / eff
+        elif c.expert_token:
+            grouped = c.expert_token * (n + st.expert_pad * share)
+        w, gemm = c.dense, c.token * rows
+        kv = c.kv * batch * context + c.state * batch
+        att = c.attention * attended
+        overhead = c.graph
+        if eager and c.eager > c.graph:
+            busy = (gemm if gemm > w else w) + (grouped if grouped > experts else experts)
+            busy += att if att > kv else kv
+            late = c.eager - c.graph - busy
+            overhead += 0.0 if 0.0 > late else late
+        link = c.link_fixed + c.link_token * n
+        part = (gemm if gemm > w else w) + (grouped if grouped > experts else experts)
+        total += part + (att if att > kv else kv) + overhead + link
+    return total
+
+
+def _experts_measured_pair(
+    st: Stepper, kn: _Kernels, batch: float, context: float, chunk: float, chunk_context: float
+) -> tuple[float, float]:
+    """(`_experts_measured_total` of the batch alone, and with `chunk` prompt tokens beside it)
+    in one pass over the stages, each worked out as that function works it out (the KV read and
+    the weights are the same in both)."""
+    n1, n2 = batch + 0.0, batch + chunk
+    share1 = 1.0 - st.keep**n1 if st.keep else 1.0
+    share2 = 1.0 - st.keep**n2 if st.keep else 1.0
+    eff1 = min(kn.share * kn.moe.at(n1 * kn.routed), 1.0)
+    eff2 = min(kn.share * kn.moe.at(n2 * kn.routed), 1.0)
+    eager1, eager2 = st.eager_at(n1), st.eager_at(n2)
+    held = batch * context
+    attended1, attended2 = held + 0.0 * 0.0, held + chunk * chunk_context
+    rows1, rows2 = n1 + st.rows, n2 + st.rows
+    one = two = 0.0
+    for c in st.coefs:
+        e1, e2 = c.experts * share1, c.experts * share2
+        g1 = g2 = 0.0
+        if c.experts:
+            e1, g1 = e1 / eff1, c.expert_token * n1 / eff1
+            e2, g2 = e2 / eff2, c.expert_token * n2 / eff2
+        elif c.expert_token:
+            g1 = c.expert_token * (n1 + st.expert_pad * share1)
+            g2 = c.expert_token * (n2 + st.expert_pad * share2)
+        w, gemm1, gemm2 = c.dense, c.token * rows1, c.token * rows2
+        kv = c.kv * batch * context + c.state * batch
+        att1, att2 = c.attention * attended1, c.attention * attended2
+        ov1 = ov2 = c.graph
+        if c.eager > c.graph:
+            if eager1:
+                busy = (gemm1 if gemm1 > w else w) + (g1 if g1 > e1 else e1)
+                busy += att1 if att1 > kv else kv
+                late = c.eager - c.graph - busy
+                ov1 += 0.0 if 0.0 > late else late
+            if eager2:
+                busy = (gemm2 if gemm2 > w else w) + (g2 if g2 > e2 else e2)
+                busy += att2 if att2 > kv else kv
+                late = c.eager - c.graph - busy
+                ov2 += 0.0 if 0.0 > late else late
+        part = (gemm1 if gemm1 > w else w) + (g1 if g1 > e1 else e1)
+        one += part + (att1 if att1 > kv else kv) + ov1 + (c.link_fixed + c.link_token * n1)
+        part = (gemm2 if gemm2 > w else w) + (g2 if g2 > e2 else e2)
+        two += part + (att2 if att2 > kv else kv) + ov2 + (c.link_fixed + c.link_token * n2)
+    return one, two
 
 
 def stepper(inp: SpeedInputs) -> Stepper:
@@ -753,8 +849,11 @@ def step_total(
     n = batch + chunk
     gpu = st.hop_fixed + st.hop_token * n
     cpu = st.step_s + st.sequence_s * batch
-    if st.ubatch or n <= 0 or st.kernels is not None:
+    kn = st.kernels
+    if st.ubatch or n <= 0 or (kn is not None and not kn.experts_only):
         gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
+    elif kn is not None:
+        gpu += _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
     else:
         eager = st.eager_at(n)
         share = 1.0 - st.keep**n if st.keep else 1.0
@@ -786,8 +885,8 @@ def decode_step(inp: SpeedInputs, batch: float, context: float | None = None) ->
 
 def _pipelined(inp: SpeedInputs, batch: float) -> int:
     """Micro-batches in flight: one a stage where the engine pipelines, else one."""
-    pp = len(inp.stages)
-    if inp.constants.decode_pipelined and pp > 1 and batch > 1:
+    pp = stepper(inp).pipelined
+    if pp and batch > 1:
         return int(min(pp, batch))
     return 1
 
@@ -814,9 +913,27 @@ def round_pair(
     at every step of its fixed point."""
     st = stepper(inp)
     n = batch + chunk
+    kn = st.kernels
+    if (
+        kn is not None
+        and kn.experts_only
+        and not st.ubatch
+        and batch > 0
+        and n > 0
+        and not st.host
+        and (not st.pipelined or batch <= 1 or int(min(st.pipelined, batch)) == 1)
+    ):
+        # `round_total`'s two `step_total`s, each as it works it out, in one pass.
+        one, two = _experts_measured_pair(st, kn, batch, context, chunk, chunk_context)
+        cpu = st.step_s + st.sequence_s * batch
+        plain = st.hop_fixed + st.hop_token * (batch + 0.0) + one
+        full = st.hop_fixed + st.hop_token * n + two
+        if st.overlap:
+            return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
+        return plain + cpu, full + cpu
     if (
         st.ubatch
-        or st.kernels is not None
+        or kn is not None
         or st.eager_at(n)
         or batch <= 0
         or inp.host is not None

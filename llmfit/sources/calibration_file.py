@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import tomllib
 from pathlib import Path
 
@@ -153,6 +152,10 @@ def render(pools: tuple[Pool, ...]) -> str:
 
 def write_calibration(path: Path, pools: tuple[Pool, ...]) -> None:
     """Write the file whole, or leave the old one as it was (CalibrationFileError)."""
+    # Imported here, where a file is written: tempfile brings shutil and the compression
+    # modules, which every plan (that only reads a calibration) would otherwise import.
+    import tempfile
+
     text = render(pools)
     folder = path.parent if str(path.parent) else Path(".")
     fd = -1

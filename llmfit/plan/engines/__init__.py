@@ -251,8 +251,10 @@ class Registered:
     # Its own modules, beside those named like its module (`vllm_*` for vllm): the core imports
     # none of them (pyproject.toml's import contract, checked against this registry by a test).
     modules: tuple[str, ...] = ()
-    # The flags of llmfit's own that it takes (`--gpu-memory-utilization`, `--ray`): any other
-    # given for a plan it runs is refused (plan/engines/honoured.py); its knobs are its own.
+    # The flags of llmfit's own that it takes (`--gpu-memory-utilization`, `--ray`; `--disagg on`
+    # and the pins of plan/engines/honoured.py DISAGG_SETTINGS where its layout space has pair
+    # rules): any other given for a plan it runs is refused (plan/engines/honoured.py); its knobs
+    # are its own.
     honours: tuple[str, ...] = ()
     # Its own flag for what such a flag sets in other engines, for the refusal to name
     # (("--gpu-memory-utilization", "--mem-fraction-static")).
@@ -290,7 +292,10 @@ _REGISTRY: dict[str, Registered] = {
             ("limit_mm_per_prompt", "google/gemma-3-27b-it", "1xh100-80g"),
         ),
         modules=("llmfit.plan.engines.serving_speed",),
-        honours=("--gpu-memory-utilization", "--kv-cache-dtype", "--ray"),
+        honours=(
+            "--gpu-memory-utilization", "--kv-cache-dtype", "--ray",
+            "--disagg on", "--prefill-tp", "--decode-tp", "--xpyd",
+        ),
     ),
     "llama.cpp": Registered(
         "llmfit.plan.engines.llamacpp", "llama.cpp",
@@ -303,7 +308,15 @@ _REGISTRY: dict[str, Registered] = {
             ("llmfit-fixtures/Tiny-Llama-GGUF", "cpu:64g"),
         ),
         knob_case=("llmfit-fixtures/Tiny-Llama-GGUF", "1xrtx4090-24g+64g"), names=("rpc-server",),
-        knob_cases=(("tensor_split", "llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g"),),
+        # Slots change only a sliding-window layer's cache, and --n-cpu-moe/--cpu-moe only a
+        # mixture of experts: tried on real models' headers (fixtures/gguf_repos.py), which the
+        # contract test's cache holds beside the bundled one.
+        knob_cases=(
+            ("tensor_split", "llmfit-fixtures/Tiny-Llama-GGUF", "2xrtx4090-24g"),
+            ("parallel", "unsloth/gemma-3-27b-it-GGUF", "1xh100-80g"),
+            ("n_cpu_moe", "unsloth/Qwen3-235B-A22B-GGUF", "1xb200-180g+256g"),
+            ("cpu_moe", "unsloth/Qwen3-235B-A22B-GGUF", "1xb200-180g+256g"),
+        ),
         honours=("--gpu-memory-utilization", "--local-paths"),
     ),
     "sglang": Registered(
@@ -315,7 +328,9 @@ _REGISTRY: dict[str, Registered] = {
         modules=("llmfit.plan.engines.serving_speed",),
         # Its share of a card is its own static share, of another thing (the weights and the KV
         # pool, with activations and CUDA graphs beside them): neither is mapped to the other.
-        honours=("--kv-cache-dtype", "--ray"),
+        honours=(
+            "--kv-cache-dtype", "--ray", "--disagg on", "--prefill-tp", "--decode-tp", "--xpyd",
+        ),
         instead=(
             ("--gpu-memory-utilization", "--mem-fraction-static"),
             ("--max-num-seqs", "--max-running-requests"),

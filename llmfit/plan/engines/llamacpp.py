@@ -878,13 +878,16 @@ class _Estimator:
 
     n_seq: int
     n_ubatch: int
+    # One cache the slots share (llama-server's auto slots), or one each (--parallel given).
+    unified: bool = True
 
     def estimate(
         self, layout: GgufLayout, placement: sizes.Placement, context: int, extra: int = 0
     ) -> sizes.Estimate:
         return sizes.estimate(
-            layout, placement, context, extra, n_seq=self.n_seq, n_ubatch=self.n_ubatch
-        )
+            layout, placement, context, extra, n_seq=self.n_seq, n_ubatch=self.n_ubatch,
+            unified=self.unified,
+        )  # fmt: skip
 
     def max_context(
         self,
@@ -898,13 +901,15 @@ class _Estimator:
     ) -> int:
         return sizes.max_context(
             layout, placement, card_have, host_have, trained, cpu, extra,
-            n_seq=self.n_seq, n_ubatch=self.n_ubatch,
+            n_seq=self.n_seq, n_ubatch=self.n_ubatch, unified=self.unified,
         )  # fmt: skip
 
 
 def _estimator(settings: PlanSettings) -> _Estimator:
     opts = settings.options(LlamaCppOptions)
-    return _Estimator(opts.parallel or sizes.N_SEQ, opts.ubatch or sizes.N_UBATCH)
+    return _Estimator(
+        opts.parallel or sizes.N_SEQ, opts.ubatch or sizes.N_UBATCH, opts.parallel is None
+    )
 
 
 def _exact(settings: PlanSettings) -> bool:

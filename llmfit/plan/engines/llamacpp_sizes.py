@@ -15,7 +15,13 @@ overhead. Each rule reproduces llama.cpp as ../shared/ENGINES.md (sections f and
   that layer's device. n_ctx is padded to 256. Full layers: n_head_kv × (n_embd_k + n_embd_v) ×
   cells × 2 B (f16, the default cache type). Sliding-window layers: cells =
   pad256(min(n_ctx, n_swa × n_seq + n_ubatch)). MLA: K only, (kv_lora_rank + rope) × 2 B.
-  Recurrent layers: a fixed f32 state per sequence slot.
+  Recurrent layers: a fixed f32 state per sequence slot. That is the unified cache of
+  llama-server's auto slots (tools/server/server.cpp: n_parallel auto → 4 slots, kv_unified
+  true). With `--parallel N` given, the cache is not unified: llama_context gives each of the N
+  streams n_ctx_seq = pad256(n_ctx / N) cells (src/llama-context.cpp), and a sliding-window
+  layer keeps pad256(min(n_ctx_seq, n_swa + n_ubatch)) in each (src/llama-kv-cache-iswa.cpp:
+  `n_swa*(unified ? n_seq_max : 1) + n_ubatch`; llama_kv_cache's tensors are kv_size × n_stream),
+  so N slots hold N windows of their own. Both as llama-cpp-python 0.3.36 vendors llama.cpp.
 - Compute buffer (graph reserve for one ubatch, with flash attention, which the command turns
   on). On a card (`compute_bytes`): 4 B × n_ubatch × (n_embd + n_ff) on every card that holds a
   layer, plus 4 B × n_ubatch × n_vocab of logits on the card holding the output layer. Checked
@@ -148,12 +154,17 @@ def layer_kv_bytes(
     *,
     n_seq: int = N_SEQ,
     n_ubatch: int = N_UBATCH,
+    unified: bool = True,
 ) -> int:
-    """One layer's cache at a --ctx-size of `context` tokens, `n_seq` slots in one unified pool."""
-    cells = pad(context)
+    """One layer's cache at a --ctx-size of `context` tokens, `n_seq` slots in one unified pool
+    (or, not `unified`, `n_seq` streams of their own: see the module's docstring)."""
+    streams = 1 if unified else n_seq
+    per_stream = pad(context) if unified else pad(pad(context) // n_seq)
+    cells = per_stream * streams
     if g.kind in (AttentionKind.FULL, AttentionKind.SLIDING):
         if g.kind is AttentionKind.SLIDING:
-            cells = pad(min(cells, g.window * n_seq + n_ubatch))
+            window = g.window * (n_seq if unified else 1) + n_ubatch
+            cells = pad(min(per_stream, window)) * streams
         k = row_bytes(g.kv_heads * g.head_dim, kv_type)
         v = row_bytes(g.kv_heads * g.value_dim, kv_type)
         return (k + v) * cells
@@ -194,6 +205,7 @@ def estimate(
     *,
     n_seq: int = N_SEQ,
     n_ubatch: int = N_UBATCH,
+    unified: bool = True,
 ) -> Estimate:
     """Each card's and the host's share. A multimodal projector (mmproj) is loaded whole on the
     first card (mtmd's clip context uses the main GPU), or in RAM when there is no card."""
@@ -216,7 +228,12 @@ def estimate(
             w = layout.layer_bytes[il]
             cache = (
                 layer_kv_bytes(
-                    kinds[il], context, placement.kv_type, n_seq=n_seq, n_ubatch=n_ubatch
+                    kinds[il],
+                    context,
+                    placement.kv_type,
+                    n_seq=n_seq,
+                    n_ubatch=n_ubatch,
+                    unified=unified,
                 )
                 if il < len(kinds)
                 else 0
@@ -280,12 +297,13 @@ def max_context(
     *,
     n_seq: int = N_SEQ,
     n_ubatch: int = N_UBATCH,
+    unified: bool = True,
 ) -> int:
     """The largest --ctx-size (a multiple of 256, at most the trained context) that still fits."""
     limit = trained or 1 << 20
 
     def ok(ctx: int) -> bool:
-        e = estimate(layout, placement, ctx, extra, n_seq=n_seq, n_ubatch=n_ubatch)
+        e = estimate(layout, placement, ctx, extra, n_seq=n_seq, n_ubatch=n_ubatch, unified=unified)
         return e.host.total <= card_have if cpu else fits(e, card_have, host_have)
 
     lo, hi = 0, limit // CTX_PAD

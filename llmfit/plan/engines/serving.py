@@ -289,6 +289,23 @@ def counted(model: Model) -> Model:
     of an fp8 checkpoint, and prefill twice as fast as the card's peak allows."""
     if model.params or not model.layers or not model.hidden_size:
         return model
+    # A plan asks once a layout, of the same model: counted once (keyed by the model's id, the
+    # model kept beside so that the id is not reused while its entry lives, as speed.stepper).
+    found = _COUNTED.get(id(model))
+    if found is None or found[0] is not model:
+        if len(_COUNTED) > 64:
+            _COUNTED.clear()
+        found = (model, _count(model))
+        _COUNTED[id(model)] = found
+    return found[1]
+
+
+_COUNTED: dict[int, tuple[Model, Model]] = {}
+
+
+def _count(model: Model) -> Model:
+    if not model.hidden_size:
+        return model
     if model.model_type == "nemotron_h" and model.is_moe:
         return model  # layer_params does not count the hybrid's MoE layers
     from llmfit.plan.engines import vllm_weights as vw

@@ -42,11 +42,9 @@ over a fabric.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import fields, replace
-from importlib import resources
 
-from llmfit.plan import cards
+from llmfit.plan import cards, package_data
 from llmfit.plan.speed import Constants, pick
 
 # Architectures an engine's efficiencies are looked up by (the card table's `architecture`):
@@ -103,7 +101,7 @@ def _values(table: dict[str, object], where: str) -> dict[str, object]:
 
 
 def _load() -> tuple[Constants, dict[str, dict[str, Constants]]]:
-    doc = tomllib.loads(resources.files("llmfit").joinpath(DATA_FILE).read_text("utf-8"))
+    doc = package_data.read_toml(DATA_FILE)
     base = Constants(**_values(doc["base"], "base"))  # type: ignore[arg-type]
     tables: dict[str, dict[str, Constants]] = {}
     for engine in ("vllm", "sglang"):

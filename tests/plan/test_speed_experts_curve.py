@@ -1,0 +1,74 @@
+"""The step time of a MoE whose routed experts alone are priced by their measured grouped GEMM
+(what every plan's MoE is: `SpeedInputs.curves_experts_only`), worked out stage by stage in one
+pass (speed.py `_experts_measured_total`), is the same to the last bit as `stage_parts` gives it
+part by part: a plan ranks and prints these figures, and a faster sum may not move one of them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from llmfit.plan.curves import curves_for
+from llmfit.plan.speed import (
+    SpeedInputs,
+    _stage_total,
+    inputs_for,
+    round_pair,
+    round_total,
+    step_total,
+    stepper,
+)
+from tests.plan.test_load import CTX, H100, K, fixture
+
+
+def _by_parts(inp: SpeedInputs, batch: float, ctx: float, chunk: float, chunk_ctx: float) -> float:
+    """`step_total` as its general branch adds it up: each stage's `stage_parts`, summed."""
+    st = stepper(inp)
+    n = batch + chunk
+    gpu = st.hop_fixed + st.hop_token * n
+    cpu = st.step_s + st.sequence_s * batch
+    gpu += sum(_stage_total(st, c, batch, ctx, chunk, chunk_ctx) for c in st.coefs)
+    if st.overlap:
+        return cpu if cpu > gpu else gpu
+    return gpu + cpu
+
+
+def _moes() -> list[SpeedInputs]:
+    m, layout = fixture("Qwen--Qwen3-30B-A3B")
+    curves = curves_for("h100-80g", "hopper", "vllm")
+
+    def moe(**kw: object) -> SpeedInputs:
+        return inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304,
+                          curves=curves, curves_experts_only=True, **kw)  # fmt: skip
+
+    return [
+        moe(),
+        moe(ranks=4),  # attention ranks sharing the experts (expert parallel)
+        moe(pp=2),  # two stages, each its own share of the layers
+        replace(moe(), overlap=True),  # CPU work beside the GPU's
+        # Past the largest captured graph, the launches where they outlast the GPU's work.
+        replace(moe(), graph_batch=8, constants=replace(K, eager_layer_s=400e-6, gemm_rows=64.0)),
+        replace(moe(), constants=replace(K, expert_rows=16.0, gemm_rows=64.0)),
+    ]
+
+
+@pytest.mark.parametrize("chunk", [0.0, 3.0, 2048.0])
+@pytest.mark.parametrize("batch", [0.0, 1.0, 16.0, 300.0])
+def test_one_pass_equals_the_parts_exactly(batch, chunk):
+    for inp in _moes():
+        assert stepper(inp).kernels is not None and stepper(inp).kernels.experts_only
+        if batch + chunk <= 0:
+            continue
+        assert step_total(inp, batch, CTX, chunk, 1024) == _by_parts(inp, batch, CTX, chunk, 1024)
+
+
+@pytest.mark.parametrize("batch", [1.0, 16.0, 300.0])
+def test_a_round_with_and_without_a_chunk_equals_two_rounds_exactly(batch):
+    for inp in _moes():
+        plain, full = round_pair(inp, batch, CTX, 2048, 1024)
+        assert plain == round_total(inp, batch, CTX)
+        assert full == round_total(inp, batch, CTX, 2048, 1024)
+        if len(inp.stages) == 1:  # one micro-batch a round: a round is a step
+            assert plain == _by_parts(inp, batch, CTX, 0.0, 0.0)
+            assert full == _by_parts(inp, batch, CTX, 2048, 1024)
