@@ -129,7 +129,7 @@ def test_filters_narrow_the_listing(run):
     assert {o["engine"] for d in fits for o in d["options"]} == {"llama.cpp"}
     assert all(d["context"] == 8192 for d in docs if "context" in d)
     _, out, _ = run("models", "--fleet", str(EXAMPLE_FLEET), "--max-params", "1m", "--json")
-    # Only the GGUF fixture, of 853,248 parameters, has fewer than 2,000,000 ("1m" to the digit
+    # Only the GGUF fixture, of 1,706,240 parameters, has fewer than 2,000,000 ("1m" to the digit
     # given); every other is counted, from its index or its config (issue 27), to billions.
     ids = [d["repo"]["id"] for d in json.loads(out)]
     assert ids == ["llmfit-fixtures/Tiny-Llama-GGUF"]

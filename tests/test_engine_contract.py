@@ -180,7 +180,7 @@ def test_layer_split_over_nodes_is_launched_as_planned(tmp_path):
     from llmfit.sources.gguf import gguf_artifacts, model_from_gguf
 
     found = gguf_artifacts(path.parent)
-    model = model_from_gguf(found.first_header)
+    model = model_from_gguf(found.first_headers)
     over = [o for o in p.options if o.nodes == 2]
     assert over
     for o in over:

@@ -260,7 +260,7 @@ def check_gguf(raw: bytes, size: int | None = None) -> None:
             return
         assert h.header_bytes <= len(raw) and h.data_offset >= h.header_bytes
         assert all(t.nbytes >= 0 for t in h.tensors)
-        model_from_gguf(h)
+        model_from_gguf([h])
         layout_of([h])
     except WeightsError as e:
         assert e.message.startswith(GGUF_WHERE), e.message
@@ -441,7 +441,7 @@ def _plan_gguf(extra: list[bytes], infos: list[bytes] | None = None) -> str:
     raw = g.header([g.kv_str("general.architecture", "llama"), *extra], infos or [])
     h = parse_gguf(raw, GGUF_WHERE)
     with pytest.raises(WeightsError) as e:
-        model_from_gguf(h)
+        model_from_gguf([h])
         layout_of([h])
     return e.value.message
 

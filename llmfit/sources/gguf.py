@@ -15,7 +15,7 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -850,8 +850,17 @@ def _recurrent_state_bytes(h: GgufHeader) -> int:
 # Model
 
 
-def model_from_gguf(h: GgufHeader) -> Model:
-    """The Model a GGUF header states, for a repository with no config.json."""
+def model_from_gguf(headers: Sequence[GgufHeader]) -> Model:
+    """The Model a GGUF file states, for a repository with no config.json: given every part of a
+    split file, first part first.
+
+    The keys are the first part's (gguf-split writes the metadata there only); the parameters are
+    every part's tensors, as llama.cpp counts them (llama_model_loader's constructor,
+    src/llama-model-loader.cpp: it reads `split.count` from the first file, opens each further
+    split, checks its `split.no`, and adds each tensor's elements to `n_elements`, which
+    llama_model_n_params returns). The first part alone is a fraction of the model: a third of
+    Qwen3-235B-A22B's Q4_K_M."""
+    h = headers[0]
     check_plan_keys(h)
     arch = h.architecture
     n = _int(h.arch_key("block_count"))
@@ -866,10 +875,11 @@ def model_from_gguf(h: GgufHeader) -> Model:
     head_dim = max((g.head_dim for g in attn), default=0)
     experts = _int(h.arch_key("expert_count")) or None
     used = _int(h.arch_key("expert_used_count")) or None
-    params = sum(t.n_elements for t in h.tensors)
+    tensors = [t for part in headers for t in part.tensors]
+    params = sum(t.n_elements for t in tensors)
     active = None
     if experts and used:
-        expert_params = sum(t.n_elements for t in h.tensors if _EXPERTS.search(t.name))
+        expert_params = sum(t.n_elements for t in tensors if _EXPERTS.search(t.name))
         active = params - expert_params + expert_params * used // experts
     notes: list[str] = []
     if _int(h.arch_key("attention.kv_lora_rank")) and not any(
@@ -908,8 +918,9 @@ def model_from_gguf(h: GgufHeader) -> Model:
 @dataclass(frozen=True)
 class GgufFiles:
     artifacts: tuple[Artifact, ...]
-    # The first artifact's first header, for a repository whose model only GGUF states.
-    first_header: GgufHeader | None
+    # Every part of the first artifact, first part first, for a repository whose model only GGUF
+    # states: the keys are the first part's, the parameters all of theirs (model_from_gguf).
+    first_headers: tuple[GgufHeader, ...]
     warnings: tuple[str, ...] = ()
 
 
@@ -976,7 +987,7 @@ def gguf_artifacts(
     wanted = [p for parts in groups for p in parts if p not in local]
     fetched = remote(wanted) if wanted and remote is not None else {}
     artifacts = []
-    first_header = None
+    first_headers: tuple[GgufHeader, ...] = ()
     for parts in groups:
         missing = [p for p in parts if p not in local and p not in fetched]
         if missing:
@@ -986,8 +997,8 @@ def gguf_artifacts(
             )
             continue
         headers = [read_header(root / p) if p in local else fetched[p] for p in parts]
-        if first_header is None:
-            first_header = headers[0]
+        if not first_headers:
+            first_headers = tuple(headers)
         on_disk = all(p in local for p in parts)
         artifacts.append(
             Artifact(
@@ -1004,7 +1015,7 @@ def gguf_artifacts(
                 projector_bytes=projector_bytes,
             )
         )
-    return GgufFiles(tuple(artifacts), first_header, tuple(warnings))
+    return GgufFiles(tuple(artifacts), first_headers, tuple(warnings))
 
 
 def _artifact_name(parts: list[str]) -> str:

@@ -247,12 +247,12 @@ def _read_dir(
     has_config = _usable(cfg_path, boundary, repo_id, source)
     ggufs = _gguf_files(root, boundary, repo_id, source, listing, gguf)
     if not has_config:
-        if ggufs and ggufs.first_header is not None:
+        if ggufs and ggufs.first_headers:
             # A GGUF-only repository (most of unsloth's and bartowski's): its files' own headers
             # say what the model is.
             from llmfit.sources.gguf import model_from_gguf
 
-            model = model_from_gguf(ggufs.first_header)
+            model = model_from_gguf(ggufs.first_headers)
             return Repo(repo_id, revision, commit, source, model, ggufs.artifacts, ggufs.warnings)
         raise ConfigError(
             f"{repo_id} has no config.json"

@@ -36,7 +36,7 @@ def check(data: bytes, size: int | None) -> None:
         if isinstance(h, NeedMore):
             assert size is None and h.total is not None and h.total > len(data)
             return
-        model_from_gguf(h)
+        model_from_gguf([h])
         layout_of([h])
     except WeightsError as e:
         if not e.message.startswith(WHERE) or "\n" in e.message:

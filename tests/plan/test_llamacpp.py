@@ -114,7 +114,7 @@ def cpu_node(id: str, ram: int, free: int | None = None) -> PoolNode:
 
 def plan_file(path: Path, nodes: list[PoolNode], context: int, precision: str = "stored"):
     found = gguf_artifacts(path.parent)
-    model = model_from_gguf(found.first_header)
+    model = model_from_gguf(found.first_headers)
     # A file on this disk, named by its path as a local directory's files are.
     settings = PlanSettings(context=context, precision=precision, local_paths=True)
     return plan(model, found.artifacts, Fleet(tuple(nodes)), settings)

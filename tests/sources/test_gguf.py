@@ -73,7 +73,7 @@ def test_tied_embeddings_are_marked(tmp_path):
 
 
 def test_model_from_the_header_alone(tmp_path):
-    m = model_from_gguf(read_header(tiny_llama(tmp_path / "t.gguf")))
+    m = model_from_gguf([read_header(tiny_llama(tmp_path / "t.gguf"))])
     assert (m.architecture, m.layers, m.attention_heads, m.kv_heads, m.head_dim) == (
         "llama", 2, 4, 2, 64,
     )  # fmt: skip
@@ -162,6 +162,32 @@ def test_a_gguf_only_repository_reads_its_model_from_the_header(tmp_path):
     assert [a.quant for a in repo.artifacts] == ["Q4_K_M"]
 
 
+# The bundled fixture's snapshot: Tiny-Llama-Q8_0 in two parts, then Q4_K_M and Q6_K whole.
+TINY_GGUF = (
+    Path(__file__).resolve().parents[2]
+    / "fixtures/hub/models--llmfit-fixtures--Tiny-Llama-GGUF/snapshots"
+    / "e1943208a7d32dcbf32aa4e9b78b9aef69aebd67"
+)
+
+
+def test_a_split_files_model_counts_every_parts_tensors():
+    # Tiny-Llama (4 layers, embedding 256, FFN 256, K and V 128 wide, vocab 256), by its real
+    # files' shapes: a layer is 256 + 65,536 + 32,768 × 2 + 65,536 + 256 + 65,536 × 3 = 393,728
+    # elements; token_embd and output 65,536 each, output_norm 256: 4 × 393,728 + 131,328 =
+    # 1,706,240. The Q8_0 file's first part holds token_embd, layers 0 and 1 and layer 2's
+    # attn_norm (65,536 + 2 × 393,728 + 256 = 853,248), the second the rest (852,992), and
+    # llama.cpp counts both (llama_model_loader adds every split's tensors to n_elements).
+    repo = load_repo(str(TINY_GGUF))
+    q8, q4, q6 = repo.artifacts
+    assert (q8.name, q8.shards) == ("Q8_0/Tiny-Llama-Q8_0.gguf", 2)
+    first, second = (read_header(TINY_GGUF / f) for f in q8.files)
+    assert sum(t.n_elements for t in first.tensors) == 65_536 + 2 * 393_728 + 256 == 853_248
+    assert sum(t.n_elements for t in second.tensors) == 852_992
+    assert repo.model.params == 4 * 393_728 + 131_328 == 1_706_240
+    # The same model whichever file states it: every quant holds the same tensors.
+    assert q8.params == q4.params == q6.params == repo.model.params
+
+
 def test_gemma3_sliding_window_layers_follow_its_fixed_period(tmp_path):
     p = tmp_path / "g.gguf"
     meta = {
@@ -221,7 +247,7 @@ def test_deepseek_mla_keeps_one_latent_per_token(tmp_path):
     }
     experts = [(f"blk.{i}.ffn_up_exps.weight", (256, 64, 64), Q.F16) for i in range(3)]
     write_gguf(p, "deepseek2", meta, [("token_embd.weight", (32, 64), Q.F16), *experts])
-    m = model_from_gguf(read_header(p))
+    m = model_from_gguf([read_header(p)])
     assert m.layer_groups == (
         LayerGroup(AttentionKind.MLA, 3, kv_heads=1, head_dim=576, latent_dim=576),
     )
@@ -244,7 +270,7 @@ def test_a_pre_mla_deepseek_file_is_noted(tmp_path):
         "deepseek2.attention.kv_lora_rank": 512,
     }
     write_gguf(p, "deepseek2", meta, [])
-    m = model_from_gguf(read_header(p))
+    m = model_from_gguf([read_header(p)])
     assert m.layer_groups == (
         LayerGroup(AttentionKind.FULL, 1, kv_heads=128, head_dim=192, head_dim_v=128),
     )

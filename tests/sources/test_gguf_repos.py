@@ -10,6 +10,7 @@ from pathlib import Path
 import gguf
 
 from llmfit.sources.gguf import read_header
+from llmfit.sources.repo import load_repo
 
 MIB = 1 << 20
 
@@ -39,6 +40,23 @@ def test_qwen3_235b_q4_k_m_is_the_dumped_file(gguf_hub):
     assert total == 142_148_069_376
     assert f"{total / MIB:.2f}" == "135562.96"
     assert headers[0].get("qwen3moe.expert_count") == 128
+
+
+def test_qwen3_235b_q4_k_m_model_counts_all_three_parts(gguf_hub):
+    # The dump's "model params = 235.094 B", by hand from its shapes (94 layers, embedding 4,096,
+    # 64 heads and 4 KV heads of 128, 128 experts of 1,536, 8 used, vocab 151,936). A layer
+    # outside its experts: attn_q and attn_output 4,096 × 8,192 each, attn_k and attn_v 4,096 ×
+    # 512 each, the router 4,096 × 128, norms 4,096 × 2 + 128 × 2 (q_norm, k_norm) = 71,835,904;
+    # its experts 3 × 128 × 1,536 × 4,096 = 2,415,919,104; token_embd and output 151,936 × 4,096
+    # each, output_norm 4,096. The first of the three parts alone holds a third of the tensors
+    # (77.8B), which the model once counted as the whole.
+    layer, experts = 71_835_904, 2_415_919_104
+    rest = 2 * 151_936 * 4_096 + 4_096
+    model = load_repo("unsloth/Qwen3-235B-A22B-GGUF").model
+    assert model.params == 94 * (layer + experts) + rest == 235_093_634_560
+    assert f"{model.params / 1e9:.3f}" == "235.094"
+    # Active: all but the experts, and 8 of each layer's 128: 22.2B, the "A22B" of its name.
+    assert model.active_params == 94 * (layer + experts * 8 // 128) + rest == 22_190_763_520
 
 
 def test_gemma_3_27b_q4_0_is_the_dumped_file(gguf_hub):
