@@ -30,8 +30,9 @@ ones finishing with fewer and fewer beside them, long where answers stop at EOS 
 concurrency: the same runs with the drain set apart (docs/accuracy.md).
 
 --expert-efficiency X prices the routed experts at X of the card's bandwidth in place of the
-engine's fitted share (SGLang's 0.36 on Hopper, which prices MXFP4 experts before Blackwell): what
-these runs say of that shared constant, not what a plan uses (docs/accuracy.md).
+engine's share (SGLang's on NVIDIA cards is vLLM's fitted 0.74, the same Triton kernel's, which
+prices MXFP4 experts before Blackwell): what these runs say of that constant, not what a plan
+uses (docs/accuracy.md).
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_disagg.py [--rows]
 [--steps] [--held] [--expert-efficiency X]

@@ -34,8 +34,13 @@ docs/accuracy.md measured them against the fitted shares. --sliced-experts price
 experts by the grouped GEMM measured for experts cut as the run cut them (over its
 tensor-parallel cards, unless its launch names expert parallelism), not whole.
 
+Where no measured grouped GEMM prices the routed experts (AMD cards, MXFP4 experts before
+Blackwell), SGLang's NVIDIA cards take the share vLLM's fit gives the same kernel and its own
+share is fitted on its AMD runs (BY_VENDOR); --experts-by-vendor=fit fits SGLang's NVIDIA share on
+its NVIDIA runs instead, =one one share for every card (how docs/accuracy.md compared them).
+
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
-[--curves]
+[--curves] [--experts-by-vendor=vllm|fit|one]
 """
 
 from __future__ import annotations
@@ -786,6 +791,28 @@ LOSS = "cauchy"  # saturating: a source that measured something else moves the f
 CLIP = math.log(20.0)  # a residual past 20× counts as 20×: an estimate of nothing is not -inf
 
 
+# The routed experts' share of the bandwidth where no measured grouped GEMM prices them (AMD
+# cards; MXFP4 experts before Blackwell, plan/engines/serving.py expert_kernel) is the kernel's
+# that runs: ROCm's on AMD, and on NVIDIA before Blackwell the Triton matmul_ogs both engines run
+# gpt-oss's MXFP4 experts with (vLLM 0.34 fused_moe/oracle/mxfp4.py
+# _get_priority_backends_for_gpt_oss, TRITON first on CUDA from SM90; SGLang 0.5.23
+# arg_groups/model_overrides/gpt_oss.py _gpt_oss_overrides: moe_runner_backend "triton_kernel"
+# where left "auto", off SM100/SM120, one expert rank). So SGLang's NVIDIA cards take the share
+# vLLM's fit gives that kernel (its only share-priced runs are gpt-oss's on NVIDIA: there are no
+# vLLM runs on AMD), and SGLang's own `expert_efficiency` is fitted on its AMD runs alone
+# (serving_speed.toml's amd rows). --experts-by-vendor=fit gives SGLang's NVIDIA cards a share
+# of their own (NVIDIA_EXPERT), fitted on its NVIDIA runs (GPUStack's and llm-benchmaxxing's
+# gpt-oss runs); =one one share for every card, as before this round (docs/accuracy.md "Tried
+# after this round").
+_BY_VENDOR = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--experts-by-vendor=")]
+BY_VENDOR = _BY_VENDOR[0] if _BY_VENDOR else "vllm"
+NVIDIA_EXPERT: tuple[tuple[str, float, float, float], ...] = (
+    ("nvidia_expert_efficiency", 0.8, 0.3, 1.0),
+)
+if BY_VENDOR == "fit":
+    SHARED += NVIDIA_EXPERT
+
+
 def arch_prior(key: str) -> float:
     return ARCH_PRIOR.get(key.split("|")[1], NVIDIA_PRIOR)
 
@@ -812,8 +839,16 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
         at += len(SHARED)
     base = serving_speed.BASE
 
-    def make(e: str, own: dict[str, float]) -> speed.Constants:
+    def make(e: str, own: dict[str, float], arch: str = "default") -> speed.Constants:
         values = {**shared[e], **own}
+        nvidia = values.pop("nvidia_expert_efficiency", None)
+        # SGLang's NVIDIA cards run the experts the shares price by vLLM's kernel (BY_VENDOR);
+        # vLLM is fitted first (ENGINES), so its share is fixed when SGLang's runs are fitted.
+        if not arch.startswith("amd") and e == "sglang":
+            if BY_VENDOR == "fit" and nvidia is not None:
+                values["expert_efficiency"] = nvidia
+            elif BY_VENDOR == "vllm":
+                values["expert_efficiency"] = shared["vllm"]["expert_efficiency"]
         return replace(base, **values, kv_efficiency=own["weight_efficiency"],
                        quant_prefill_efficiency=shared[e]["prefill_efficiency"],
                        expert_curves=EXPERTS_ONLY)  # fmt: skip
@@ -822,11 +857,12 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
         e, _ = key.split("|")
         own = {name: float(x[at + i]) for i, (name, *_) in enumerate(PER_FAMILY)}
         at += len(PER_FAMILY)
-        out[key] = make(e, own)
+        out[key] = make(e, own, key.split("|")[1])
     for e in ENGINES:
         out[f"{e}|default"] = make(e, {"weight_efficiency": NVIDIA_PRIOR})
         for _, arch in serving_speed.ARCHITECTURES:
-            out.setdefault(f"{e}|{arch}", make(e, {"weight_efficiency": arch_prior(f"{e}|{arch}")}))
+            own = {"weight_efficiency": arch_prior(f"{e}|{arch}")}
+            out.setdefault(f"{e}|{arch}", make(e, own, arch))
     return out
 
 
@@ -1028,7 +1064,8 @@ def main(argv: list[str]) -> int:
         for key, k in table.items():
             print(f"{key}: " + ", ".join(
                 f"{n} = {getattr(k, n):.4g}" for n in [*(a[0] for a in SHARED),
-                                                      *(a[0] for a in PER_FAMILY)]))  # fmt: skip
+                                                      *(a[0] for a in PER_FAMILY)]
+                if hasattr(k, n)))  # fmt: skip
         print()
         for line in edges(x, keys) or ["no fitted value at the edge of its range"]:
             print(f"- {line}")

@@ -19,19 +19,21 @@ by MoE and dense, tuned and default flags, and the model before this one scored 
 
 | | output tok/s a GPU | TPOT | TTFT |
 |---|---|---|---|
-| dense models (52 runs) | 10.5 % | 9.0 % | 16.8 % |
-| MoE models (128 runs) | 20.4 % | 22.2 % | 28.4 % |
-| all 180 | 16.4 % | 17.3 % | 27.3 % |
-| these constants, fitted to all 180 | 12.5 % | 14.5 % | 23.7 % |
+| dense models (52 runs) | 9.8 % | 9.1 % | 15.8 % |
+| MoE models (128 runs) | 21.0 % | 22.0 % | 28.2 % |
+| all 180 | 16.4 % | 17.1 % | 27.2 % |
+| these constants, fitted to all 180 | 12.8 % | 15.2 % | 24.4 % |
 
 A MoE's routed experts are priced by the card's measured grouped GEMM (plan/curves.py, from
 aiconfigurator 0.12's tables) where a table covers the card, at the engine's share of it (vLLM
-0.40, SGLang 0.56), with a routing cost a MoE layer (10 µs, 37 µs); AMD cards, and MXFP4
-experts before Blackwell (no table measured the kernel vLLM runs there), keep the expert shares.
+0.40, SGLang 0.52), with a routing cost a MoE layer (10 µs, 35 µs); AMD cards, and MXFP4
+experts before Blackwell (no table measured the Triton matmul_ogs both engines run there), keep
+the expert shares, each the kernel's that runs: on NVIDIA cards vLLM's fitted 0.74, SGLang's too
+(the same kernel; not fitted on SGLang's runs), on AMD cards SGLang's fitted 0.34.
 vLLM streams a Hopper card's weights at 82 % of its bandwidth with 72 µs a graphed layer,
 prefills at 90 % of the dense tensor rate; its CPU work (0.47 ms a step, 30 µs a sequence)
-overlaps the GPU's from 0.14. SGLang streams at 96 % of a Hopper card's bandwidth (81 % of a
-B200's, 75 % of an A100's, 56 % of an MI300X's), 92 µs a layer, prefills at 58 %.
+overlaps the GPU's from 0.14. SGLang streams at 95 % of a Hopper card's bandwidth (87 % of a
+B200's, 67 % of an A100's, 57 % of an MI300X's), 88 µs a layer, prefills at 56 %.
 
 Not fitted (no run of it): --enforce-eager's launches a layer, 510 µs, from the one eager run of
 speed.jsonl (vllm#20469: Qwen3-14B-AWQ on an A100 decoding at 20.9 ms a token, 6.6 ms of it its
