@@ -475,7 +475,7 @@ def _ctx_inputs(
          else serving_speed.constants(engine, card.key))  # fmt: skip
     inp = speed.inputs_for(
         m, weights, card, constants=k, context=context, kv_bytes_per_token=kv, tp=tp, pp=pp,
-        concurrency=concurrency, prompt_tokens=prompt, flash_attention=flash,
+        batch=concurrency, prompt_tokens=prompt, flash_attention=flash,
         prefill_chunk=chunk, compute_dtype=dtype, quantized=quantized,
     )  # fmt: skip
     return inp
@@ -590,7 +590,7 @@ def _with_prefills(p: Priced) -> float:
     """Output tok/s of a serving run at its concurrency, decode steps and arriving prompts'
     prefills taking turns: every step, concurrency ÷ output length requests arrive and are
     prefilled alone."""
-    conc = p.inputs.concurrency
+    conc = p.inputs.batch
     row_out = p.out_len or 1
     step = speed.decode_step(p.inputs, conc).total
     pre = speed.prefill_time(p.inputs, p.inputs.prompt_tokens)

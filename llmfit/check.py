@@ -7,7 +7,6 @@ layout, on the fleet's cards.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Sequence
@@ -202,51 +201,6 @@ def split_pair(command: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]
     return words[:at], words[at + 1 :]
 
 
-def _value(words: Sequence[str], flag: str) -> str | None:
-    """The last value a command gives `flag` (`--flag value` or `--flag=value`), as argparse
-    keeps the last; None where it gives none."""
-    found = None
-    for i, w in enumerate(words):
-        if w == flag and i + 1 < len(words):
-            found = words[i + 1]
-        elif w.startswith(flag + "="):
-            found = w[len(flag) + 1 :]
-    return found
-
-
-# What each engine's command says of its role: vLLM's --kv-transfer-config kv_role
-# (vllm/config/kv_transfer.py KVTransferConfig), SGLang's --disaggregation-mode.
-ROLES: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm": {"prefill": ("kv_producer", "kv_both"), "decode": ("kv_consumer", "kv_both")},
-    "sglang": {"prefill": ("prefill",), "decode": ("decode",)},
-}
-
-
-def _role(key: str, words: Sequence[str], side: str) -> str | None:
-    """Why a command cannot be the `side` of a disaggregated pair for engine `key`; None where
-    it can."""
-    if key == "vllm":
-        text = _value(words, "--kv-transfer-config")
-        if text is None:
-            return f"the {side} command has no --kv-transfer-config, so vLLM serves it whole"
-        try:
-            config = json.loads(text)
-        except ValueError:
-            return f"the {side} command's --kv-transfer-config is not JSON"
-        if not isinstance(config, dict) or config.get("kv_connector") != "NixlConnector":
-            return f"the {side} command's kv_connector is not NixlConnector, the one llmfit plans"
-        role = config.get("kv_role")
-    elif key == "sglang":
-        role = _value(words, "--disaggregation-mode")
-        if role in (None, "null"):
-            return f"the {side} command has no --disaggregation-mode, so SGLang serves it whole"
-    else:
-        return f"{registered(key).title} launches no disaggregated prefill and decode"
-    if role not in ROLES[key][side]:
-        return f"the {side} command's role is {role!r}, not {' or '.join(ROLES[key][side])}"
-    return None
-
-
 @dataclass(frozen=True)
 class PairRule:
     """One rule a prefill command and a decode command must keep to run as one disaggregated
@@ -266,6 +220,7 @@ def pair_rules(prefill: Checked, decode: Checked) -> list[PairRule]:
     engines they are not checked (`holds` None)."""
     from llmfit.plan.disagg import pair_refusal as layouts_refusal
     from llmfit.plan.engines import engine
+    from llmfit.plan.engines.disagg_launch import role_refusal
     from llmfit.plan.layout import Layout
     from llmfit.plan.model import Shape
 
@@ -279,7 +234,7 @@ def pair_rules(prefill: Checked, decode: Checked) -> list[PairRule]:
         f"{d.name if d else '?'}: one engine runs both"
     ))]  # fmt: skip
     for side, c in (("prefill", prefill), ("decode", decode)):
-        out.append(rule(f"{side} role", _role(p.key, c.request.argv, side))
+        out.append(rule(f"{side} role", role_refusal(p, c.request.argv, side))
                    if one and p is not None else PairRule(f"{side} role", None, None))  # fmt: skip
     out.append(rule("model", None if prefill.request.repo == decode.request.repo else (
         f"the prefill command serves {prefill.request.repo} and the decode command "

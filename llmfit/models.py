@@ -147,9 +147,9 @@ def order_key(o: Option, by: str = "cards") -> tuple:
     Not the plan's rank_key: its precision rule (about eight bits beats sixteen or four) weighs
     one model's files against each other, and across models it put gpt-oss-20b (mxfp4, its own
     precision) under models that hold a fraction of its sequences."""
-    key = (o.cpu, o.gpus, o.nodes, o.changes, -o.concurrency, not o.free_now, -o.room)
+    key = (o.cpu, o.gpus, o.nodes, o.changes, -o.held, not o.free_now, -o.room)
     if by == "concurrency":
-        return (o.cpu, -o.concurrency, *key[1:])
+        return (o.cpu, -o.held, *key[1:])
     if by == "speed":
         return (o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
     return key

@@ -146,7 +146,8 @@ def test_a_llama_bench_result_is_one_sequences_prefill_and_generation(tmp_path):
     # TTFT: 512 prompt tokens at 2,048 a second = 0.25 s; TPOT 1 / 250 = 4 ms.
     assert (r.engine, r.kind, r.input_len, r.output_len) == ("llama.cpp", "single", 512, 128)
     assert r.ttft_s == pytest.approx(0.25) and r.tpot_s == pytest.approx(0.004)
-    assert r.model == "Tiny-Llama-Q8_0-00001-of-00002.gguf"
+    # llama-bench names the file it loaded, not a repository.
+    assert (r.model, r.model_file) == (None, "Tiny-Llama-Q8_0-00001-of-00002.gguf")
 
 
 def test_llama_bench_needs_the_repository_and_matches_its_file(run, tmp_path):
@@ -173,6 +174,29 @@ def test_llama_bench_needs_the_repository_and_matches_its_file(run, tmp_path):
     assert code == EXIT_BAD_INPUT
     assert "measured Mistral-7B-Q4_K_M.gguf, which is not a file of the plan's" in err
     assert cal.read_bytes() == before
+
+
+def test_llama_bench_matches_the_file_the_command_serves(run, tmp_path):
+    # llama-bench names a file, not a repository: with the launch given as --command, the run is
+    # matched by its file among the command's artifact's (the Q8_0 split's first part), and
+    # another model's file is still refused. (Before, the file's name was taken for a repository
+    # and every such run was refused as another model's.)
+    command = "llama-server -hf llmfit-fixtures/Tiny-Llama-GGUF:Q8_0 -c 4096"
+    p = llama_bench_result(
+        tmp_path / "lb.json", model_file="Tiny-Llama-Q8_0-00001-of-00002.gguf", prompt=512,
+        gen=128, prompt_ts=2048.0, gen_ts=250.0,
+    )  # fmt: skip
+    base = ("--fleet", "1xrtx4090-24g", "--dry-run", "--command", command)
+    code, out, err = run("calibrate", str(p), *base)
+    assert code == 0, err
+    assert "rtx4090-24g with llama.cpp: " in out
+    other = llama_bench_result(
+        tmp_path / "other.json", model_file="Mistral-7B-Q4_K_M.gguf", prompt=512, gen=128,
+        prompt_ts=2048.0, gen_ts=250.0,
+    )  # fmt: skip
+    code, _, err = run("calibrate", str(other), *base)
+    assert code == EXIT_BAD_INPUT
+    assert "measured Mistral-7B-Q4_K_M.gguf, which is not a file of the plan's" in err
 
 
 def test_one_card_class_never_moves_anothers(run, tmp_path):

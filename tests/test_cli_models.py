@@ -44,7 +44,7 @@ def test_every_cached_model_that_fits_is_listed_with_its_best_options_numbers(ru
         first = listed[repo_id]["options"][0]
         assert first["per_card"]["need"] == best.per_card.need
         assert first["max_context"] == best.max_context
-        assert first["concurrency"] == best.concurrency
+        assert first["concurrency"] == best.held
         assert first["gpus"] == best.gpus
     # Those that fit come first, in the order the plan's own ranking puts their best options:
     # a what-if as any option where it saves its model cards (the 70B's fp8 on one H200, where

@@ -29,8 +29,9 @@ from hypothesis import strategies as st
 from llmfit.errors import UnprintableCommand
 from llmfit.plan.advice import Advice
 from llmfit.plan.launch import Command, unshowable
-from llmfit.render.commands import command_text, commands, launch_lines
+from llmfit.render.commands import command_text, commands
 from llmfit.render.deploy import render_docker, render_k8s
+from llmfit.render.launch import launch_lines
 from tests.conftest import HUB
 from tests.launch_check import k8s_expand, yaml12
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grimp
@@ -56,10 +56,15 @@ def _toy() -> Iterator[None]:
         yield
 
 
-def _named(path: Path, root: Path = ROOT, names: re.Pattern[str] | None = None) -> list[str]:
+def _named(
+    path: Path,
+    root: Path = ROOT,
+    names: re.Pattern[str] | None = None,
+    also: Callable[[ast.AST], set[int]] | None = None,
+) -> list[str]:
     names = names or engine_names(keys())
     tree = ast.parse(path.read_text())
-    skip = _docstrings(tree) | _citations(tree)
+    skip = _docstrings(tree) | _citations(tree) | (also(tree) if also else set())
     found = []
     for node in ast.walk(tree):
         text = None
@@ -88,6 +93,43 @@ CORE = sorted(
 @pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_core_names_no_engine(path):
     assert _named(path) == []
+
+
+# The CLI and the commands it runs (issue 35): an engine's decisions are its own (its knobs, its
+# registry line, its module), so a new engine needs no edit here. Words for the user (a flag's
+# help, an error's hint) may give an engine's command as an example.
+CLI = sorted(
+    [*(ROOT / "cli").rglob("*.py"), *(ROOT / n for n in ("advise.py", "check.py", "models.py"))]
+)
+
+
+def _words(tree: ast.AST) -> set[int]:
+    """The strings of a call's `help=` or `hint=` (however they are joined)."""
+    return {
+        id(c)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for k in node.keywords
+        if k.arg in ("help", "hint")
+        for c in ast.walk(k.value)
+        if isinstance(c, ast.Constant)
+    }
+
+
+@pytest.mark.parametrize("path", CLI, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_cli_names_no_engine(path):
+    assert _named(path, also=_words) == []
+
+
+def test_the_cli_check_finds_a_decision_and_not_an_example(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        'OPT = click.option("--command", help="The launch (" + "vllm serve …)")\n'
+        'ERR = UsageError("no command", hint="llmfit check -- vllm serve Qwen/Qwen3-8B")\n'
+        'if r.engine == "llama.cpp":\n    pass\n'
+    )
+    found = _named(probe, root=tmp_path, also=_words)
+    assert [line.split(": ", 1)[1] for line in found] == ["'llama.cpp'"]
 
 
 def test_the_check_finds_a_name_in_code_and_not_in_a_citation(tmp_path):

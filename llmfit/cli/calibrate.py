@@ -250,11 +250,11 @@ def _match(
             hint=f"llmfit calibrate {shlex.quote(r.path)} --card {classes[0]} …",
         )
     o = options[0]
-    if r.engine == "llama.cpp" and r.model and o.artifact.files:
+    if r.model_file and o.artifact.files:
         names = {Path(f).name for f in o.artifact.files}
-        if r.model not in names:
+        if r.model_file not in names:
             raise RunMismatch(
-                f"{r.name} measured {r.model}, which is not a file of the plan's {repo} "
+                f"{r.name} measured {r.model_file}, which is not a file of the plan's {repo} "
                 f"({o.artifact.quant or o.artifact.name}): another model's run."
             )
     sv = o.serving
@@ -274,7 +274,7 @@ def _same_model(named: str, repo: str) -> bool:
 
 
 def _model_of(r: Result, model_ref: str | None) -> str:
-    if r.engine == "llama.cpp" or r.model is None:
+    if r.model is None:
         if model_ref is None:
             raise UsageError(
                 f"{r.name} does not name the repository it served: give it with --model.",

@@ -59,7 +59,7 @@ def show_plan(advice: Advice, view: View) -> None:
     from llmfit.render.console import make_console
 
     if view.disagg is not None:
-        from llmfit.render.disagg_deploy import render_disagg
+        from llmfit.render.launch import render_disagg
 
         offer = advice.plan.disaggregated[view.disagg - 1]
         # Not cleaned, as the aggregated launch below: every word was checked to print exactly.
@@ -69,8 +69,8 @@ def show_plan(advice: Advice, view: View) -> None:
     if view.commands and view.explain and chosen is not None:
         # Both asked: the explanation, then the launch it explains (issue 34: --explain was
         # dropped).
-        from llmfit.render.commands import launch_lines
         from llmfit.render.explain import render_explain
+        from llmfit.render.launch import launch_lines
         from llmfit.render.table import render_commands
 
         launch_lines(advice, chosen, view.ray, view.fmt, output_encoding())
@@ -84,7 +84,7 @@ def show_plan(advice: Advice, view: View) -> None:
         for line in nothing_to_run(advice):
             click.echo(clean(f"llmfit: {line}"), err=True)
     elif view.commands and view.fmt != "shell":
-        from llmfit.render.deploy import render_deploy
+        from llmfit.render.launch import render_deploy
 
         assert chosen is not None
         # Not cleaned: every word of it was checked to print exactly (render/safe.py), and
@@ -105,7 +105,7 @@ def show_plan(advice: Advice, view: View) -> None:
                 console.print()
             render_why_not(advice, console, every=view.every)
     else:
-        from llmfit.render.commands import launch_lines
+        from llmfit.render.launch import launch_lines
         from llmfit.render.table import render_text
 
         if options:
@@ -131,7 +131,7 @@ def show_check(checked: Checked, *, json: bool, fmt: str) -> None:
         return
     # The verdict as comments, then the launch: the whole output goes to `sh` or to
     # `kubectl apply -f -` as it stands.
-    from llmfit.render.deploy import render_deploy
+    from llmfit.render.launch import render_deploy
 
     encoding = output_encoding()
     launch = ""

@@ -165,6 +165,9 @@ class PairRules:
     # "module:function" that turns the two options' serve lines into the roles' launch (each
     # worker's line, and the router's): plan/engines/disagg_launch.py `Roles`.
     launch: str = ""
+    # "module:function" that reads a command's own role in a pair, as `llmfit check` is given
+    # one: why it cannot be the prefill or decode side; plan/engines/disagg_launch.py `Role`.
+    role: str = ""
 
     def refusal(self, prefill: Layout, decode: Layout, kind: PairKind) -> str | None:
         """Why the engine cannot launch this prefill layout with this decode one, in a few

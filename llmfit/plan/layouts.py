@@ -39,7 +39,7 @@ class Sized:
     per_card: PerCard
     have: int
     # Sequences of the asked context held at once, over every rank and replica.
-    concurrency: float
+    held: float
     # The longest single sequence it holds.
     max_context: int
     # KV bytes one more token costs the fullest card, and the tokens one rank's pool holds.
@@ -192,7 +192,7 @@ def search(
     misses: list[Tried] = []
 
     def ok(s: Sized) -> bool:
-        return s.fits_memory and (target is None or s.concurrency >= target)
+        return s.fits_memory and (target is None or s.held >= target)
 
     widest = pool.max_gpus
     for layout in node_layouts(space, widest, stages_asked=pins.pp is not None):
@@ -334,7 +334,7 @@ def select(
         return fits, []
 
     def key(t: Tried) -> tuple[int, int, float]:
-        return (t.spot.layout.cards, t.spot.layout.nodes, -t.sized.concurrency)
+        return (t.spot.layout.cards, t.spot.layout.nodes, -t.sized.held)
 
     by_key = sorted(fits, key=key)
     always = {id(by_key[0])}
@@ -373,7 +373,7 @@ def _beats(a: Tried, b: Tried) -> bool:
     cards is not shown. Speeds count only where both are known. (A token's time at the
     workload is not a measure of its own: within the targets every layout's is near them.)"""
     la, lb = a.spot.layout, b.spot.layout
-    ca, cb = a.sized.concurrency, b.sized.concurrency
+    ca, cb = a.sized.held, b.sized.held
     sa, sb = a.sized.speed, b.sized.speed
     va = _sig(sa.decode_tokens_per_s) if sa and sb else 0.0
     vb = _sig(sb.decode_tokens_per_s) if sa and sb else 0.0

@@ -97,7 +97,7 @@ class Option(Generic[L]):
     # sequences of `context` tokens its KV budget holds at once, over all its ranks and replicas.
     context: int = 0
     max_context: int = 0
-    concurrency: float = 0.0
+    held: float = 0.0
     # The nodes a multi-node launch would use, head first.
     node_ids: tuple[str, ...] = ()
     # The share of each card (for CPU, of the node's RAM) the engine may use: vLLM's
@@ -248,10 +248,10 @@ def rank_key(o: Option[Any], by: str = "cards") -> tuple[Any, ...]:
     one sequence (options whose speed is not known last), then the same order.
     """
     key = (
-        o.cpu, o.gpus, o.nodes, o.changes, -quality(o), not o.free_now, -o.concurrency, -o.room
+        o.cpu, o.gpus, o.nodes, o.changes, -quality(o), not o.free_now, -o.held, -o.room
     )  # fmt: skip
     if by == "concurrency":
-        return (o.cpu, -o.concurrency, *key[1:])
+        return (o.cpu, -o.held, *key[1:])
     if by == "speed":
         return (o.cpu, o.speed is None, -(o.speed.decode_tokens_per_s if o.speed else 0.0), *key)
     return key

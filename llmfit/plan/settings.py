@@ -200,10 +200,6 @@ class PlanSettings:
     # 16-bit checkpoint), "stored", "fp8" (weights quantised on load) or "kv-fp8" (an fp8 cache).
     precision: str = "all"
     pins: Pins = field(default_factory=Pins)
-    # Sequences of `context` tokens a layout must hold at once; None: one. (`--concurrency` names
-    # the workload's requests in flight, of which a layout must hold one whole, the rest
-    # queueing; this is for callers that ask for whole sequences of the context.)
-    concurrency: float | None = None
     # The load the layouts must serve (`--input-len`, `--concurrency`, `--rate`, `--ttft`, …).
     workload: Workload = field(default_factory=Workload)
     # What "best" means (RANKINGS; options.rank_key orders by each).

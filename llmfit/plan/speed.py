@@ -208,7 +208,7 @@ class SpeedInputs:
     hidden_size: int = 0  # what an all-reduce or a hand-off carries a token (× activation_bytes)
     activation_bytes: int = 2
     context: int = 4096  # tokens in each sequence's cache as it decodes
-    concurrency: int = 1  # sequences decoding at once, over all replicas
+    batch: int = 1  # sequences decoding at once, over all replicas
     prompt_tokens: int = 0  # the prompt prefilled for TTFT; 0: `context`
     flash_attention: bool = True
     prefill_chunk: int = 0  # tokens a prefill step carries; 0: the engine's default
@@ -259,11 +259,11 @@ class Speed:
     """How fast one option runs, with what bounds it and what the figures assume."""
 
     decode_tokens_per_s: float  # one sequence alone, at `context` tokens of cache
-    decode_tokens_per_s_total: float  # all `concurrency` sequences together, every replica
+    decode_tokens_per_s_total: float  # all `batch` sequences together, every replica
     prefill_tokens_per_s: float | None  # one prompt alone (None: the card's FLOPs are unknown)
     ttft_s: float | None  # time to the first token of that prompt
     bound: str  # what bounds single-sequence decode: "memory", "compute" or "link"
-    bound_total: str  # … decode at `concurrency`
+    bound_total: str  # … decode at `batch`
     bound_prefill: str | None  # … prefill
     assumptions: tuple[str, ...]
 
@@ -274,15 +274,6 @@ def expert_share(experts: int, active: int, tokens: float) -> float:
     if experts <= 0 or active <= 0:
         return 1.0
     return 1.0 - float((1.0 - min(active, experts) / experts) ** max(tokens, 0.0))
-
-
-def collective_s(family: str, tp: int, nbytes: float, bandwidth: float) -> float:
-    """One all-reduce of `nbytes` over `tp` cards: its latency plus a ring's 2(tp − 1)/tp of the
-    bytes over the link, one way."""
-    if tp <= 1:
-        return 0.0
-    move = 2 * (tp - 1) / tp * nbytes / bandwidth if bandwidth > 0 else 0.0
-    return collective_latency(family, tp) + move
 
 
 @dataclass(frozen=True)
@@ -1017,14 +1008,14 @@ def prefill_time(inp: SpeedInputs, prompt: int | None = None) -> Cost | None:
 
 
 def estimate(inp: SpeedInputs) -> Speed:
-    """Decode for one sequence and at `concurrency`, prefill and TTFT, with their bounds."""
+    """Decode for one sequence and at `batch`, prefill and TTFT, with their bounds."""
     if inp.tp < 1 or inp.replicas < 1 or inp.nodes < 1 or inp.ranks < 1:
         raise ValueError("tp, replicas, ranks and nodes must be at least 1")
     if not inp.stages and inp.host is None:
         raise ValueError("a speed needs at least one stage or a host part")
     k = inp.constants
     one = decode_step(inp, 1)
-    c = max(inp.concurrency, 1)
+    c = max(inp.batch, 1)
     busy = min(inp.replicas, c)
     b = c / busy
     round_s, at = round_time(inp, b)
@@ -1033,7 +1024,7 @@ def estimate(inp: SpeedInputs) -> Speed:
     chunk = min(p, inp.prefill_chunk or k.prefill_chunk)
     assumptions = (
         f"decode at {inp.context:,} tokens of context a sequence",
-        f"{inp.concurrency} sequence{'s' if inp.concurrency != 1 else ''} decoding at once over "
+        f"{inp.batch} sequence{'s' if inp.batch != 1 else ''} decoding at once over "
         f"{inp.replicas} replica{'s' if inp.replicas != 1 else ''}, no prefill between",
         f"prefill of {p:,} tokens alone, {chunk:,} a step",
         f"flash attention {'on' if inp.flash_attention else 'off'}",
@@ -1086,7 +1077,7 @@ def inputs_for(
     ranks: int = 1,
     ep: bool = False,
     nodes: int = 1,
-    concurrency: int = 1,
+    batch: int = 1,
     stage_layers: tuple[int, ...] | None = None,
     gpu_layers: int | None = None,
     cpu_moe: int = 0,
@@ -1215,7 +1206,7 @@ def inputs_for(
         experts_active=(model.experts_active or 0) if model.is_moe else 0,
         hidden_size=model.hidden_size or 0,
         context=context,
-        concurrency=concurrency,
+        batch=batch,
         prompt_tokens=prompt_tokens,
         flash_attention=flash_attention,
         prefill_chunk=prefill_chunk,

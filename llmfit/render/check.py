@@ -40,7 +40,7 @@ def check_lines(
                 # The server takes no sequence past the context its command sets.
                 f"  KV pool: {o.kv_tokens:,} tokens{rank} · longest sequence "
                 f"{min(o.max_context, o.context):,} "
-                f"· {o.concurrency:g} sequences of {o.context:,} at once"
+                f"· {o.held:g} sequences of {o.context:,} at once"
             )
         others = len(plan.options) - 1
         if others:

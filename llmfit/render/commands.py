@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from llmfit.plan.engines import engine
 from llmfit.plan.engines.platform_launch import PLATFORMS
 from llmfit.plan.launch import Command
-from llmfit.render.safe import check_words, clean
+from llmfit.render.safe import check_words
 
 if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up
     from llmfit.plan.advice import Advice
@@ -26,13 +26,12 @@ __all__ = [
     "bench_line",
     "command_text",
     "commands",
-    "launch_lines",
     "scale_line",
 ]
 
 # How an option's launch is printed: shell command lines, `docker run` lines, or Kubernetes YAML
-# (render/deploy.py, imported only when asked for: it loads a YAML emitter); and, of a
-# disaggregated option, the specs of the platforms that run prefill and decode
+# (render/deploy.py, built on this module's commands; render/launch.py picks between them); and,
+# of a disaggregated option, the specs of the platforms that run prefill and decode
 # (render/platforms.py: llm-d's modelservice values, KServe's LLMInferenceService, Dynamo's
 # DynamoGraphDeployment).
 CONTAINER_FORMATS = ("shell", "docker", "k8s")
@@ -79,31 +78,6 @@ def scale_line(o: Option) -> str | None:
         else ""
     )
     return f"{n} replicas of {where} for {load}{need}: each carries {each}{short}"
-
-
-def launch_lines(
-    advice: Advice, o: Option, ray: bool = False, fmt: str = "shell", encoding: str | None = None
-) -> list[str]:
-    """The option's launch as the lines to print: each node's command under a comment naming its
-    role and node, or its `docker run` lines or YAML (render/deploy.py). Every word of a command
-    is checked before any line is returned, so nothing is printed of a launch that cannot be."""
-    if fmt != "shell":
-        from llmfit.render.deploy import render_deploy
-
-        return render_deploy(fmt, advice, o, ray, encoding=encoding).rstrip("\n").split("\n")
-    repo = advice.repo
-    lines = []
-    line = scale_line(o)
-    if line:
-        lines.append(
-            clean(f"# {line}; start each on its own cards and port (--format docker or k8s "
-                  "starts them all, behind one address)")
-        )  # fmt: skip
-    for cmd in commands(o, repo.id, repo.revision, ray):
-        if cmd.node:
-            lines.append(clean(f"# {cmd.role} on {cmd.node}"))
-        lines.append(command_text(cmd, encoding))
-    return lines
 
 
 def bench_line(advice: Advice, o: Option, encoding: str | None = None) -> str | None:

@@ -61,7 +61,7 @@ from llmfit.plan.options import Option
 from llmfit.render.commands import FORMATS, scale_line
 from llmfit.render.safe import check_words, clean, shown
 
-__all__ = ["FORMATS", "docker_lines", "k8s_documents", "render_deploy"]
+__all__ = ["FORMATS", "docker_lines", "k8s_documents", "render_docker", "render_k8s"]
 
 # The Secret a pod reads HF_TOKEN from; optional, so that a public model needs none. Made with:
 # kubectl create secret generic hf-token --from-literal=token="$HF_TOKEN"
@@ -1068,17 +1068,3 @@ def render_k8s(advice: Advice, o: Option, ray: bool = False, encoding: str | Non
         width=100,
     )
     return "\n".join(header) + "\n---\n" + body
-
-
-def render_deploy(
-    fmt: str, advice: Advice, o: Option, ray: bool = False, encoding: str | None = None
-) -> str:
-    """The option's launch in `fmt` ("docker", "k8s", or a platform's spec: render/platforms.py),
-    every word exact or refused."""
-    if fmt == "docker":
-        return render_docker(advice, o, ray, encoding)
-    if fmt == "k8s":
-        return render_k8s(advice, o, ray, encoding)
-    from llmfit.render.platforms import render_aggregated
-
-    return render_aggregated(fmt, advice, o, ray, encoding)

@@ -65,7 +65,7 @@ from llmfit.render.deploy import (
 from llmfit.render.disagg import command_lines, name
 from llmfit.render.safe import check_words, clean, shown
 
-__all__ = ["ROUTER_IMAGE", "render_disagg"]
+__all__ = ["ROUTER_IMAGE", "docker_lines", "render_k8s", "shell_lines"]
 
 # The router's image: Python, with pip, and nothing else; the router's wheel is a binary of its
 # own (vllm-router and sglang-router are Rust), so it needs no GPU and no engine.
@@ -417,17 +417,3 @@ def render_k8s(advice: Advice, offer: Offer, encoding: str | None = None) -> str
     body = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                          allow_unicode=True, width=100)  # fmt: skip
     return "\n".join(header) + "\n---\n" + body
-
-
-def render_disagg(fmt: str, advice: Advice, offer: Offer, encoding: str | None = None) -> str:
-    """A disaggregated option's launch in `fmt` ("shell", "docker", "k8s", or a platform's spec:
-    render/platforms.py), every word exact or refused."""
-    if fmt == "shell":
-        return "\n".join(shell_lines(advice, offer, encoding)) + "\n"
-    if fmt == "docker":
-        return "\n".join(docker_lines(advice, offer, encoding)) + "\n"
-    if fmt == "k8s":
-        return render_k8s(advice, offer, encoding)
-    from llmfit.render.platforms import render_platform
-
-    return render_platform(fmt, advice, offer, encoding)

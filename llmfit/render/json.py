@@ -79,7 +79,7 @@ def _option(rank: int, o: Option, advice: Advice, ray: bool) -> dict[str, Any]:
         "free_now": o.free_now,
         "bits_per_weight": _bits(o.bits_per_weight),
         "max_context": o.max_context,
-        "concurrency": o.concurrency,
+        "concurrency": o.held,
         "what_if": o.what_if,
         # Added to version 1: how fast it runs (null where the card's speed is not known).
         "speed": _speed(o),

@@ -55,7 +55,7 @@ def _models_table(fits: list[ModelResult], width: int) -> tuple[Table | None, li
                 "bits": f"{o.bits_per_weight:.1f}" if o.bits_per_weight else "?",
                 "need/have GiB": f"{gib(o.per_card.need)}/{gib(o.have)}",
                 "max ctx": f"{o.max_context:,}{PAST if r.past_trained else ''}",
-                "seqs": f"{o.concurrency:.2f}",
+                "seqs": f"{o.held:.2f}",
                 # What the listing ranks by (the workload's output a card), and whether the
                 # option meets its targets: as the plan's table shows them.
                 # With a load named, a card's output at the option's capacity: the load's own
@@ -204,7 +204,7 @@ def render_models(models: Models, console: Console) -> None:
                 console,
                 f"    {what}, {o.engine}, {label(o)}, {gib(o.per_card.need)}/{gib(o.have)} GiB, "
                 f"ctx {o.max_context:,}{PAST if r.past_trained else ''}, "
-                f"{o.concurrency:.2f} seqs" + ("" if o.free_now else ", busy"),
+                f"{o.held:.2f} seqs" + ("" if o.free_now else ", busy"),
             )
     elif table is not None:
         console.print()

@@ -81,7 +81,7 @@ def fits_instead(u: Unplaced) -> str | None:
 def sequences(o: Option) -> str:
     """ "4.55 sequences of 40,960 tokens at once", singular where it is one; with the ranks or
     servers that share them where there are several."""
-    n = o.concurrency
+    n = o.held
     text = f"{n:g} sequence{'' if n == 1 else 's'} of {o.context:,} tokens at once"
     if o.layout.dp > 1:
         text += f" over {o.layout.dp} {'servers' if o.layout.replicas > 1 else 'ranks'}"
@@ -101,7 +101,7 @@ def speed_line(o: Option) -> str | None:
     s = o.speed
     if s is None:
         return None
-    at_once = max(1, int(o.concurrency))
+    at_once = max(1, int(o.held))
     line = (
         f"decode {tokens_per_s(o)} tok/s for one sequence ({s.bound}-bound), "
         f"{s.decode_tokens_per_s_total:,.0f} for {at_once} at once"

@@ -9,8 +9,9 @@ from rich.text import Text
 from llmfit.plan.advice import Advice
 from llmfit.plan.model import AttentionKind
 from llmfit.plan.options import Option
-from llmfit.render.commands import bench_line, launch_lines
+from llmfit.render.commands import bench_line
 from llmfit.render.explain import print_wrapped
+from llmfit.render.launch import launch_lines
 from llmfit.render.safe import clean
 from llmfit.render.sentences import (
     describe,

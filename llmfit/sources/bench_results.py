@@ -47,7 +47,9 @@ class Result:
 
     path: str
     engine: str  # the engine's key: "vllm", "sglang", "llama.cpp"
-    model: str | None  # the model it names (None where the file names none)
+    # The repository (or a local copy's path) the server it measured named; None where the file
+    # names none.
+    model: str | None
     input_len: int
     output_len: int
     # "concurrency" (a cap on requests in flight), "rate" (Poisson arrivals), "requests" (all
@@ -59,6 +61,9 @@ class Result:
     ttft_s: float | None
     # Where a result file holds several runs (--append-result, SGLang's appended lines): which.
     index: int = 0
+    # The model file it loaded, where the benchmark names a file rather than a repository
+    # (llama-bench's model_filename, its base name); None where it names none.
+    model_file: str | None = None
 
     @property
     def name(self) -> str:
@@ -202,13 +207,14 @@ def _llama_bench(where: str, path: str, tests: list[Any]) -> Result:
             "(-n); it has " + ("neither" if prompt is None and gen is None else "only one") + "."
         )
     name = gen.get("model_filename")
-    model = os.path.basename(name) if isinstance(name, str) and name else None
+    model_file = os.path.basename(name) if isinstance(name, str) and name else None
     prompt_len = _number(where, prompt, "n_prompt")
     gen_ts = _number(where, gen, "avg_ts")
     return Result(
         path=path,
         engine="llama.cpp",
-        model=model,
+        model=None,
+        model_file=model_file,
         input_len=int(prompt_len),
         output_len=int(_number(where, gen, "n_gen")),
         kind="single",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,11 +103,15 @@ def inside(path: Path, root: Path) -> bool:
         return False
 
 
-def parse_ref(text: str, cache_dir: Path | None = None, *, ask_hub: bool = False) -> RepoRef | Path:
+def parse_ref(
+    text: str, cache_dir: Path | None = None, *, similar: Callable[[str], list[str]] | None = None
+) -> RepoRef | Path:
     """A repository id (`org/name[@revision]`) or a local directory.
 
-    A bare name (`Qwen3-8B`) is refused with the cached repositories of that name, and with
-    `ask_hub` those the Hub's search offers, as what was meant."""
+    A bare name (`Qwen3-8B`) is refused with the cached repositories of that name, and, given
+    `similar` (the Hub's search, sources/hub.py `suggest`, passed in by the caller that may go
+    online: this module reads the cache and imports nothing that reaches the Hub), those it
+    offers, as what was meant."""
     if text.startswith(("/", "./", "../", "~")) or os.path.isdir(text):
         try:
             return Path(text).expanduser()
@@ -115,12 +120,9 @@ def parse_ref(text: str, cache_dir: Path | None = None, *, ask_hub: bool = False
     repo, _, revision = text.partition("@")
     if not is_repo_id(repo) or (_ and not revision):
         meant = suggestions(repo, cache_dir) if "/" not in repo else []
-        if not meant and ask_hub and "/" not in repo and _REPO_PART_ONLY.fullmatch(repo):
-            from llmfit.sources import hub
-
+        if not meant and similar and "/" not in repo and _REPO_PART_ONLY.fullmatch(repo):
             try:
-                hub._ready()
-                meant = hub.similar_repos(repo, limit=3)
+                meant = similar(repo)
             except Exception:  # a suggestion is a courtesy: no answer means none
                 meant = []
         raise UsageError(

@@ -27,7 +27,7 @@ from llmfit.plan.fleet import (
     memory_from_class,
     mig_class,
 )
-from llmfit.sources.fleet import (
+from llmfit.sources.fleet_bounds import (
     _LABEL_KEY,
     _LABEL_VALUE,
     MAX_CARD_GB,

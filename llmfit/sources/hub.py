@@ -377,6 +377,13 @@ def _discard_download(path: Path, folder: Path) -> None:
         pass
 
 
+def suggest(name: str) -> list[str]:
+    """The Hub's three nearest repositories to a bare name, as a refused reference's suggestions
+    (sources/cache.py `parse_ref`); its failures are the caller's to swallow."""
+    _ready()
+    return similar_repos(name, limit=3)
+
+
 def similar_repos(repo_id: str, limit: int = 5) -> list[str]:
     """Repositories the Hub's search offers for a name that was not found; [] if it offers none.
 

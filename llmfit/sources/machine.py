@@ -27,7 +27,7 @@ from llmfit.plan.fleet import (
     memory_from_class,
     mig_class,
 )
-from llmfit.sources.fleet import MAX_CARD_GB, MAX_CARDS, MAX_NAME, is_name
+from llmfit.sources.fleet_bounds import MAX_CARD_GB, MAX_CARDS, MAX_NAME, is_name
 
 MEMINFO = Path("/proc/meminfo")
 NVIDIA_SMI = "nvidia-smi"

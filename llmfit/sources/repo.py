@@ -73,7 +73,7 @@ def load_repo(
     """
     from llmfit.sources import hub
 
-    ref = parse_ref(text, cache_dir, ask_hub=not hub.offline(offline))
+    ref = parse_ref(text, cache_dir, similar=None if hub.offline(offline) else hub.suggest)
     if revision:
         check_revision(revision, f"--revision {show(revision)}")
     if isinstance(ref, RepoRef):

@@ -22,7 +22,7 @@ WEIGHTS = 100
 def size(layout: Layout) -> Sized:
     share = -(-WEIGHTS // (layout.tp * layout.pp))
     left = max(CARD - share, 0)
-    return Sized(PerCard(share, 0, 0), CARD, concurrency=float(left * layout.dp), max_context=left)
+    return Sized(PerCard(share, 0, 0), CARD, held=float(left * layout.dp), max_context=left)
 
 
 def pool(nodes: int, gpus: int, fabric: str = ""):

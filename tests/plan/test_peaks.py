@@ -65,7 +65,7 @@ def test_no_rate_passes_the_card_peak_over_the_card_table(card: CardSpec) -> Non
                 for tp, overlap in ((1, False), (2, True), (8, True)):
                     inp = inputs_for(
                         model, layout, card, constants=k, context=4096, kv_bytes_per_token=kv,
-                        tp=tp, concurrency=256, prompt_tokens=8192, compute_dtype=dtype,
+                        tp=tp, batch=256, prompt_tokens=8192, compute_dtype=dtype,
                     )  # fmt: skip
                     inp = replace(inp, overlap=overlap)
                     s = estimate(inp)

@@ -76,7 +76,7 @@ def test_llama_8b_on_one_h100_at_a_static_share_of_088_part_by_part():
     # The pool: (74,273,084,408 − 16,127,631,360) // 131,072 = 443,614 tokens, 3.38 sequences
     # of 131,072 tokens.
     assert o.kv_tokens == 443_614
-    assert o.concurrency == round(443_614 / 131_072, 2) == 3.38
+    assert o.held == round(443_614 / 131_072, 2) == 3.38
     assert o.max_context == 131_072
     assert argv(o) == [
         "sglang", "serve", "--model-path", "org/repo", "--tp-size", "1",
@@ -119,7 +119,7 @@ def test_qwen3_8b_at_tp2_with_its_own_flags():
     # 63,529,041,551 B // 36,864 = 1,723,335 tokens; 128 requests at most.
     assert o.kv_per_token == 36_864
     assert o.kv_tokens == 63_529_041_551 // 36_864 == 1_723_335
-    assert o.concurrency == 128
+    assert o.held == 128
     assert argv(o)[4:] == [
         "--tp-size", "2", "--context-length", "8192", "--mem-fraction-static", "0.850",
         "--kv-cache-dtype", "fp8_e4m3", "--max-running-requests", "128",
@@ -136,7 +136,7 @@ def test_a_dense_model_fills_a_node_with_replicas():
     assert (o.tp, o.replicas) == (1, 8)
     one = next(o for o in opts if o.gpus == 1)
     # Eight replicas, each its own pool: eight times one card's sequences.
-    assert o.concurrency == round(8 * min(one.kv_tokens / 40_960, 2048), 2)
+    assert o.held == round(8 * min(one.kv_tokens / 40_960, 2048), 2)
     assert argv(o)[4:8] == ["--tp-size", "1", "--dp-size", "8"]
 
 
@@ -157,8 +157,8 @@ def test_deepseek_v3_data_parallel_attention_on_eight_h200():
     # Attention DP 8: each card is a rank of its own, with the whole attention (1/1) and 1/8 of
     # the routed experts, and a pool of its own; eight pools hold eight times the sequences.
     assert dp8.kv_tokens == (static - dp8.per_card.weights) // 70_272
-    assert dp8.concurrency == round(8 * dp8.kv_tokens / 32_768, 2)
-    assert dp8.concurrency > tp8.concurrency
+    assert dp8.held == round(8 * dp8.kv_tokens / 32_768, 2)
+    assert dp8.held > tp8.held
     assert argv(dp8)[4:12] == [
         "--tp-size", "8", "--attn-dp-size", "8", "--ep-size", "8", "--context-length", "32768",
     ]  # fmt: skip

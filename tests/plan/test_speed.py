@@ -29,7 +29,6 @@ from llmfit.plan.speed import (
     Time,
     _time,
     collective_latency,
-    collective_s,
     decode_step,
     estimate,
     expert_share,
@@ -302,7 +301,6 @@ def test_tp2_all_reduce_over_nvlink_against_pcie():
     # Two all-reduces a layer of one token's activations, 4,096 × 2 B = 8,192 B; a ring moves
     # 2 × (2 − 1)/2 of it. NVLink: 32 × 2 × (3.7 µs + 8,192 / 450e9 s) = 64 × 3.718204 µs
     # = 237.97 µs. PCIe 5.0: 64 × (42.56 µs + 8,192 / 64e9 s) = 64 × 42.688 µs = 2,732.03 µs.
-    assert collective_s("nvlink", 2, 8192, 450e9) == pytest.approx(3.7e-6 + 8192 / 450e9)
     assert round(decode_step(nvlink, 1).parts[0].link * 1e6, 2) == 237.97
     assert round(decode_step(pcie, 1).parts[0].link * 1e6, 2) == 2732.03
     # Each card reads half the weights; all else equal, PCIe costs the step 2.494 ms more.
@@ -406,12 +404,12 @@ def test_llamacpp_n_cpu_moe_keeps_experts_on_the_host():
 def test_replicas_multiply_the_total_and_big_batches_are_compute_bound():
     # Eight independent copies, eight sequences: each copy decodes one, eight times the rate.
     one = estimate(llama8b())
-    eight = estimate(llama8b(replicas=8, concurrency=8))
+    eight = estimate(llama8b(replicas=8, batch=8))
     assert eight.decode_tokens_per_s_total == pytest.approx(8 * one.decode_tokens_per_s)
     # 1,024 sequences of 64 tokens on one H100: 2 × 7.5e9 × 1,024 FLOPs = 21.3 ms at 7.22e14
     # FLOP/s, more than the 10.8 ms the weights and 8.6 GB of cache take to read; and the
     # engine's own work, 0.6 ms + 1,024 × 63 µs = 65.1 ms, counts with compute.
-    big = estimate(llama8b(context=64, concurrency=1024))
+    big = estimate(llama8b(context=64, batch=1024))
     step = decode_step(llama8b(context=64), 1024)
     assert round(step.parts[0].compute * 1e3, 1) == 21.3
     assert round((step.parts[0].memory + step.parts[0].kv) * 1e3, 1) == 10.8
@@ -423,9 +421,9 @@ def test_replicas_multiply_the_total_and_big_batches_are_compute_bound():
 def test_pipeline_stages_overlap_batches_in_vllm_but_not_one_sequence():
     # Two stages of 16 layers over two nodes: a single sequence waits for both stages in turn,
     # so it is no faster than on one card; 64 sequences keep both stages busy.
-    pp = llama8b(pp=2, nodes=2, concurrency=64)
+    pp = llama8b(pp=2, nodes=2, batch=64)
     assert [s.layers for s in pp.stages] == [16, 16]
-    one = llama8b(concurrency=64)
+    one = llama8b(batch=64)
     assert estimate(pp).decode_tokens_per_s < estimate(one).decode_tokens_per_s
     assert estimate(pp).decode_tokens_per_s_total > estimate(one).decode_tokens_per_s_total
 
@@ -440,7 +438,7 @@ def test_kv_without_flash_attention_reads_slower():
 
 
 def test_assumptions_are_stated():
-    s = estimate(llama8b(concurrency=4, prompt_tokens=1000))
+    s = estimate(llama8b(batch=4, prompt_tokens=1000))
     assert "decode at 4,096 tokens of context a sequence" in s.assumptions
     assert "flash attention on" in s.assumptions
     assert "4 sequences decoding at once over 1 replica, no prefill between" in s.assumptions

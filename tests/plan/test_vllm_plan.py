@@ -164,8 +164,8 @@ def test_multi_node_only_within_one_fabric():
     # ranks) than the two pipeline stages.
     others = [o for o in opts if o.pp == 1]
     assert others and all(x.dp > 1 and x.expert_parallel and x.nodes == 2 for x in others)
-    assert max(x.concurrency for x in others) > o.concurrency
-    assert all(x.concurrency > o.concurrency or x.speed.decode_tokens_per_s
+    assert max(x.held for x in others) > o.held
+    assert all(x.held > o.held or x.speed.decode_tokens_per_s
                > o.speed.decode_tokens_per_s for x in others)  # fmt: skip
 
 
@@ -264,7 +264,7 @@ def test_max_context_and_concurrency_on_one_card():
     # Blocks of 16 tokens × 32 layers × 8 heads × 256 × 2 B = 2 MiB: 12,560 of them, 512 a
     # sequence of 8,192 tokens.
     assert budget // (2 << 20) == 12_560
-    assert o.concurrency == round(12_560 / 512, 2) == 24.53
+    assert o.held == round(12_560 / 512, 2) == 24.53
     # Room for 200,960 tokens, more than the trained 131,072 it is capped at.
     assert o.max_context == 131_072
 

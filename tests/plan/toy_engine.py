@@ -98,7 +98,7 @@ class Toy(serving.Serving):
             return Sized(
                 per_card=PerCard(weights, one, RUNTIME),
                 have=have,
-                concurrency=round(max(room, 0) / one, 2) if one else 0.0,
+                held=round(max(room, 0) / one, 2) if one else 0.0,
                 max_context=max(room, 0) // token if token else 0,
                 kv_per_token=token,
                 kv_tokens=max(room, 0) // token if token else 0,

@@ -9,7 +9,7 @@ which the user's hosts or a Kubernetes Service answers to).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -74,6 +74,34 @@ def with_value(argv: tuple[str, ...], flag: str, value: str) -> tuple[str, ...]:
             words[i] = f"{flag}={value}"
             return tuple(words)
     return (*words, flag, value)
+
+
+def value(words: Sequence[str], flag: str) -> str | None:
+    """The last value a command gives `flag` (`--flag value` or `--flag=value`), as argparse
+    keeps the last; None where it gives none."""
+    found = None
+    for i, w in enumerate(words):
+        if w == flag and i + 1 < len(words):
+            found = words[i + 1]
+        elif w.startswith(flag + "="):
+            found = w[len(flag) + 1 :]
+    return found
+
+
+# An engine's reading of a command's role in a pair: its words and the side it is given as
+# ("prefill" or "decode"), to why it cannot be that side (None where it can).
+Role = Callable[[Sequence[str], str], "str | None"]
+
+
+def role_refusal(engine: Any, words: Sequence[str], side: str) -> str | None:
+    """Why a command of `engine` cannot be the `side` of a disaggregated pair, as the engine reads
+    its role from its own flags (PairRules.role); None where it can."""
+    rules = engine.layouts.pairs
+    if rules is None or not rules.role:
+        return f"{engine.name} launches no disaggregated prefill and decode"
+    module, _, name = rules.role.partition(":")
+    said: Role = getattr(import_module(module), name)
+    return said(words, side)
 
 
 # An engine's role launch: the prefill option's serve line, the decode option's, the offer and

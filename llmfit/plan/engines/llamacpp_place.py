@@ -118,7 +118,7 @@ class Placing:
                 kv_tokens=sizes.pad(context),
                 # llama-server's pool is --ctx-size cells: one sequence of all of it, or one a
                 # slot of its share, on each server.
-                concurrency=float(lay.replicas * slots),
+                held=float(lay.replicas * slots),
                 **kw,
             )
 
@@ -160,7 +160,7 @@ class Placing:
                     max_context=est.max_context(
                         layout, cpu, have, None, longest_ctx, cpu=True, extra=extra
                     ),
-                    concurrency=1.0,
+                    held=1.0,
                     speed=speed_of(
                         model,
                         layout,

@@ -41,7 +41,7 @@ def step_inputs(
         model, layout, spec, constants=llamacpp_speed.constants(cards.family(spec.key)),
         context=context, kv_bytes_per_token=kv_per_token,
         tp=1, pp=max(p.cards, 1),
-        replicas=lay.replicas, nodes=lay.nodes, concurrency=lay.replicas,
+        replicas=lay.replicas, nodes=lay.nodes, batch=lay.replicas,
         gpu_layers=None if p.gpu_layers > n else p.gpu_layers, cpu_moe=p.cpu_moe,
         quantized=(quant or "").upper() not in FLOAT_QUANTS, ubatch=ubatch,
     )  # fmt: skip

@@ -217,7 +217,7 @@ def speed_inputs(
     layout: Layout,
     context: int,
     kv_per_token: int,
-    concurrency: float,
+    held: float,
     fp8: bool,
     partition: Callable[[int, int], tuple[int, ...]],
     *,
@@ -235,7 +235,7 @@ def speed_inputs(
     holds and reads 1/(tp·dp) of the experts. A dense model's data-parallel ranks are `dp`
     independent replicas.
     """
-    if spec is None or concurrency <= 0:
+    if spec is None or held <= 0:
         return None
     model = counted(model)
     moe_dp = model.is_moe and layout.dp > 1
@@ -253,7 +253,7 @@ def speed_inputs(
         model, weights, spec, constants=k,
         context=context, kv_bytes_per_token=kv_per_token, tp=layout.tp, pp=layout.pp,
         replicas=1 if moe_dp else layout.dp, ranks=layout.dp if moe_dp else 1, ep=layout.ep,
-        nodes=layout.nodes, concurrency=max(1, int(concurrency)),
+        nodes=layout.nodes, batch=max(1, int(held)),
         stage_layers=partition(weights.layers, layout.pp),
         compute_dtype="fp8" if fp8 else "bf16", eager=eager, graph_batch=graph_batch,
         overlap=overlap, curves=measured if measured and measured.measured else None,
@@ -361,14 +361,11 @@ def served(t: Tried, job: Job) -> Tried:
 
 
 def hold_target(job: Job) -> float | None:
-    """Sequences of the context a layout must hold: `settings.concurrency`, else, where the
-    workload names requests in flight, one request whole (its prompt and output). More in
-    flight than a pool holds wait for a place (plan/load.py `admits`, the one count of what a
-    pool holds), as the engines queue them: not a reason to refuse the layout."""
-    s = job.settings
-    if s.concurrency is not None:
-        return s.concurrency
-    w = s.workload
+    """Sequences of the context a layout must hold: where the workload names requests in
+    flight, one request whole (its prompt and output). More in flight than a pool holds wait for
+    a place (plan/load.py `admits`, the one count of what a pool holds), as the engines queue
+    them: not a reason to refuse the layout."""
+    w = job.settings.workload
     if w.concurrency is None or not job.context:
         return None
     return w.tokens / job.context
@@ -446,7 +443,7 @@ def option_of(
         bits_per_weight=art.bits_per_weight(job.model.params),
         context=job.context,
         max_context=sized.max_context,
-        concurrency=sized.concurrency,
+        held=sized.held,
         node_ids=t.spot.seats.node_ids if layout.nodes > 1 else (),
         share=share,
         kv_per_token=sized.kv_per_token,
@@ -665,9 +662,9 @@ class Serving(ABC, Generic[L]):
                         self.key,
                         where(t.spot.layout, pool.gpu_class, fabric or None),
                         f"not shown: {where(by.spot.layout, pool.gpu_class, fabric or None)} "
-                        f"holds {by.sized.concurrency:g} sequences on "
+                        f"holds {by.sized.held:g} sequences on "
                         f"{by.spot.layout.cards} card{'s' if by.spot.layout.cards > 1 else ''} "
-                        f"(this holds {t.sized.concurrency:g} on {t.spot.layout.cards})",
+                        f"(this holds {t.sized.held:g} on {t.spot.layout.cards})",
                         kind="dominated",
                     )
                 )
@@ -682,21 +679,13 @@ class Serving(ABC, Generic[L]):
             return Rejection(art.name, self.key, here, s.refusal, nodes=t.spot.layout.nodes)
         w = job.settings.workload
         if s.fits_memory and target is not None:
-            said = (
-                f"holds {s.concurrency:g} sequences of the context at once, "
-                f"fewer than the {target:g} asked for"
-            )
-            if job.settings.concurrency is None and w.concurrency is not None:
-                held = s.concurrency * job.context / w.tokens
-                said = (
-                    f"holds {held:.3g} requests of {w.tokens:,} tokens at once: not one whole "
-                    "request"
-                )
+            # A target is one request whole (hold_target): named only with requests in flight.
+            held = s.held * job.context / w.tokens
             return Rejection(
                 art.name,
                 self.key,
                 here,
-                said,
+                f"holds {held:.3g} requests of {w.tokens:,} tokens at once: not one whole request",
                 have=s.have,
                 max_context=s.max_context,
                 nodes=t.spot.layout.nodes,

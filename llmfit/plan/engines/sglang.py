@@ -340,6 +340,7 @@ class Sglang(serving.Serving[SglangLaunch]):
             decode_reserve=512,
             source="sglang/srt/disaggregation (SGLang 0.5.23)",
             launch="llmfit.plan.engines.sglang_disagg:roles",
+            role="llmfit.plan.engines.sglang_disagg:role_refusal",
         ),
     )  # fmt: skip
 
@@ -447,14 +448,14 @@ class Sglang(serving.Serving[SglangLaunch]):
                 reqs = min(reqs, p.max_running_requests)
             assert worst is not None and fullest is not None
             per_rank = min(tokens / context, reqs) if tokens and context else 0.0
-            concurrency = round(per_rank * ss.ranks, 2)
+            held = round(per_rank * ss.ranks, 2)
             longest = min(tokens, trained) if trained else tokens
             # The step model with SGLang's knobs: prefill batches of --chunked-prefill-size
             # that pause decoding (no --enable-mixed-chunk), CUDA graphs up to
             # --cuda-graph-max-bs.
             inputs = serving.speed_inputs(
                 serving_speed.SGLANG, model, weights, spec, layout, context, worst_token,
-                concurrency, fp8, pp_partition, graph_batch=reserve.decode_max_bs,
+                held, fp8, pp_partition, graph_batch=reserve.decode_max_bs,
                 # The overlap scheduler, unless turned off or pipeline-parallel (server_args.py
                 # _handle_pipeline_parallelism turns it off there).
                 overlap=not opts.disable_overlap_schedule and layout.pp == 1,
@@ -468,7 +469,7 @@ class Sglang(serving.Serving[SglangLaunch]):
             return Sized(
                 per_card=worst,
                 have=have,
-                concurrency=concurrency,
+                held=held,
                 max_context=longest,
                 kv_per_token=worst_token,
                 kv_tokens=tokens,

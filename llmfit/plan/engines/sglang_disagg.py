@@ -15,16 +15,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from llmfit.plan.engines.disagg_launch import ROUTER_PORT, Worker, with_value
+from llmfit.plan.engines.disagg_launch import ROUTER_PORT, Worker, value, with_value
 from llmfit.plan.launch import Command
 
 BOOTSTRAP_PORT = 8998
 # The router's package on PyPI, at the version whose flags `roles` writes (a container launch
 # installs it: render/disagg_deploy.py).
 ROUTER_PACKAGE = "sglang-router==0.3.2"
+
+
+def role_refusal(words: Sequence[str], side: str) -> str | None:
+    """Why an SGLang command cannot be the `side` of a pair: its --disaggregation-mode (none, or
+    "null": SGLang serves it whole; else the side's own)."""
+    role = value(words, "--disaggregation-mode")
+    if role in (None, "null"):
+        return f"the {side} command has no --disaggregation-mode, so SGLang serves it whole"
+    if role != side:
+        return f"the {side} command's role is {role!r}, not {side}"
+    return None
 
 
 def roles(prefill: Command, decode: Command, offer: Any, workers: list[Worker]) -> list[Command]:

@@ -324,6 +324,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             hybrid_no_pp=True, decode_pp_one=True,
             source="vllm/distributed/kv_transfer/kv_connector/v1/nixl (vLLM 0.34.0)",
             launch="llmfit.plan.engines.vllm_disagg:roles",
+            role="llmfit.plan.engines.vllm_disagg:role_refusal",
         ),
     )  # fmt: skip
 
@@ -391,7 +392,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             per_card = _card(fullest)
             n = vm.pp_indices(model.layers, stages.index(fullest), layout.pp)
             token = shape.stage(n[1] - n[0]).kv_bytes_per_token(layout.tp)
-            concurrency = round(per_rank * layout.dp, 2)
+            held = round(per_rank * layout.dp, 2)
             # The step model on this layout, with vLLM's knobs: CUDA graphs up to its largest
             # capture size (vllm/config/vllm.py _set_cudagraph_sizes: 2 × max_num_seqs, at most
             # 512 tokens, at most the step's budget), none under --enforce-eager.
@@ -406,7 +407,7 @@ class Vllm(serving.Serving[VllmLaunch]):
                 else fullest.version.async_scheduling(layout.pp)
             )
             inputs = serving.speed_inputs(
-                serving_speed.VLLM, model, weights, spec, layout, context, token, concurrency,
+                serving_speed.VLLM, model, weights, spec, layout, context, token, held,
                 fp8, pp_partition, eager=eager, graph_batch=graphs, overlap=overlap,
                 curves_backend="vllm",
             )  # fmt: skip
@@ -418,7 +419,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             return Sized(
                 per_card=per_card,
                 have=fullest.requested,
-                concurrency=concurrency,
+                held=held,
                 max_context=min(m.max_model_len_fit for m in stages),
                 kv_per_token=token,
                 kv_tokens=tokens,

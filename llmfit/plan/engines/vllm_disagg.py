@@ -19,10 +19,11 @@ vllm-router in front.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from llmfit.plan.engines.disagg_launch import ROUTER_PORT, Worker, with_value
+from llmfit.plan.engines.disagg_launch import ROUTER_PORT, Worker, value, with_value
 from llmfit.plan.launch import Command
 
 KV_TRANSFER = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
@@ -31,6 +32,29 @@ SIDE_CHANNEL_PORT = 5600
 # The router's package on PyPI, at the version whose flags `roles` writes (a container launch
 # installs it: render/disagg_deploy.py).
 ROUTER_PACKAGE = "vllm-router==0.1.17"
+
+
+# The kv_role a side's --kv-transfer-config may give (vllm/config/kv_transfer.py
+# KVTransferConfig): the NixlConnector's kv_both serves either.
+ROLES = {"prefill": ("kv_producer", "kv_both"), "decode": ("kv_consumer", "kv_both")}
+
+
+def role_refusal(words: Sequence[str], side: str) -> str | None:
+    """Why a `vllm serve` command cannot be the `side` of a pair: its --kv-transfer-config
+    (none: vLLM serves it whole; the NixlConnector, the one llmfit plans; its kv_role)."""
+    text = value(words, "--kv-transfer-config")
+    if text is None:
+        return f"the {side} command has no --kv-transfer-config, so vLLM serves it whole"
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return f"the {side} command's --kv-transfer-config is not JSON"
+    if not isinstance(config, dict) or config.get("kv_connector") != "NixlConnector":
+        return f"the {side} command's kv_connector is not NixlConnector, the one llmfit plans"
+    role = config.get("kv_role")
+    if role not in ROLES[side]:
+        return f"the {side} command's role is {role!r}, not {' or '.join(ROLES[side])}"
+    return None
 
 
 def roles(prefill: Command, decode: Command, offer: Any, workers: list[Worker]) -> list[Command]:
