@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import importlib.util
 import marshal
-import os
 import sys
 from typing import Any
 
-from llmfit.dataclass_cache import _trusted
+from llmfit.dataclass_cache import read_kept, write_kept
 from llmfit.plan import package_data
 
 # A kept parse past this is not one we wrote (the card table's is about 60 kB).
@@ -55,26 +54,7 @@ def _path(name: str) -> str | None:
 
 
 def _load(path: str, text: str) -> Any:
-    try:
-        # O_NONBLOCK: opening a FIFO does not wait for a writer; checked once opened (fstat).
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not _trusted(st) or st.st_size > MAX_BYTES:
-            return None
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            data = f.read(MAX_BYTES)
-        if not data.startswith(_HEADER):
-            return None
-        kept = marshal.loads(data[len(_HEADER) :])
-    except (OSError, EOFError, ValueError, TypeError):
-        return None
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    kept = read_kept(path, _HEADER, MAX_BYTES)
     if not (isinstance(kept, tuple) and len(kept) == 2 and kept[0] == text):
         return None
     doc = kept[1]
@@ -82,20 +62,8 @@ def _load(path: str, text: str) -> Any:
 
 
 def _save(path: str, text: str, doc: Any) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
         data = _HEADER + marshal.dumps((text, doc))
     except ValueError:  # a value marshal does not keep (a TOML date): no cache
         return
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        # O_EXCL: a name someone else left there (a link included) is not written through.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)  # whole or not at all, whichever run writes last
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    write_kept(path, data, 0o644)

@@ -63,29 +63,53 @@ def _trusted(st: os.stat_result) -> bool:
     )
 
 
-def _load(path: str) -> dict[str, CodeType]:
+def read_kept(path: str, header: bytes, max_bytes: int) -> Any:
+    """What a kept file at `path` holds past `header` (marshal), or None where anything is
+    wrong with it: missing, not `_trusted`, past `max_bytes`, another header, truncated.
+    llmfit/data_cache.py keeps its parses with the same rules."""
     try:
         # O_NONBLOCK: opening a FIFO does not wait for a writer; O_NOCTTY: a terminal is not
         # made ours. What was opened is checked before a byte is read (fstat, not the path,
         # which another process could swap in between).
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError:
-        return {}
+        return None
     try:
         st = os.fstat(fd)
-        if not _trusted(st) or st.st_size > MAX_BYTES:
-            return {}
+        if not _trusted(st) or st.st_size > max_bytes:
+            return None
         with os.fdopen(fd, "rb") as f:
             fd = -1
-            data = f.read(MAX_BYTES)
-        if not data.startswith(_HEADER):
-            return {}
-        codes = marshal.loads(data[len(_HEADER) :])
+            data = f.read(max_bytes)
+        if not data.startswith(header):
+            return None
+        return marshal.loads(data[len(header) :])
     except (OSError, EOFError, ValueError, TypeError):
-        return {}
+        return None
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def write_kept(path: str, data: bytes, mode: int) -> None:
+    """`data` written to `path` whole or not at all; a failure is no cache, never an error."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # O_EXCL: a name someone else left there (a link included) is not written through.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # whole or not at all, whichever run writes last
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _load(path: str) -> dict[str, CodeType]:
+    codes = read_kept(path, _HEADER, MAX_BYTES)
     if not isinstance(codes, dict) or not all(
         isinstance(k, str) and isinstance(v, CodeType) for k, v in codes.items()
     ):
@@ -124,19 +148,7 @@ def _save(path: str) -> None:
     if not _state["changed"] or sys.dont_write_bytecode:
         return
     codes = _codes if len(_codes) <= MAX_TEXTS else {k: _codes[k] for k in _used}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        # O_EXCL: a name someone else left there (a link included) is not written through.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode())
-        with os.fdopen(fd, "wb") as f:
-            f.write(_HEADER + marshal.dumps(codes))
-        os.replace(tmp, path)  # whole or not at all, whichever run writes last
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+    write_kept(path, _HEADER + marshal.dumps(codes), _mode())
 
 
 def install() -> None:
