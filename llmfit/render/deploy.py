@@ -182,8 +182,9 @@ def _slug(repo_id: str) -> str:
     return base if base[0].isalpha() else f"m-{base}"[:40].rstrip("-")
 
 
-def container_commands(advice: Advice, o: Option, ray: bool = False) -> list[Command]:
-    """The option's commands as a container runs them (see the module's docstring)."""
+def refuse_local_repo(advice: Advice) -> None:
+    """A repository read from a directory on this machine cannot be launched in a container,
+    which finds models by their Hub id: one sentence, for every container launch."""
     repo = advice.repo
     if repo.source == "path":
         raise UsageError(
@@ -191,6 +192,12 @@ def container_commands(advice: Advice, o: Option, ray: bool = False) -> list[Com
             "cannot see; --format docker and k8s launch models by their Hub id.",
             hint="upload it to the Hub (hf upload), or use --format shell",
         )
+
+
+def container_commands(advice: Advice, o: Option, ray: bool = False) -> list[Command]:
+    """The option's commands as a container runs them (see the module's docstring)."""
+    refuse_local_repo(advice)
+    repo = advice.repo
     if o.artifact.path:
         o = replace(o, artifact=replace(o.artifact, path=None, projector=None))
     cmds = engine(o.engine).commands(o, repo.id, repo.revision, ray=ray)

@@ -61,9 +61,10 @@ from llmfit.render.deploy import (
     _runs_entrypoint,
     _slug,
     _strings,
+    refuse_local_repo,
 )
 from llmfit.render.disagg import command_lines, name
-from llmfit.render.safe import check_words, clean, shown
+from llmfit.render.safe import check_words, clean
 
 __all__ = ["ROUTER_IMAGE", "docker_lines", "render_k8s", "shell_lines"]
 
@@ -80,16 +81,6 @@ ROUTER_MEMORY = "2Gi"
 
 def _role_option(offer: Offer, role: str) -> Any:
     return offer.prefill if role == "prefill" else offer.decode
-
-
-def _check_source(advice: Advice) -> None:
-    repo = advice.repo
-    if repo.source == "path":
-        raise UsageError(
-            f"{shown(repo.id)} is a directory on this machine, which a container on another node "
-            "cannot see; --format docker and k8s launch models by their Hub id.",
-            hint="upload it to the Hub (hf upload), or use --format shell",
-        )
 
 
 def _on_rdma(advice: Advice, offer: Offer) -> bool:
@@ -130,7 +121,7 @@ def shell_lines(advice: Advice, offer: Offer, encoding: str | None = None) -> li
 
 def docker_lines(advice: Advice, offer: Offer, encoding: str | None = None) -> list[str]:
     """One `docker run` a worker on its own cards and port, then the router's."""
-    _check_source(advice)
+    refuse_local_repo(advice)
     repo = advice.repo
     slug = _slug(repo.id)
     one_node = offer.result.transfer.link.kind == "node"
@@ -271,7 +262,7 @@ def k8s_documents(
     advice: Advice, offer: Offer, encoding: str | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The offer as Kubernetes objects, and the notes to print above them."""
-    _check_source(advice)
+    refuse_local_repo(advice)
     repo = advice.repo
     slug = _slug(repo.id)
     rdma = _on_rdma(advice, offer)

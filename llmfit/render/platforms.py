@@ -64,10 +64,11 @@ from llmfit.render.deploy import (
     _resources,
     _slug,
     _strings,
+    refuse_local_repo,
     secret_env,
 )
 from llmfit.render.disagg import name
-from llmfit.render.disagg_deploy import _check_source, _index, _on_rdma
+from llmfit.render.disagg_deploy import _index, _on_rdma
 from llmfit.render.safe import check_words, clean
 
 __all__ = ["PLATFORMS", "render_aggregated", "render_platform"]
@@ -322,7 +323,7 @@ def render_platform(fmt: str, advice: Advice, offer: Offer, encoding: str | None
     why = refusal(eng, fmt)
     if why is not None:
         raise UsageError(why)
-    _check_source(advice)
+    refuse_local_repo(advice)
     repo = advice.repo
     run = platform_run(eng, offer, repo.id, repo.revision, fmt)
     rdma = _on_rdma(advice, offer)
@@ -362,7 +363,7 @@ def render_aggregated(
             f"--format {fmt} writes one server a pod, and option {number} starts {len(cmds)} "
             "processes; --format k8s launches it."
         )
-    _check_source(advice)
+    refuse_local_repo(advice)
     run = aggregated_run(eng, o, cmds[0], fmt)
     roles = [_Role(run.roles[0], o, max(o.launched, 1))]
     doc = BUILD[fmt](advice, run, roles, False, encoding)
