@@ -22,11 +22,13 @@ from llmfit.plan.model import AttentionKind, Model
 NORMS = 2
 
 # A GQA (or sliding-window) attention block: its qkv GEMM, the rotary embedding, the KV cache's
-# write and the attention kernel, and its o GEMM (vLLM models/llama.py LlamaAttention.forward,
-# the KV write v1/attention/backends/flash_attn.py FlashAttentionImpl.do_kv_cache_update
-# reshape_and_cache_flash; SGLang models/llama.py LlamaAttention.forward, the backend's
-# set_kv_buffer). Two of them GEMMs.
-GQA = 5
+# write, the attention kernel and its split-KV combine, and its o GEMM (vLLM models/llama.py
+# LlamaAttention.forward, the KV write v1/attention/backends/flash_attn.py
+# FlashAttentionImpl.do_kv_cache_update reshape_and_cache_flash; under CUDA graphs FA3 splits
+# the KV, up to flash_attn_max_num_splits_for_cuda_graph ways, FlashAttentionMetadataBuilder,
+# and combines the splits in a kernel of its own, as FlashMLA does below; SGLang models/llama.py
+# LlamaAttention.forward, the backend's set_kv_buffer). Two of them GEMMs.
+GQA = 6
 GQA_GEMMS = 2
 # Per-head RMSNorms of q and k (Qwen3: vLLM models/qwen3_moe.py Qwen3MoeAttention.forward q_norm,
 # k_norm; MiniMax-M2's over the whole width, models/minimax_m2.py MiniMaxM2Attention.forward,

@@ -30,17 +30,18 @@ def test_a_deepseek_v3_layer_in_fp8_and_in_16_bits():
 
 
 def test_gqa_layers_with_and_without_qk_norms_and_shared_experts():
-    # Llama-3.1-8B: 2 norms + 5 attention (qkv GEMM, rope, cache write, attention, o GEMM)
-    # + 3 MLP = 10; in fp8 each of qkv, o and gate_up quantises its input: 13.
+    # Llama-3.1-8B: 2 norms + 6 attention (qkv GEMM, rope, cache write, attention and its
+    # split-KV combine, o GEMM) + 3 MLP = 11; in fp8 each of qkv, o and gate_up quantises its
+    # input: 14.
     llama, _ = fixture("meta-llama--Llama-3.1-8B-Instruct")
-    assert layer_kernels(llama, fp8=False) == LayerKernels(dense=10, moe=0)
-    assert layer_kernels(llama, fp8=True) == LayerKernels(dense=13, moe=0)
-    # gpt-oss-120b (no q/k norm, no shared expert): 2 + 5 + 7 routed = 14 a MoE layer.
+    assert layer_kernels(llama, fp8=False) == LayerKernels(dense=11, moe=0)
+    assert layer_kernels(llama, fp8=True) == LayerKernels(dense=14, moe=0)
+    # gpt-oss-120b (no q/k norm, no shared expert): 2 + 6 + 7 routed = 15 a MoE layer.
     oss, _ = fixture("openai--gpt-oss-120b")
-    assert layer_kernels(oss, fp8=False).moe == 14
-    # Qwen3-235B-A22B: Qwen3's per-head q and k RMSNorms, 2 more: 2 + 5 + 2 + 7 = 16.
+    assert layer_kernels(oss, fp8=False).moe == 15
+    # Qwen3-235B-A22B: Qwen3's per-head q and k RMSNorms, 2 more: 2 + 6 + 2 + 7 = 17.
     qwen, _ = fixture("Qwen--Qwen3-235B-A22B")
-    assert layer_kernels(qwen, fp8=False).moe == 16
+    assert layer_kernels(qwen, fp8=False).moe == 17
 
 
 def test_deepseek_v3_on_8_h100s_a_steps_kernels_at_5_us_each():
