@@ -3,7 +3,7 @@
 A layer's fixed cost in a step captured as a CUDA graph is its kernels' launch and tail latencies:
 each kernel of a decode step is short (a few µs of work at a few tokens) and starts only when the
 one before it ends. One constant a layer cannot follow what a layer runs: a GQA layer of a dense
-model runs ten kernels, a DeepSeek-V3 MoE layer with fp8 weights thirty (docs/accuracy.md
+model runs eleven kernels, a DeepSeek-V3 MoE layer with fp8 weights thirty (docs/accuracy.md
 "Tried after this round, and not shipped"). The counts here follow the engines' forward code as
 it runs a decode step (vLLM 0.34, SGLang 0.5.23; their files and functions are cited below), from
 the model's structure alone: the kinds of its layers, its experts, and whether its GEMMs compute
