@@ -38,6 +38,11 @@ grouped GEMM of the kernel the engine runs at its default flags (llmfit/data/moe
 the run's model, card, checkpoint and expert parallelism), not the fastest measured for the
 dtype; as shipped, plans do so for the engines the file's `engines` names (none).
 
+--kernels-a-layer prices a layer's fixed cost as the kernels it launches in a graphed decode step
+(plan/kernels.py, from the model's structure) at a fitted cost a kernel (`kernel_s`), in place of
+`layer_s` and `moe_layer_s`: measured, not shipped (docs/accuracy.md "Tried after this round, and
+not shipped": closer on every run fitted and on AMD's, further on the MoE runs never seen).
+
 Where no measured grouped GEMM prices the routed experts (AMD cards, MXFP4 experts before
 Blackwell), SGLang's NVIDIA cards take the share vLLM's fit gives the same kernel and its own
 share is fitted on its AMD runs (BY_VENDOR); --experts-by-vendor=fit fits SGLang's NVIDIA share on
@@ -45,6 +50,7 @@ its NVIDIA runs instead, =one one share for every card (how docs/accuracy.md com
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves] [--experts-by-vendor=vllm|fit|one] [--experts-by-kernel=vllm,sglang|none]
+[--kernels-a-layer]
 """
 
 from __future__ import annotations
@@ -817,6 +823,14 @@ CURVE_FAMILY: tuple[tuple[str, float, float, float], ...] = (("layer_s", 20e-6, 
 if CURVES:
     SHARED += CURVE_SHARED
     PER_FAMILY += () if EXPERTS_ONLY else CURVE_FAMILY
+# --kernels-a-layer: a layer's fixed cost as the kernels it launches in a graphed decode step
+# (plan/kernels.py layer_kernels, from the model's structure) times a fitted cost a kernel
+# (Constants.kernel_s, bounded to what a graphed kernel's launch and tail take: 1-15 µs), in
+# place of one fitted constant a layer (`layer_s`) and one a MoE layer (`moe_layer_s`).
+KERNELS = "--kernels-a-layer" in sys.argv
+if KERNELS:
+    SHARED = tuple(p for p in SHARED if p[0] not in ("layer_s", "moe_layer_s"))
+    SHARED = (("kernel_s", 5e-6, 1e-6, 15e-6), *SHARED)
 # Each architecture's prior for the share of its bandwidth weights stream at (what a decode GEMV
 # reaches on it, before any run): NVIDIA's HBM cards 85 %; AMD's Instinct cards less (ROCm's
 # decode kernels on CDNA 3 and 4 reach about two thirds of the datasheet's bandwidth).
@@ -890,6 +904,8 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
                 values["expert_efficiency"] = nvidia
             elif BY_VENDOR == "vllm":
                 values["expert_efficiency"] = shared["vllm"]["expert_efficiency"]
+        if KERNELS:
+            values.update(layer_s=0.0, moe_layer_s=0.0)
         return replace(base, **values, kv_efficiency=own["weight_efficiency"],
                        quant_prefill_efficiency=shared[e]["prefill_efficiency"],
                        expert_curves=EXPERTS_ONLY)  # fmt: skip
