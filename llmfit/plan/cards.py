@@ -36,10 +36,8 @@ overrides any of them (`override`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -306,6 +304,8 @@ def _apple(i: int, table: object) -> tuple[CardSpec, ...]:
 def parse_table(text: str) -> tuple[CardSpec, ...]:
     """The cards a cards.toml text holds, each row checked: a bad one is a ValueError naming the
     row and the field."""
+    import tomllib  # not at start-up: the table itself is read by package_data, parsed or kept
+
     return _table(tomllib.loads(text))
 
 
@@ -366,6 +366,8 @@ def typo_of(name: str) -> str | None:
     """The known class a name not in the table was surely meant to be: as close as one changed
     letter ("h10-80g" for "h100-80g") and of the same size. A name further off, or of another
     size, may be a card the table lacks, and is left to the caller to warn about."""
+    import difflib  # only for a name the table lacks
+
     norm = _norm(name)
     size = _SIZED.match(name.strip().lower())
     for hit in difflib.get_close_matches(norm, list(_BY_NAME), n=1, cutoff=0.85):
@@ -377,6 +379,8 @@ def typo_of(name: str) -> str | None:
 
 def suggest(name: str, n: int = 3) -> tuple[str, ...]:
     """The known class keys closest to an unknown name, best first, for "did you mean"."""
+    import difflib
+
     norm = _norm(name)
     out: list[str] = []
     for hit in difflib.get_close_matches(norm, list(_BY_NAME), n=4 * n, cutoff=0.6):
@@ -496,6 +500,8 @@ def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "")
             raise ValueError(f"link is {given!r}; it must be one of {', '.join(LINKS)}")
         link = given.strip().lower()
         if link not in LINKS:
+            import difflib
+
             close = difflib.get_close_matches(link, LINKS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"link is {link!r}; allowed: {', '.join(LINKS)}{hint}")
