@@ -328,8 +328,12 @@ CARDS: tuple[CardSpec, ...] = _table(package_data.read_toml(DATA_FILE))
 
 def _norm(name: str) -> str:
     """A name as compared: lower case, "80GB" as "80g", and nothing but letters, digits and dots."""
-    s = re.sub(r"(\d)\s*gb\b", r"\1g", name.strip().lower())
-    return re.sub(r"[^a-z0-9.]", "", s)
+    return _NOT_NAME.sub("", _GB.sub(r"\1g", name.strip().lower()))
+
+
+# Compiled once: every name of the table is compared so as it is read, 340 at each start.
+_GB = re.compile(r"(\d)\s*gb\b")
+_NOT_NAME = re.compile(r"[^a-z0-9.]")
 
 
 BY_KEY: dict[str, CardSpec] = {c.key: c for c in CARDS}
