@@ -33,6 +33,15 @@ fits their few constants too (CURVE_SHARED, and with --curves CURVE_FAMILY): how
 docs/accuracy.md measured them against the fitted shares. --sliced-experts prices each run's
 experts by the grouped GEMM measured for experts cut as the run cut them (over its
 tensor-parallel cards, unless its launch names expert parallelism), not whole.
+--experts-by-kernel=vllm,sglang (with --curves-experts) prices the listed engines' experts by the
+grouped GEMM of the kernel the engine runs at its default flags (llmfit/data/moe_kernels.toml,
+the run's model, card, checkpoint and expert parallelism), not the fastest measured for the
+dtype; as shipped, plans do so for the engines the file's `engines` names (none).
+
+--kernels-a-layer prices a layer's fixed cost as the kernels it launches in a graphed decode step
+(plan/kernels.py, from the model's structure) at a fitted cost a kernel (`kernel_s`), in place of
+`layer_s` and `moe_layer_s`: measured, not shipped (docs/accuracy.md "Tried after this round, and
+not shipped": closer on every run fitted and on AMD's, further on the MoE runs never seen).
 
 Where no measured grouped GEMM prices the routed experts (AMD cards, MXFP4 experts before
 Blackwell), SGLang's NVIDIA cards take the share vLLM's fit gives the same kernel and its own
@@ -40,11 +49,13 @@ share is fitted on its AMD runs (BY_VENDOR); --experts-by-vendor=fit fits SGLang
 its NVIDIA runs instead, =one one share for every card (how docs/accuracy.md compared them).
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
-[--curves] [--experts-by-vendor=vllm|fit|one]
+[--curves] [--experts-by-vendor=vllm|fit|one] [--experts-by-kernel=vllm,sglang|none]
+[--kernels-a-layer]
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -57,7 +68,7 @@ from pathlib import Path
 
 from llmfit.plan import cards, curves, load, speed
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import serving_speed
+from llmfit.plan.engines import expert_kernels, serving_speed
 from llmfit.plan.engines import vllm_weights as vm
 from llmfit.plan.engines.serving import expert_kernel
 from llmfit.plan.engines.sglang_options import SglangOptions
@@ -610,12 +621,48 @@ def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
     w = row.raw["precision"]["weights"].lower()
     four = any(s in w for s in ("int4", "awq", "gptq", "mxfp4", "w4"))
     quant = "mxfp4" if "mxfp4" in w else None
-    dtype = expert_kernel(quant, four, inp.compute_dtype == "fp8", spec.architecture)
+    fp8 = inp.compute_dtype == "fp8"
+    if row.engine in BY_KERNEL and EXPERTS_ONLY:
+        # The experts by the kernel the run's engine runs at its default flags
+        # (plan/engines/expert_kernels.py), the shares where no table measured it.
+        dtype = "fp8" if fp8 else "w4a16" if four else "bf16"
+        got = expert_kernels.expert_curves(
+            row.engine, row.card, spec.architecture,
+            expert_kernels.checkpoint(quant or ("awq" if "awq" in w else None), four, fp8),
+            model_arch(row.model), row.ep is True, "fp8_block" if fp8 else dtype,
+        )  # fmt: skip
+        if got is None:
+            return inp
+        return replace(inp, curves=got, curve_dtype=dtype, curves_experts_only=True)
+    dtype = expert_kernel(quant, four, fp8, spec.architecture)
     if dtype is None:  # no measured kernel for what the engine runs: the shares, as plans do
         return inp
     slices = 1 if row.ep is not False else row.tp * row.dp
     return replace(inp, curves=kc, curve_dtype=dtype, curves_experts_only=EXPERTS_ONLY,
                    expert_slices=slices if SLICED else 1)  # fmt: skip
+
+
+# The routed experts by the grouped GEMM of the kernel the run's engine runs at its default flags
+# (llmfit/data/moe_kernels.toml), not the fastest measured for the dtype, for the engines the
+# rules are shipped for (its `engines`: none as shipped), as plans price them;
+# --experts-by-kernel=ENGINES (a comma-separated list, or "none") for others: how
+# docs/accuracy.md measured them.
+_BY_KERNEL = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--experts-by-kernel=")]
+BY_KERNEL = (
+    set(expert_kernels.engines()) if not _BY_KERNEL
+    else set() if _BY_KERNEL[0] == "none" else set(_BY_KERNEL[0].split(","))
+)  # fmt: skip
+
+
+@functools.cache
+def model_arch(repo: str) -> str | None:
+    """The row's model's config `architectures[0]` (the engines' model overrides key on it)."""
+    name = SIBLINGS.get(repo, (repo, None))[0]
+    for folder in (CONFIGS, SOURCES):
+        path = folder / f"{name.replace('/', '--')}.json"
+        if path.exists():
+            return (json.loads(path.read_text()).get("architectures") or [None])[0]
+    return None
 
 
 def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[str, float]:
@@ -776,6 +823,14 @@ CURVE_FAMILY: tuple[tuple[str, float, float, float], ...] = (("layer_s", 20e-6, 
 if CURVES:
     SHARED += CURVE_SHARED
     PER_FAMILY += () if EXPERTS_ONLY else CURVE_FAMILY
+# --kernels-a-layer: a layer's fixed cost as the kernels it launches in a graphed decode step
+# (plan/kernels.py layer_kernels, from the model's structure) times a fitted cost a kernel
+# (Constants.kernel_s, bounded to what a graphed kernel's launch and tail take: 1-15 µs), in
+# place of one fitted constant a layer (`layer_s`) and one a MoE layer (`moe_layer_s`).
+KERNELS = "--kernels-a-layer" in sys.argv
+if KERNELS:
+    SHARED = tuple(p for p in SHARED if p[0] not in ("layer_s", "moe_layer_s"))
+    SHARED = (("kernel_s", 5e-6, 1e-6, 15e-6), *SHARED)
 # Each architecture's prior for the share of its bandwidth weights stream at (what a decode GEMV
 # reaches on it, before any run): NVIDIA's HBM cards 85 %; AMD's Instinct cards less (ROCm's
 # decode kernels on CDNA 3 and 4 reach about two thirds of the datasheet's bandwidth).
@@ -849,6 +904,8 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
                 values["expert_efficiency"] = nvidia
             elif BY_VENDOR == "vllm":
                 values["expert_efficiency"] = shared["vllm"]["expert_efficiency"]
+        if KERNELS:
+            values.update(layer_s=0.0, moe_layer_s=0.0)
         return replace(base, **values, kv_efficiency=own["weight_efficiency"],
                        quant_prefill_efficiency=shared[e]["prefill_efficiency"],
                        expert_curves=EXPERTS_ONLY)  # fmt: skip

@@ -24,6 +24,11 @@ with the bandwidth and peaks of llmfit's own card table (llmfit/data/cards.toml)
 the system is, clamped to (0, 1]. Where several kernels of one engine were measured for one
 shape, the fastest is kept (the one a tuned engine runs). Curves are medians over the shapes of
 typical LLM layers at each point of a log grid.
+
+The grouped GEMM is also kept kernel by kernel ("moe_kernels": {kernel: {dtype: curve}}, whole
+experts): each row's `kernel_source` named by the kernel family it measured (KERNELS below), so a
+plan prices a MoE's experts by the kernel its engine runs at its default flags
+(llmfit/data/moe_kernels.toml), not by the fastest measured.
 """
 
 from __future__ import annotations
@@ -64,6 +69,27 @@ DTYPES = {
     "int4_wo": ("w4a16", 0.5, 2.0, "bf16_flops"),
     "w4a8_mxfp4_mxfp8": ("w4a8", 0.5, 1.0, "fp8_flops"),
 }
+# aiconfigurator's kernel_source → the kernel family it measured, first match (substrings). The
+# TRT-LLM-gen kernels' "modular" rows are the variant vLLM runs behind all-to-all kernels
+# (DeepEP); at default flags it runs the "monolithic" one, so modular rows are left out. SGLang's
+# w4a16_mxfp4 rows labelled "sglang_fused_moe_triton" (gpt-oss's shapes on Hopper and Ada) are
+# taken at their label, Triton's fused_moe: the label does not say they are the triton_kernels
+# runner SGLang runs gpt-oss with there, which vLLM's "oaitriton" rows name (at 2.5-3 times the
+# speed of SGLang's rows on the same card and shapes).
+KERNELS = (
+    ("modular", None),
+    ("marlin", "marlin"),
+    ("oaitriton", "triton_kernels"),
+    ("flashinfer_trtllm", "flashinfer_trtllm"),
+    ("flashinfer_cutlass", "flashinfer_cutlass"),
+    ("xpu", None),
+    ("vllm_mxfp4_moe", None),  # vLLM 0.19's label, backend not named (0.24's tables are read)
+    ("triton", "triton"),
+    ("vllm_fused_moe", "triton"),  # vLLM 0.14-0.22's label for its Triton fused_moe
+)
+# The kernel tables' dtype names where they differ from DTYPES' (an MXFP4 checkpoint is kept
+# apart from an INT4 one: the same bytes, not always the same kernel).
+KERNEL_DTYPES = {"w4a16_mxfp4": "mxfp4"}
 GEMM_M = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 MOE_X = tuple(2.0**e for e in range(-3, 13))  # tokens per expert, 1/8 .. 4096
 # Tensor-parallel widths a MoE's experts are cut to (each its own curve, "moe_sliced").
@@ -156,7 +182,7 @@ def gemm(card: CardSpec, df: pd.DataFrame) -> dict:
     return out
 
 
-def moe(card: CardSpec, df: pd.DataFrame, slices: int = 1) -> dict:
+def moe(card: CardSpec, df: pd.DataFrame, slices: int = 1, width: float = 0.5) -> dict:
     # One GPU holding every expert (moe_tp 1, ep 1), tokens spread evenly: what a grouped GEMM
     # costs against the tokens each expert gets. With `slices` > 1, one GPU of a tensor-parallel
     # MoE (moe_tp `slices`, ep 1): every expert cut to inter_size / slices columns, as vLLM's
@@ -181,9 +207,38 @@ def moe(card: CardSpec, df: pd.DataFrame, slices: int = 1) -> dict:
             t = roofline(card, nbytes, 2.0 * routed * 3 * r.hidden_size * inter, peak)
             if t is not None:
                 pts.append((routed / r.num_experts, efficiency(t, r.latency)))
-        curve = binned(pts, MOE_X, 0.5)
+        curve = binned(pts, MOE_X, width)
         if len(curve) >= 4:
             out.setdefault(key, curve)
+    return out
+
+
+def kernel_of(source: str) -> str | None:
+    """The kernel family a table's kernel_source measured (None: left out)."""
+    return next((k for sub, k in KERNELS if sub in source), None)
+
+
+def moe_kernels(card: CardSpec, df: pd.DataFrame) -> dict:
+    """{kernel: {dtype: curve}}: the whole experts' grouped GEMM (moe_tp 1, ep 1, balanced) of
+    each kernel family the table measured, as `moe` derives it from the fastest."""
+    df = where(df, moe_tp_size=1, moe_ep_size=1, distribution="balanced")
+    if "kernel_source" not in df.columns:
+        return {}
+    fam = [kernel_of(s) for s in df.kernel_source]
+    df = df.assign(kernel=fam).dropna(subset=["kernel"])
+    out: dict[str, dict] = {}
+    for kernel, rows in df.groupby("kernel"):
+        for dtype, some in rows.groupby("moe_dtype"):
+            if dtype not in DTYPES:
+                continue
+            key = KERNEL_DTYPES.get(dtype, DTYPES[dtype][0])
+            # A kernel measured on one shape (Marlin's INT4 on Kimi-K2's, 27 token counts an
+            # octave apart) has too few points within half an octave of the grid: a whole one.
+            some = some.drop(columns=["kernel"])
+            got = moe(card, some) or moe(card, some, width=1.0)
+            curve = next(iter(got.values()), None)
+            if curve:
+                out.setdefault(str(kernel), {})[key] = curve
     return out
 
 
@@ -294,6 +349,8 @@ def main(root: Path) -> None:
                 got["gemm"] = gemm(card, g)
             if (m := table(root, system, "moe", backend, "moe_perf.parquet")) is not None:
                 got["moe"] = moe(card, m)
+                if by_kernel := moe_kernels(card, m):
+                    got["moe_kernels"] = by_kernel
                 sliced = {str(n): c for n in MOE_SLICES if (c := moe(card, m, n))}
                 if sliced:
                     got["moe_sliced"] = sliced

@@ -163,6 +163,11 @@ class KernelCurves:
     # By tensor-parallel width: the grouped GEMM of one GPU whose experts are each cut to
     # 1/width of their columns (aiconfigurator's moe_tp_size), by dtype as `moes`.
     moes_sliced: Mapping[int, Mapping[str, Curve]] = field(default_factory=dict)
+    # By kernel family ("triton", "flashinfer_trtllm", "marlin", …), then dtype: each kernel's own
+    # grouped GEMM, whole experts ("moe_kernels"); the engine's own tables first, then the same
+    # card's under the other engine for a kernel and dtype its own did not measure (the kernel is
+    # the same code: SGLang's Marlin and Triton MoE are vLLM's).
+    moes_by_kernel: Mapping[str, Mapping[str, Curve]] = field(default_factory=dict)
 
     def gemm(self, dtype: str) -> Curve:
         return _by_dtype(self.gemms, dtype, "gemm")
@@ -178,6 +183,11 @@ class KernelCurves:
             if found is not None:
                 return found
         return _by_dtype(self.moes, dtype, "moe")
+
+    def moe_kernel(self, kernel: str, dtypes: tuple[str, ...]) -> Curve | None:
+        """The grouped GEMM of `kernel` at the first of `dtypes` a table measured, if any."""
+        table = self.moes_by_kernel.get(kernel, {})
+        return next((table[d] for d in dtypes if d in table), None)
 
     def allreduce(self, ranks: int) -> Collective:
         return _by_ranks(self.allreduces, ranks, self.link_bandwidth, 2 * (ranks - 1) / ranks)
@@ -342,7 +352,23 @@ def curves_for(card_key: str, architecture: str, backend: str) -> KernelCurves:
         efficiency_curve(got["attention_decode"]), efficiency_curve(got["attention_prefill"]),
         efficiency_curve(mla) if mla else None,
         _collectives(got, "allreduce"), _collectives(got, "alltoall"), link, sliced,
+        _by_kernel(key, engine),
     )  # fmt: skip
+
+
+def _by_kernel(key: str, engine: str) -> dict[str, dict[str, Curve]]:
+    """Card `key`'s grouped GEMM kernel by kernel ("moe_kernels"): `engine`'s tables, then the
+    other engines' for a kernel and dtype `engine`'s did not measure."""
+    got = _backends(key)
+    out: dict[str, dict[str, Curve]] = {}
+    for name in [engine, *sorted(b for b in got if b != engine)]:
+        table = got.get(name, {}).get("moe_kernels", {}) if isinstance(got.get(name), dict) else {}
+        if not isinstance(table, dict):
+            raise ValueError(f"{DATA_FILE}: moe_kernels is not a table by kernel")
+        for kernel, by_dtype in table.items():
+            for dtype, curve in _curves({"moe": by_dtype}, "moe").items():
+                out.setdefault(str(kernel), {}).setdefault(dtype, curve)
+    return out
 
 
 def _sliced(got: Mapping[str, object]) -> dict[int, dict[str, Curve]]:

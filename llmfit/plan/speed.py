@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, CardSpec
 from llmfit.plan.curves import Collective, Curve, KernelCurves
+from llmfit.plan.kernels import layer_kernels
 from llmfit.plan.model import AttentionKind, Model
 
 # A host whose RAM bandwidth the fleet does not state is taken as a desktop's two channels of
@@ -77,6 +78,10 @@ class Constants:
     # A layer's fixed cost without CUDA graphs (eager mode, or a batch past the captured sizes);
     # 0: as with them.
     eager_layer_s: float = 0.0
+    # A graphed kernel's fixed cost (its launch and tail latency in a CUDA graph). Above 0, a
+    # layer's fixed cost is the kernels it launches (Stage.kernels, plan/kernels.py) at this
+    # each, in place of `layer_s` and `moe_layer_s`; 0: those.
+    kernel_s: float = 0.0
     # The share of the weights' bandwidth routed experts stream at (grouped GEMMs over many
     # small matrices): 1 streams them as the dense weights.
     expert_efficiency: float = 1.0
@@ -165,6 +170,9 @@ class Stage:
     state_bytes: float = 0.0
     # Of `params`, the routed experts' a token is sent to (a MoE's k of E).
     expert_params: float = 0.0
+    # The kernels its layers launch in one graphed decode step, all-reduces apart
+    # (plan/kernels.py layer_kernels): their fixed costs where the constants price a kernel.
+    kernels: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -441,7 +449,6 @@ def _shares_coef(inp: SpeedInputs, s: Stage) -> _Coef:
     k = inp.constants
     a = max(inp.ranks, 1)
     ar_fixed, ar_token, a2a_fixed, a2a_token = _links(inp, s)
-    eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
     # The grouped GEMM's most: its share of the dense GEMMs' rate, never above the card's peak.
     expert_rate = min(rate * k.expert_prefill_efficiency, inp.flops) if rate and inp.flops else 0.0
     return _Coef(
@@ -454,9 +461,24 @@ def _shares_coef(inp: SpeedInputs, s: Stage) -> _Coef:
         attention=4 * s.attention_width / a / rate if rate else 0.0,
         link_fixed=ar_fixed + a2a_fixed,
         link_token=ar_token + a2a_token,
-        graph=s.layers * k.layer_s + s.moe_layers * k.moe_layer_s,
-        eager=s.layers * eager + s.moe_layers * k.moe_layer_s,
+        graph=_graph(k, s),
+        eager=_eager(k, s),
     )
+
+
+def _graph(k: Constants, s: Stage) -> float:
+    """A stage's kernels' fixed costs in a graphed step: its kernels at `kernel_s` each where
+    the constants price a kernel, else a constant a layer and a MoE layer."""
+    if k.kernel_s > 0 and s.kernels > 0:
+        return s.kernels * k.kernel_s
+    return s.layers * k.layer_s + s.moe_layers * k.moe_layer_s
+
+
+def _eager(k: Constants, s: Stage) -> float:
+    """… and without CUDA graphs: each layer's launches from the host, never less than the
+    graphed kernels' own costs."""
+    eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
+    return max(s.layers * eager + s.moe_layers * k.moe_layer_s, _graph(k, s))
 
 
 def _links(inp: SpeedInputs, s: Stage) -> tuple[float, float, float, float]:
@@ -501,7 +523,6 @@ def _raw_coef(inp: SpeedInputs, s: Stage) -> _Coef:
         ar_fixed = ar_token = 0.0
     if local and a > 1:
         a2a_fixed = a2a_token = 0.0
-    eager = k.eager_layer_s if k.eager_layer_s > k.layer_s else k.layer_s
     return _Coef(
         dense=s.dense_bytes / full,
         experts=s.expert_bytes / full,
@@ -512,8 +533,8 @@ def _raw_coef(inp: SpeedInputs, s: Stage) -> _Coef:
         attention=4 * s.attention_width / a / att_peak if att_peak else 0.0,
         link_fixed=ar_fixed + a2a_fixed,
         link_token=ar_token + a2a_token,
-        graph=s.layers * k.layer_s + s.moe_layers * k.moe_layer_s,
-        eager=s.layers * eager + s.moe_layers * k.moe_layer_s,
+        graph=_graph(k, s),
+        eager=_eager(k, s),
         layers=s.layers,
         moe_layers=s.moe_layers,
     )
@@ -1139,6 +1160,9 @@ def inputs_for(
     # The layers `kv_bytes_per_token` is the cost of: the fullest card's, or the host's alone.
     fullest = max(stage_layers, default=0) or max(first, 1)
     experts_over = tp * max(ranks, 1)
+    # Kernels a dense and a MoE layer launch in a graphed decode step (their fixed costs where
+    # the constants price a kernel, Constants.kernel_s).
+    kern = layer_kernels(model, compute_dtype == "fp8" and card.fp8_flops is not None)
 
     stages: list[Stage] = []
     at = first
@@ -1162,6 +1186,7 @@ def inputs_for(
                 moe_layers=moe,
                 state_bytes=state * n / tp,
                 expert_params=routed * experts / all_expert_bytes / tp,
+                kernels=(n - moe) * kern.dense + moe * kern.moe,
             )
         )
     host: HostPart | None = None

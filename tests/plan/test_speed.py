@@ -596,10 +596,11 @@ def test_fitted_constants_that_say_so_price_the_experts_by_the_measured_curve(mo
 
 
 def test_an_mxfp4_checkpoints_experts_before_blackwell_keep_the_shares():
-    # No table measured the kernel vLLM runs MXFP4 experts with on Hopper or Ampere (Triton's
-    # matmul_ogs): they keep the fitted shares (None); on Blackwell, aiconfigurator's w4a16 curve.
-    # dstack's gpt-oss-120b P/D runs on H200s were priced at +193 % TPOT by the w4a16 curve, +65 %
-    # by the shares (docs/accuracy.md).
+    # MXFP4 experts before Blackwell keep the fitted shares (None); on Blackwell, aiconfigurator's
+    # w4a16 curve. dstack's gpt-oss-120b P/D runs on H200s were priced at +193 % TPOT by the w4a16
+    # curve, +65 % by the shares (docs/accuracy.md); by the kernel each engine runs (Triton's
+    # matmul_ogs on Hopper, Marlin on Ampere: tests/plan/test_expert_kernels.py) runs never seen
+    # were no closer.
     from llmfit.plan.engines.serving import expert_kernel
 
     assert expert_kernel("mxfp4", True, False, "hopper") is None

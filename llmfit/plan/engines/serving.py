@@ -18,7 +18,7 @@ from typing import Generic, TypeVar
 from llmfit.plan import cards, curves, load
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
-from llmfit.plan.engines import Found, Job, serving_speed
+from llmfit.plan.engines import Found, Job, expert_kernels, serving_speed
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout, LayoutSpace
 from llmfit.plan.layouts import Sized, Space, Tried, powers_of_two, search, select
@@ -243,11 +243,10 @@ def speed_inputs(
     # Where the fitted constants say so, a MoE's routed experts are priced by the card's measured
     # grouped GEMM (plan/curves.py), where a table covers the card or its architecture; the
     # engine names the measured backend its kernels are (aiconfigurator's "vllm", "sglang").
-    kernel = curve_dtype(weights, model, fp8, spec.architecture)
-    measured = (
-        curves.curves_for(spec.key, spec.architecture, curves_backend)
-        if k.expert_curves and curves_backend and kernel is not None
-        else None
+    measured, kernel = (
+        expert_pricing(model, weights, spec, layout.ep, fp8, curves_backend)
+        if k.expert_curves and curves_backend
+        else (None, None)
     )
     return speeds.inputs_for(
         model, weights, spec, constants=k,
@@ -256,25 +255,48 @@ def speed_inputs(
         nodes=layout.nodes, batch=max(1, int(held)),
         stage_layers=partition(weights.layers, layout.pp),
         compute_dtype="fp8" if fp8 else "bf16", eager=eager, graph_batch=graph_batch,
-        overlap=overlap, curves=measured if measured and measured.measured else None,
+        overlap=overlap, curves=measured,
         curve_dtype=kernel or "bf16", curves_experts_only=True,
     )  # fmt: skip
 
 
-def curve_dtype(weights: WeightLayout, model: Model, fp8: bool, architecture: str) -> str | None:
-    """The experts' kernel as plan/curves.py names it, by the checkpoint's quantisation."""
+def expert_pricing(
+    model: Model, weights: WeightLayout, spec: cards.CardSpec, ep: bool, fp8: bool, engine: str
+) -> tuple[curves.KernelCurves | None, str | None]:
+    """The measured curves a MoE's routed experts are priced by, and their dtype as plan/speed.py
+    reads it ("fp8", "w4a16", "bf16"); no curves where the shares price them. An engine the
+    kernel rules are shipped for (llmfit/data/moe_kernels.toml `engines`) by the grouped GEMM of
+    the kernel it runs at its default flags (plan/engines/expert_kernels.py); another by the
+    fastest measured for the weights' dtype (`expert_kernel`)."""
     four = model.params is not None and model.params > 0 and weights.total / model.params < 0.75
-    return expert_kernel(model.quantization, four, fp8, architecture)
+    if engine in expert_kernels.engines():
+        dtype = "fp8" if fp8 else "w4a16" if four else "bf16"
+        got = expert_kernels.expert_curves(
+            engine, spec.key, spec.architecture,
+            expert_kernels.checkpoint(model.quantization, four, fp8), model.architecture, ep,
+            "fp8_block" if fp8 else dtype,
+        )  # fmt: skip
+        return got, dtype
+    kernel = expert_kernel(model.quantization, four, fp8, spec.architecture)
+    if kernel is None:
+        return None, None
+    measured = curves.curves_for(spec.key, spec.architecture, engine)
+    return (measured if measured.measured else None), kernel
 
 
 def expert_kernel(quantization: str | None, four_bit: bool, fp8: bool, arch: str) -> str | None:
     """Which measured grouped GEMM a MoE's experts run (plan/curves.py's dtype), or None where no
     table measured the kernel the engine runs, so the fitted shares price them: fp8 where the
     plan computes in it (the block-scaled kernel); 4-bit weights with 16-bit activations (AWQ,
-    GPTQ, and MXFP4 on Blackwell); an MXFP4 checkpoint before Blackwell none: vLLM runs it there
-    by Triton's matmul_ogs (model_executor/layers/quantization/mxfp4.py get_mxfp4_backend), which
-    aiconfigurator did not measure, and its w4a16 table (a fifth of an H200's bandwidth at a few
-    tokens an expert) priced dstack's gpt-oss-120b runs on H200s at three times their TPOT."""
+    GPTQ, and MXFP4 on Blackwell); an MXFP4 checkpoint before Blackwell none. Both engines run
+    gpt-oss's MXFP4 experts on Hopper with OpenAI's triton_kernels matmul_ogs (vLLM 0.34
+    fused_moe/oracle/mxfp4.py _get_priority_backends_for_gpt_oss; SGLang 0.5.23
+    model_overrides/gpt_oss.py), which aiconfigurator timed under vLLM 0.24 on the H100 and H200
+    ("oaitriton" rows, 0.34-0.69 of the bandwidth at a few tokens an expert); SGLang's own rows
+    for those shapes (labelled Triton's fused_moe) reach a fifth of an H200's bandwidth, and as
+    the w4a16 curve priced dstack's gpt-oss-120b runs on H200s at three times their TPOT. Priced
+    by the kernel each engine runs (plan/engines/expert_kernels.py), the runs never seen were no
+    closer (docs/accuracy.md "Tried after this round, and not shipped"): the shares stay."""
     if fp8:
         return "fp8"
     if quantization is not None and "mxfp4" in quantization.lower() and "blackwell" not in arch:
