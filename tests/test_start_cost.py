@@ -32,7 +32,7 @@ def test_every_dataclass_has_its_own_docstring():
                 and (obj.__doc__ or "").startswith(f"{obj.__name__}(")
             ):
                 undocumented.append(f"{module.__name__}.{name}")
-    assert undocumented == []
+    assert undocumented == [], "give each a docstring saying what it holds"
 
 
 def test_a_json_plan_imports_nothing_only_a_mistake_or_another_format_needs():
