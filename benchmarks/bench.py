@@ -13,9 +13,9 @@ of the finished child) and wall time; the first round warms the caches and is no
                                [--against DIR] [--python PATH]
 
 `--source DIR` times the llmfit of another tree (an older commit, `git archive` into DIR) with
-the same cases; a case it cannot run is said and left out. `--against DIR` times that tree's
-llmfit too, each case of it just after the same case of this one in every round, and reports
-this tree's time as a multiple of that one's round by round (issue 31 holds a cached plan to 1.2 ×
+the same cases; a case it cannot run is said and left out. `--against DIR` times DIR's llmfit
+too, each case of it just after the same case of this tree's in every round, and reports this
+tree's time as a multiple of DIR's round by round (issue 31 holds a cached plan to 1.2 ×
 the tree it was filed on): two runs of bench.py one after the other compare a machine that was
 busier in one than in the other. `--python PATH` runs every case (and
 the start) with another interpreter, whose environment supplies click, rich and huggingface_hub:
