@@ -42,6 +42,10 @@ dtype; as shipped, plans do so for the engines the file's `engines` names (none)
 (plan/kernels.py, from the model's structure) at a fitted cost a kernel (`kernel_s`), in place of
 `layer_s` and `moe_layer_s`: measured, not shipped (docs/accuracy.md "Tried after this round, and
 not shipped": closer on every run fitted and on AMD's, further on the MoE runs never seen).
+--kernels-by-backend counts them by the kernels the run's engine picks on its card for its
+checkpoint (plan/engines/layer_backends.py: TRT-LLM-gen's attention on SM100, the routed experts'
+kernel of llmfit/data/moe_kernels.toml), with the same fit: measured, not shipped (docs/accuracy.md
+"A layer's kernels by the backends the engine picks").
 
 Where no measured grouped GEMM prices the routed experts (AMD cards, MXFP4 experts before
 Blackwell), SGLang's NVIDIA cards take the share vLLM's fit gives the same kernel and its own
@@ -59,7 +63,7 @@ what they measured. FOLDS_AT_ONCE=1 runs the folds one at a time (2 by default).
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves] [--experts-by-vendor=vllm|fit|one] [--experts-by-kernel=vllm,sglang|none]
-[--kernels-a-layer] [--prior=X] [--nested=X,Y,…] [--physical-priors]
+[--kernels-a-layer] [--kernels-by-backend] [--prior=X] [--nested=X,Y,…] [--physical-priors]
 """
 
 from __future__ import annotations
@@ -77,12 +81,13 @@ from pathlib import Path
 
 from llmfit.plan import cards, curves, load, speed
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.engines import expert_kernels, serving_speed
+from llmfit.plan.engines import expert_kernels, layer_backends, serving_speed
 from llmfit.plan.engines import vllm_weights as vm
 from llmfit.plan.engines.serving import expert_kernel
 from llmfit.plan.engines.sglang_options import SglangOptions
 from llmfit.plan.engines.vllm_options import VllmOptions
 from llmfit.plan.engines.vllm_versions import NEWEST
+from llmfit.plan.kernels import layer_kernels
 from llmfit.plan.model import AttentionKind, LayerGroup, Model, ModelShapes
 from llmfit.plan.planner import plan
 from llmfit.plan.settings import Pins, PlanSettings, Workload
@@ -536,6 +541,8 @@ def plan_row(row: Row) -> str | None:
     o = options[0]
     assert o.serving is not None and o.serving.replica is not None
     row.replica = o.serving.replica
+    if BY_BACKEND:
+        row.replica = replace(row.replica, inputs=backend_kernels(row, model, row.replica.inputs))
     row.gpus = o.gpus
     return None
 
@@ -661,6 +668,25 @@ BY_KERNEL = (
     set(expert_kernels.engines()) if not _BY_KERNEL
     else set() if _BY_KERNEL[0] == "none" else set(_BY_KERNEL[0].split(","))
 )  # fmt: skip
+
+
+def backend_kernels(row: Row, model: Model, inp: speed.SpeedInputs) -> speed.SpeedInputs:
+    """The run's stages with each layer's kernels counted by the backends its engine picks on
+    its card for its checkpoint (--kernels-by-backend), not by the model's structure alone."""
+    spec = cards.spec(row.card)
+    if spec is None:
+        return inp
+    w = row.raw["precision"]["weights"].lower()
+    four = any(s in w for s in ("int4", "awq", "gptq", "mxfp4", "w4"))
+    fp8 = inp.compute_dtype == "fp8"
+    ckpt = expert_kernels.checkpoint("mxfp4" if "mxfp4" in w else ("awq" if "awq" in w else None),
+                                     four, fp8)  # fmt: skip
+    b = layer_backends.backends(row.engine, spec.architecture, ckpt, model_arch(row.model),
+                                row.ep is True)  # fmt: skip
+    k = layer_kernels(model, fp8 and spec.fp8_flops is not None, b)
+    stages = tuple(replace(s, kernels=(s.layers - s.moe_layers) * k.dense + s.moe_layers * k.moe)
+                   for s in inp.stages)  # fmt: skip
+    return replace(inp, stages=stages)
 
 
 @functools.cache
@@ -836,7 +862,11 @@ if CURVES:
 # (plan/kernels.py layer_kernels, from the model's structure) times a fitted cost a kernel
 # (Constants.kernel_s, bounded to what a graphed kernel's launch and tail take: 1-15 µs), in
 # place of one fitted constant a layer (`layer_s`) and one a MoE layer (`moe_layer_s`).
-KERNELS = "--kernels-a-layer" in sys.argv
+# --kernels-by-backend: the same, each layer counted by the kernels its engine picks on the run's
+# card for its checkpoint (plan/engines/layer_backends.py: TRT-LLM-gen's attention on SM100, the
+# MoE kernel of llmfit/data/moe_kernels.toml), not by the model's structure alone.
+BY_BACKEND = "--kernels-by-backend" in sys.argv
+KERNELS = "--kernels-a-layer" in sys.argv or BY_BACKEND
 if KERNELS:
     SHARED = tuple(p for p in SHARED if p[0] not in ("layer_s", "moe_layer_s"))
     SHARED = (("kernel_s", 5e-6, 1e-6, 15e-6), *SHARED)

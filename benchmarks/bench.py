@@ -10,10 +10,14 @@ round by round. Times are the process's own CPU time (user + system, from the ke
 of the finished child) and wall time; the first round warms the caches and is not counted.
 
     python benchmarks/bench.py [--rounds 12] [--only st,gguf] [--skip rpc-1600] [--source DIR]
-                               [--python PATH]
+                               [--against DIR] [--python PATH]
 
 `--source DIR` times the llmfit of another tree (an older commit, `git archive` into DIR) with
-the same cases; a case it cannot run is said and left out. `--python PATH` runs every case (and
+the same cases; a case it cannot run is said and left out. `--against DIR` times DIR's llmfit
+too, each case of it just after the same case of this tree's in every round, and reports this
+tree's time as a multiple of DIR's round by round (issue 31 holds a cached plan to 1.2 ×
+the tree it was filed on): two runs of bench.py one after the other compare a machine that was
+busier in one than in the other. `--python PATH` runs every case (and
 the start) with another interpreter, whose environment supplies click, rich and huggingface_hub:
 a regular install, as the README's `pip install .` makes one, has no editable finder for site to
 load (`python3 -m venv /tmp/reg && /tmp/reg/bin/pip install .`, then `--python
@@ -69,6 +73,10 @@ PAIRS = [
     ("rpc-1600", "rpc-800", 2.0),
 ]
 SECONDS = {"fleet-toml": 2.0, "fleet-json": 2.0}
+# --against's cases, and what a case may cost of its twin there (issue 31: a cached plan at most
+# 1.2 × what it cost when the issue was filed).
+AGAINST = " (against)"
+AGAINST_LIMIT = 1.2
 
 
 @dataclass
@@ -77,15 +85,17 @@ class Case:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ok: tuple[int, ...] = (0,)
+    # The directory it runs in (`python -m` finds the llmfit there first); None: where().
+    cwd: str | None = None
     cpu: list[float] = field(default_factory=list)
     wall: list[float] = field(default_factory=list)
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+def run(argv: list[str], env: dict[str, str], cwd: str | None = None) -> tuple[float, float, int]:
     """One process: (CPU seconds, wall seconds, exit code), from the kernel's rusage of it."""
     start = time.perf_counter()
     p = subprocess.Popen(
-        argv, env=env, cwd=where(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        argv, env=env, cwd=cwd or where(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - start
@@ -203,7 +213,9 @@ def rpc_cases(tmp: Path) -> list[Case]:
 
 
 def runs(case: Case) -> bool:
-    r = subprocess.run(case.argv, env=case.env, cwd=where(), capture_output=True, text=True)
+    r = subprocess.run(
+        case.argv, env=case.env, cwd=case.cwd or where(), capture_output=True, text=True
+    )
     if r.returncode not in case.ok:
         last = (r.stderr.strip().splitlines() or [""])[-1]
         print(f"left out: {case.name} exited {r.returncode}: {last}", file=sys.stderr)
@@ -221,6 +233,7 @@ def main() -> None:
     ap.add_argument("--only", help="comma-separated case names (start is always run)")
     ap.add_argument("--skip", help="comma-separated case names to leave out")
     ap.add_argument("--source", help="the tree whose llmfit is timed (default: this one)")
+    ap.add_argument("--against", help="another tree, each case timed beside this tree's")
     ap.add_argument("--python", help="the interpreter that runs the cases (default: this one)")
     args = ap.parse_args()
     if args.python:
@@ -242,13 +255,21 @@ def main() -> None:
         if only is None or only & {"online", "offline"}:
             cases += hub_cases(tmp, stack)
         cases = [c for c in cases if (only is None or c.name in only) and c.name not in skip]
+        if args.against:
+            against = str(Path(args.against).resolve())
+            cases = [
+                twin
+                for c in cases
+                for twin in (c, Case(f"{c.name}{AGAINST}", c.argv, {**c.env, "PYTHONPATH": against},
+                                     c.ok, cwd=against))
+            ]  # fmt: skip
         try:
             cases = [c for c in cases if runs(c)]
             starts: dict[str, tuple[list[float], list[float]]] = {c.name: ([], []) for c in cases}
             for r in range(args.rounds + 1):
                 for c in cases:
                     s_cpu, s_wall, _ = run(START, c.env)
-                    cpu, wall, code = run(c.argv, c.env)
+                    cpu, wall, code = run(c.argv, c.env, c.cwd)
                     if code not in c.ok:
                         raise SystemExit(f"{c.name} exited {code} in round {r}")
                     if r:
@@ -287,6 +308,7 @@ def report(cases: list[Case], starts: dict, rounds: int) -> None:
         print(f"| {c.name} | {median_ratio(c.cpu, s_cpu):.1f} | {median_ratio(c.wall, s_wall):.1f} "
               f"| {statistics.median(c.wall) * 1000:,.0f} ms | {goal} |")  # fmt: skip
     pairs = [(a, b, limit) for a, b, limit in PAIRS if a in by and b in by]
+    pairs += [(c.name, c.name + AGAINST, AGAINST_LIMIT) for c in cases if c.name + AGAINST in by]
     if pairs:
         print()
         print("| comparison | CPU | wall | target |")

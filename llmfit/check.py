@@ -36,6 +36,8 @@ MAX_WORDS = 4096
 
 @dataclass(frozen=True)
 class Checked:
+    """A command read back (`llmfit check`): its words, what they ask, and the plan of it."""
+
     argv: tuple[str, ...]
     request: Request
     advice: Advice

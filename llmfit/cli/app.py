@@ -35,11 +35,11 @@ class _DefaultGroup(click.Group):
 
         A repository is `org/name` or a directory; a bare word is taken for a command when it is
         close to one, or when more words follow it (a plan takes one repository)."""
-        import difflib
-
         word = args[0]
         if word.startswith("-") or "/" in word or os.path.isdir(word):
             return
+        import difflib  # not for `llmfit org/name`: 2 ms to import
+
         close = difflib.get_close_matches(word, list(self.commands), n=1, cutoff=0.6)
         followed = len(args) > 1 and not args[1].startswith("-")
         if not close and not followed:

@@ -40,6 +40,8 @@ class RunMismatch(BadInputError):
 
 @dataclass(frozen=True)
 class _Matched:
+    """A measured run matched to the card class and the engine the plan prices it with."""
+
     run: Run
     card: str
     engine: str

@@ -11,6 +11,8 @@ from llmfit.plan.repo import Repo
 
 @dataclass(frozen=True)
 class Advice:
+    """A plan with the repository and the fleet it was made for: what every renderer is given."""
+
     repo: Repo
     fleet: Fleet
     plan: Plan

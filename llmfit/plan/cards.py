@@ -36,10 +36,8 @@ overrides any of them (`override`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -306,6 +304,8 @@ def _apple(i: int, table: object) -> tuple[CardSpec, ...]:
 def parse_table(text: str) -> tuple[CardSpec, ...]:
     """The cards a cards.toml text holds, each row checked: a bad one is a ValueError naming the
     row and the field."""
+    import tomllib  # not at start-up: the table itself is read by package_data, parsed or kept
+
     return _table(tomllib.loads(text))
 
 
@@ -328,8 +328,12 @@ CARDS: tuple[CardSpec, ...] = _table(package_data.read_toml(DATA_FILE))
 
 def _norm(name: str) -> str:
     """A name as compared: lower case, "80GB" as "80g", and nothing but letters, digits and dots."""
-    s = re.sub(r"(\d)\s*gb\b", r"\1g", name.strip().lower())
-    return re.sub(r"[^a-z0-9.]", "", s)
+    return _NOT_NAME.sub("", _GB.sub(r"\1g", name.strip().lower()))
+
+
+# Compiled once: every name of the table is compared so as it is read, 340 at each start.
+_GB = re.compile(r"(\d)\s*gb\b")
+_NOT_NAME = re.compile(r"[^a-z0-9.]")
 
 
 BY_KEY: dict[str, CardSpec] = {c.key: c for c in CARDS}
@@ -366,6 +370,8 @@ def typo_of(name: str) -> str | None:
     """The known class a name not in the table was surely meant to be: as close as one changed
     letter ("h10-80g" for "h100-80g") and of the same size. A name further off, or of another
     size, may be a card the table lacks, and is left to the caller to warn about."""
+    import difflib  # only for a name the table lacks
+
     norm = _norm(name)
     size = _SIZED.match(name.strip().lower())
     for hit in difflib.get_close_matches(norm, list(_BY_NAME), n=1, cutoff=0.85):
@@ -377,6 +383,8 @@ def typo_of(name: str) -> str | None:
 
 def suggest(name: str, n: int = 3) -> tuple[str, ...]:
     """The known class keys closest to an unknown name, best first, for "did you mean"."""
+    import difflib
+
     norm = _norm(name)
     out: list[str] = []
     for hit in difflib.get_close_matches(norm, list(_BY_NAME), n=4 * n, cutoff=0.6):
@@ -496,6 +504,8 @@ def override(card: CardSpec | None, fields: Mapping[str, object], key: str = "")
             raise ValueError(f"link is {given!r}; it must be one of {', '.join(LINKS)}")
         link = given.strip().lower()
         if link not in LINKS:
+            import difflib
+
             close = difflib.get_close_matches(link, LINKS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ValueError(f"link is {link!r}; allowed: {', '.join(LINKS)}{hint}")

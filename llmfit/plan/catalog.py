@@ -66,6 +66,8 @@ def counted_params(repo: Repo) -> int | None:
 
 @dataclass(frozen=True)
 class Models:
+    """`llmfit models`: the repositories planned on one fleet, each a result."""
+
     fleet: Fleet
     # Where the repositories came from: "cache: <dir>" or "Hub search: <query>".
     source: str

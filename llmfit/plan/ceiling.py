@@ -28,6 +28,8 @@ class Share:
 
 @dataclass(frozen=True)
 class Ceiling:
+    """The most the fleet's free cards serve of a named load that no one option's replicas fit."""
+
     shares: tuple[Share, ...]
     # The load asked, the most the shares serve together, and what is missing of the load.
     load: float

@@ -16,6 +16,11 @@ from dataclasses import dataclass
 
 from llmfit.plan.credentials import FROM_CALLER
 
+# The platforms a disaggregated offer's launch is written for (`--format`; plan/engines/
+# platform_launch.py writes them): named here, where the CLI reads them at start-up, so that a
+# plan that writes none does not import what writes them.
+PLATFORMS = ("llm-d", "kserve", "dynamo")
+
 # Unicode's general categories whose characters a terminal acts on or shows as something other
 # than themselves: controls (C0, DEL, C1: escape sequences start here), format characters (bidi
 # embeddings, overrides and isolates, zero-width characters, the byte-order mark), surrogates (the
@@ -61,6 +66,8 @@ def quote_exact(word: str) -> str:
 
 @dataclass(frozen=True)
 class Command:
+    """One process of a launch: its words, the node it runs on, its environment."""
+
     # "all" on one node; "head" and "worker" across several; "replica" for one of several
     # independent servers on a node.
     role: str
@@ -99,7 +106,10 @@ class Command:
         prefix = " ".join(
             f'{k}="${k}"' if v == FROM_CALLER else f"{k}={shlex.quote(v)}" for k, v in self.env
         )
-        words = " ".join(self._shell_word(i) for i in range(len(self.argv)))
+        if self.secrets:
+            words = " ".join(self._shell_word(i) for i in range(len(self.argv)))
+        else:  # no credential among the words (the common case: a --json plan quotes thousands)
+            words = " ".join(map(shlex.quote, self.argv))
         return f"{prefix} {words}" if prefix else words
 
     def _shell_word(self, i: int) -> str:

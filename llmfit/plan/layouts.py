@@ -78,6 +78,8 @@ class Spot:
 
 @dataclass(frozen=True)
 class Tried:
+    """A layout placed on cards and sized by the engine's memory model."""
+
     spot: Spot
     sized: Sized
 

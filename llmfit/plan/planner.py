@@ -46,6 +46,8 @@ class Unplaced:
 
 @dataclass(frozen=True)
 class Plan:
+    """The options that run the model on the fleet, best first, and why every other one does not."""
+
     model: Model
     context: int
     options: tuple[Option[Any], ...]

@@ -38,6 +38,8 @@ class Host:
 
 @dataclass(frozen=True)
 class ClassPool:
+    """The hosts of one class of cards, which one layout search places replicas on."""
+
     gpu_class: str
     card_bytes: int
     hosts: tuple[Host, ...]

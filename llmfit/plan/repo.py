@@ -10,6 +10,8 @@ from llmfit.plan.model import Model
 
 @dataclass(frozen=True)
 class Repo:
+    """A repository as read: where from, the model its config describes, its artifacts."""
+
     id: str
     revision: str | None
     commit: str | None

@@ -184,6 +184,9 @@ class Disagg:
 
 @dataclass(frozen=True)
 class PlanSettings:
+    """What the planner was asked, beyond the model and the fleet: the context, the memory shares,
+    the workload, the pins and each engine's options."""
+
     # The token pool planned for; None plans the model's trained context.
     context: int | None = None
     gpu_memory_utilization: float = 0.90

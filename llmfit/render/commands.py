@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmfit.plan.engines import engine
-from llmfit.plan.engines.platform_launch import PLATFORMS
-from llmfit.plan.launch import Command
+from llmfit.plan.launch import PLATFORMS, Command
 from llmfit.render.safe import check_words
 
 if TYPE_CHECKING:  # an annotation only: the CLI reads FORMATS at start-up

@@ -78,6 +78,8 @@ def safe_dumps(value: object) -> str:
         text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except ValueError as e:
         raise RuntimeError(f"a figure that is not finite reached the JSON ({e})") from None
+    if _UNSAFE.search(text) is None:  # the common case, found in a third of sub's time
+        return text
     return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 

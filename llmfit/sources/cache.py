@@ -264,6 +264,8 @@ def repo_folder(cache: Path, repo_id: str) -> Path:
 
 @dataclass(frozen=True)
 class Snapshot:
+    """A cached snapshot of a repository: its folder and the commit it holds."""
+
     path: Path
     commit: str
 

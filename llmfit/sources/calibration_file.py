@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tomllib
 from pathlib import Path
 
 from llmfit.errors import BadInputError
@@ -59,6 +58,8 @@ def read_calibration(path: Path) -> tuple[Pool, ...]:
     """The pools of a calibration file; none where there is no file."""
     if not os.path.lexists(path):
         return ()
+    import tomllib  # only where there is a file: a plan without one does not import it
+
     try:
         raw = read_capped(path, MAX_BYTES, "calibration file")
         doc = tomllib.loads(raw.decode("utf-8"))

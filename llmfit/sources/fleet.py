@@ -242,10 +242,10 @@ class _Reader:
     ) -> None:
         if known and table.keys() <= known:
             return
-        import difflib  # only for a mistake
-
         for key in table:
             if key not in allowed:
+                import difflib  # only for a mistake
+
                 close = difflib.get_close_matches(key, allowed, n=1)
                 also = (
                     f"; did you mean {close[0]!r}?"

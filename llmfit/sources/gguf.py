@@ -92,6 +92,8 @@ SWA_PERIODS: dict[str, int] = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss"
 
 @dataclass(frozen=True)
 class GgufTensor:
+    """One tensor as a GGUF header lists it: its type, shape and bytes."""
+
     name: str
     type: int  # GGMLQuantizationType
     shape: tuple[int, ...]
@@ -101,6 +103,8 @@ class GgufTensor:
 
 @dataclass(frozen=True)
 class GgufHeader:
+    """A GGUF file's header: its metadata and its tensors, and where its data begins."""
+
     path: Path
     metadata: dict[str, Any]
     tensors: tuple[GgufTensor, ...]
@@ -917,6 +921,8 @@ def model_from_gguf(headers: Sequence[GgufHeader]) -> Model:
 
 @dataclass(frozen=True)
 class GgufFiles:
+    """The GGUF files of a repository read as artifacts, one a quant."""
+
     artifacts: tuple[Artifact, ...]
     # Every part of the first artifact, first part first, for a repository whose model only GGUF
     # states: the keys are the first part's, the parameters all of theirs (model_from_gguf).

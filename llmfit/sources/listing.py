@@ -37,6 +37,8 @@ class Listed:
 
 @dataclass(frozen=True)
 class CacheListing:
+    """The model repositories of a Hugging Face cache, and its folders that could not be read."""
+
     repos: tuple[Listed, ...]
     # Folders of the cache that could not be read, each a sentence (huggingface_hub's warnings).
     problems: tuple[str, ...] = ()

@@ -132,6 +132,8 @@ _OF = re.compile(r"-of-0*(\d+)\.safetensors$")
 
 @dataclass(frozen=True)
 class SafetensorsIndex:
+    """What a safetensors index says: the checkpoint's total size and its shard files."""
+
     total_size: int | None
     shards: tuple[str, ...]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llmfit.plan.kernels import LayerKernels, layer_kernels
+from llmfit.plan.engines.layer_backends import backends
+from llmfit.plan.kernels import Backends, LayerKernels, layer_kernels
 from llmfit.plan.speed import inputs_for, stepper
 from tests.plan.test_load import CTX, H100, K, fixture
 
@@ -56,3 +57,42 @@ def test_deepseek_v3_on_8_h100s_a_steps_kernels_at_5_us_each():
     assert abs(stepper(priced).coefs[0].graph - 9.0e-3) < 1e-12
     plain = inputs_for(m, layout, H100, constants=K, **kw)
     assert abs(stepper(plain).coefs[0].graph - 4.21e-3) < 1e-12
+
+
+def test_a_layer_by_the_kernels_the_engine_picks_on_the_card():
+    # plan/engines/layer_backends.py: each engine's attention backend and MoE kernel on the card
+    # for the checkpoint, plan/kernels.py's counts for them (worked out from the constants' cited
+    # code, not from a run).
+    oss, _ = fixture("openai--gpt-oss-120b")
+    # gpt-oss-120b (MXFP4 experts) on a B200 under SGLang 0.5.23: trtllm_mha and the
+    # "flashinfer_mxfp4" runner (TRT-LLM-gen). A MoE layer: 2 norms + 5 attention (qkv GEMM,
+    # rope, cache write, TRT-LLM-gen's decode with its split KV reduced in the kernel, o GEMM)
+    # + 5 experts (router GEMM, routing, FC1 with SwiGLU, FC2, finalize) = 12, where the
+    # structure's count is 15.
+    b = backends("sglang", "blackwell", "mxfp4", oss.architecture, False)
+    assert b == Backends(gqa="trtllm", mla="", experts="flashinfer_trtllm")
+    assert layer_kernels(oss, fp8=False, backends=b) == LayerKernels(dense=10, moe=12)
+    # On an H200 both engines run its experts with triton_kernels' matmul_ogs: router GEMM,
+    # routing's 3, two matmul_ogs = 6; FA3's 6 for the attention: 2 + 6 + 6 = 14.
+    b = backends("vllm", "hopper", "mxfp4", oss.architecture, False)
+    assert b == Backends(experts="triton_kernels")
+    assert layer_kernels(oss, fp8=False, backends=b).moe == 14
+    # DeepSeek-V3 in fp8 on a B200. SGLang: trtllm_mla (the latent cache's write and q's concat
+    # in one launch, no combine: MLA's 11 less 1, 3 quantisations) and TRT-LLM-gen's fp8 MoE
+    # (its 5, the hidden states' quantisation and the activation's own kernel: 7), the shared
+    # expert's 5: 2 + 13 + 7 + 5 = 27 a MoE layer (30 by the structure); a dense layer 2 + 13 +
+    # 4 = 19. vLLM: FLASHINFER_MLA's concat of q takes the combine's place: 28 and 20.
+    ds, _ = fixture("deepseek-ai--DeepSeek-V3")
+    b = backends("sglang", "blackwell", "fp8", ds.architecture, False)
+    assert b == Backends(gqa="trtllm", mla="trtllm", experts="flashinfer_trtllm")
+    assert layer_kernels(ds, fp8=True, backends=b) == LayerKernels(dense=19, moe=27)
+    b = backends("vllm", "blackwell", "fp8", ds.architecture, False)
+    assert layer_kernels(ds, fp8=True, backends=b) == LayerKernels(dense=20, moe=28)
+    # On an H100 both keep the structure's count (FA3 MLA and its combine, Triton's MoE).
+    b = backends("sglang", "hopper", "fp8", ds.architecture, False)
+    assert layer_kernels(ds, fp8=True, backends=b) == LayerKernels(dense=20, moe=30)
+    # On an MI300X SGLang runs aiter's MoE: router GEMM, top-k, the sort, two stages and two
+    # quantisations = 7 for Triton's 9: 2 + 14 + 7 + 5 = 28.
+    b = backends("sglang", "cdna3", "fp8", ds.architecture, False)
+    assert b == Backends(experts="aiter")
+    assert layer_kernels(ds, fp8=True, backends=b).moe == 28

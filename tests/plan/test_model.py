@@ -79,3 +79,19 @@ def test_trained_context_and_quantisation():
     assert ds.max_context == 163_840
     assert ds.quantization == "fp8"
     assert model("Qwen/Qwen3-235B-A22B").max_context == 40_960
+
+
+def test_a_model_hashes_by_its_names_and_sizes_and_equals_by_every_field():
+    """Model.__hash__ reads five fields (the engines' caches look a plan's model up 380 times);
+    == still reads them all: a model that differs only in its notes hashes the same, is not
+    equal, and is its own key."""
+    from dataclasses import replace
+
+    qwen = model("Qwen/Qwen3-235B-A22B")
+    noted = replace(qwen, notes=(*qwen.notes, "read with a note"))
+    same = replace(qwen)
+    # config.json: Qwen3MoeForCausalLM, qwen3_moe, 94 layers, hidden 4096; params unread (None).
+    assert hash(qwen) == hash(("Qwen3MoeForCausalLM", "qwen3_moe", 94, 4096, None))
+    assert hash(noted) == hash(qwen) and noted != qwen
+    assert same == qwen and hash(same) == hash(qwen)
+    assert {qwen: 1, noted: 2, same: 3} == {qwen: 3, noted: 2}

@@ -381,8 +381,15 @@ def registered(key: str) -> Registered:
 
 def engine(key: str) -> Engine:
     """The engine registered under `key` (imported on first use)."""
-    found: Engine = import_module(registered(key).module).ENGINE
+    found: Engine | None = _engines.get(key)
+    if found is None:
+        # Kept: a plan asks for its engines a thousand times (each option's words, its fields,
+        # its commands), and import_module costs a few µs each even once imported.
+        found = _engines[key] = import_module(registered(key).module).ENGINE
     return found
+
+
+_engines: dict[str, Engine] = {}
 
 
 def engines() -> list[Engine]:
@@ -437,10 +444,12 @@ def register(key: str, line: Registered) -> None:
     if key in _REGISTRY:
         raise ValueError(f"an engine is already registered as {key!r}")
     _REGISTRY[key] = line
+    _engines.pop(key, None)
 
 
 def unregister(key: str) -> None:
     _REGISTRY.pop(key, None)
+    _engines.pop(key, None)
 
 
 def split_env(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:

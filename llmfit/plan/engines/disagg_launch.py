@@ -26,6 +26,8 @@ ROUTER_PORT = 8000
 
 @dataclass(frozen=True)
 class Worker:
+    """One prefill or decode server of a disaggregated launch, where it runs and its port."""
+
     role: str  # "prefill" or "decode"
     index: int  # from 1 within its role
     host: str  # "localhost" on a one-node unit, else its role's name ("prefill-1")

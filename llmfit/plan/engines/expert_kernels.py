@@ -34,6 +34,8 @@ CHECKPOINTS: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class Rule:
+    """One rule of moe_kernels.toml: the kernel an engine runs for these checkpoints and cards."""
+
     engine: str
     checkpoints: tuple[str, ...]
     kernel: str

@@ -142,12 +142,19 @@ T = TypeVar("T")
 
 def declared(cls: type) -> tuple[Declared, ...]:
     """The knobs of an options class, in the order they are declared (and printed)."""
-    out = []
-    for f in dataclasses.fields(cls):
-        k = f.metadata.get(_KNOB)
-        if isinstance(k, Knob):
-            out.append(Declared(f.name, k, f.default))
-    return tuple(out)
+    found = _declared.get(cls)
+    if found is None:
+        # Kept by class (its fields are fixed once it is defined): every option's launch words
+        # ask again, a few hundred times a plan.
+        found = _declared[cls] = tuple(
+            Declared(f.name, k, f.default)
+            for f in dataclasses.fields(cls)
+            if isinstance(k := f.metadata.get(_KNOB), Knob)
+        )
+    return found
+
+
+_declared: dict[type, tuple[Declared, ...]] = {}
 
 
 @runtime_checkable

@@ -118,6 +118,8 @@ class DeviceUsage:
 
 @dataclass(frozen=True)
 class Estimate:
+    """What llama.cpp puts on each card and on the host for one split of the layers."""
+
     cards: tuple[DeviceUsage, ...]
     host: DeviceUsage
 

@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from llmfit.errors import UsageError
 from llmfit.plan.engines.disagg_launch import pair_commands
+from llmfit.plan.launch import PLATFORMS as PLATFORMS  # the formats, as `--format` spells them
 
 if TYPE_CHECKING:
     from llmfit.plan.launch import Command
 
-# The formats, as `--format` spells them.
-PLATFORMS = ("llm-d", "kserve", "dynamo")
 # The role of an aggregated option's server (prefill and decode in one).
 AGGREGATED = "aggregated"
 

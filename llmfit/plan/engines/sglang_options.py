@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 
 from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
 
@@ -18,6 +17,8 @@ from llmfit.plan.engines.knobs import MEMORY, SPEED, knob
 def human_readable_int(flag: str, value: str) -> int:
     """A token count as SGLang's human_readable_int reads it (utils/common.py): an integer, or
     one with an SI suffix (1k = 1000, 1M, 25.6k) or an IEC one (1Ki = 1024, 1Mi), case-sensitive."""
+    from decimal import Decimal, InvalidOperation  # only where a flag is read: 2 ms to import
+
     text = value.strip()
     m = re.fullmatch(r"(\d{1,24}(?:\.\d{1,6})?)(Ki|Mi|Gi|Ti|k|M|G|T)", text)
     try:

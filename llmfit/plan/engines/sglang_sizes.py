@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import ROUND_DOWN, Decimal
 
 from llmfit.plan.layout import Layout
 from llmfit.plan.model import AttentionKind, MambaShape, Shape, dtype_bytes
@@ -344,6 +343,8 @@ def default_reserve(
 def three_places(share: float) -> float:
     """A share rounded down to three places, as a command passes it (0.7064675 → 0.706; 0.829
     stays 0.829, which binary floating point holds as 0.82899…)."""
+    from decimal import ROUND_DOWN, Decimal  # 2 ms to import, for a plan that runs SGLang only
+
     return float(Decimal(repr(share)).quantize(Decimal("0.001"), rounding=ROUND_DOWN))
 
 
