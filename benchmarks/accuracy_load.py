@@ -42,6 +42,8 @@ dtype; as shipped, plans do so for the engines the file's `engines` names (none)
 (plan/kernels.py, from the model's structure) at a fitted cost a kernel (`kernel_s`), in place of
 `layer_s` and `moe_layer_s`: measured, not shipped (docs/accuracy.md "Tried after this round, and
 not shipped": closer on every run fitted and on AMD's, further on the MoE runs never seen).
+--kernels-a-layer is the default where serving_speed.toml prices a kernel (`kernel_s`);
+--layer-constants then fits `layer_s` and `moe_layer_s` instead.
 --kernels-by-backend counts them by the kernels the run's engine picks on its card for its
 checkpoint (plan/engines/layer_backends.py: TRT-LLM-gen's attention on SM100, the routed experts'
 kernel of llmfit/data/moe_kernels.toml), with the same fit: measured, not shipped (docs/accuracy.md
@@ -644,7 +646,9 @@ def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
     fp8 = inp.compute_dtype == "fp8"
     if row.engine in BY_KERNEL and EXPERTS_ONLY:
         # The experts by the kernel the run's engine runs at its default flags
-        # (plan/engines/expert_kernels.py), the shares where no table measured it.
+        # (plan/engines/expert_kernels.py); where no table measured it, the plan's own curves
+        # (the fastest kernel measured for the dtype, plan/engines/serving.py expert_pricing,
+        # else the shares), as plans price them.
         dtype = "fp8" if fp8 else "w4a16" if four else "bf16"
         got = expert_kernels.expert_curves(
             row.engine, row.card, spec.architecture,
@@ -869,8 +873,14 @@ if CURVES:
 # --kernels-by-backend: the same, each layer counted by the kernels its engine picks on the run's
 # card for its checkpoint (plan/engines/layer_backends.py: TRT-LLM-gen's attention on SM100, the
 # MoE kernel of llmfit/data/moe_kernels.toml), not by the model's structure alone.
+# The default where the shipped constants price a kernel (`kernel_s` in serving_speed.toml), as
+# plans then do; --layer-constants fits `layer_s` and `moe_layer_s` instead.
 BY_BACKEND = "--kernels-by-backend" in sys.argv
-KERNELS = "--kernels-a-layer" in sys.argv or BY_BACKEND
+KERNELS = "--layer-constants" not in sys.argv and (
+    "--kernels-a-layer" in sys.argv
+    or BY_BACKEND
+    or any(k.kernel_s > 0 for t in serving_speed.TABLES.values() for k in t.values())
+)
 if KERNELS:
     SHARED = tuple(p for p in SHARED if p[0] not in ("layer_s", "moe_layer_s"))
     SHARED = (("kernel_s", 5e-6, 1e-6, 15e-6), *SHARED)

@@ -128,3 +128,25 @@ def test_plans_price_by_the_rules_only_the_engines_the_file_names(monkeypatch):
     assert by_rule is not None and by_rule.curves is not None and by_rule.curve_dtype == "bf16"
     assert by_rule.curves.moes["bf16"].at(4) == 0.8739
     assert shipped.curves.moe("bf16").at(4) == 0.8668
+
+
+def test_a_named_engine_keeps_the_fastest_kernel_where_its_own_was_not_measured(monkeypatch):
+    # SGLang runs an A100's fp8 experts with Triton's fused_moe (moe_kernels.toml), which no
+    # table measured in fp8 on an A100 (kernel_curves.json a100-80g sglang moe_kernels: triton
+    # bf16 and marlin w4a16 only; no vLLM table for the card): the rules price nothing there,
+    # and the plan keeps the fastest kernel measured for the dtype, the A100's own curves under
+    # SGLang, as benchmarks/accuracy_load.py measured_kernels does (it keeps the plan's curves
+    # where the rules give none), not the fitted shares.
+    a100 = BY_KEY["a100-80g"]
+    assert ek.expert_curves("sglang", "a100-80g", "ampere", "fp8", "Qwen3MoeForCausalLM", False,
+                            "fp8_block") is None  # fmt: skip
+    monkeypatch.setattr(serving.serving_speed, "for_card",
+                        lambda table, key: replace(SERVING, expert_curves=True))  # fmt: skip
+    monkeypatch.setattr(ek, "engines", lambda: frozenset({"sglang"}))
+    model = replace(QWEN30B_MODEL, architecture="Qwen3MoeForCausalLM")
+    got = serving.speed_inputs(
+        serving.serving_speed.SGLANG, model, QWEN30B, a100, Layout(1), 4096, 0, 1, True,
+        lambda layers, pp: (layers,), curves_backend="sglang",
+    )  # fmt: skip
+    assert got is not None and got.curve_dtype == "fp8"
+    assert got.curves == curves_for("a100-80g", "ampere", "sglang")

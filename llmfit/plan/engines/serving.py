@@ -267,7 +267,10 @@ def expert_pricing(
     reads it ("fp8", "w4a16", "bf16"); no curves where the shares price them. An engine the
     kernel rules are shipped for (llmfit/data/moe_kernels.toml `engines`) by the grouped GEMM of
     the kernel it runs at its default flags (plan/engines/expert_kernels.py); another by the
-    fastest measured for the weights' dtype (`expert_kernel`)."""
+    fastest measured for the weights' dtype (`expert_kernel`), as is a listed engine's where no
+    table measured the kernel it runs on the card (or no rule names one): how the model was
+    fitted and measured (benchmarks/accuracy_load.py measured_kernels keeps the plan's curves
+    there; docs/accuracy.md "Serving under load")."""
     four = model.params is not None and model.params > 0 and weights.total / model.params < 0.75
     if engine in expert_kernels.engines():
         dtype = "fp8" if fp8 else "w4a16" if four else "bf16"
@@ -276,7 +279,8 @@ def expert_pricing(
             expert_kernels.checkpoint(model.quantization, four, fp8), model.architecture, ep,
             "fp8_block" if fp8 else dtype,
         )  # fmt: skip
-        return got, dtype
+        if got is not None:
+            return got, dtype
     kernel = expert_kernel(model.quantization, four, fp8, spec.architecture)
     if kernel is None:
         return None, None
