@@ -36,7 +36,7 @@ tensor-parallel cards, unless its launch names expert parallelism), not whole.
 --experts-by-kernel=vllm,sglang (with --curves-experts) prices the listed engines' experts by the
 grouped GEMM of the kernel the engine runs at its default flags (llmfit/data/moe_kernels.toml,
 the run's model, card, checkpoint and expert parallelism), not the fastest measured for the
-dtype; as shipped, plans do so for the engines the file's `engines` names (none).
+dtype; as shipped, plans do so for the engines the file's `engines` names (vLLM).
 
 --kernels-a-layer prices a layer's fixed cost as the kernels it launches in a graphed decode step
 (plan/kernels.py, from the model's structure) at a fitted cost a kernel (`kernel_s`), in place of
@@ -668,7 +668,7 @@ def measured_kernels(row: Row, inp: speed.SpeedInputs) -> speed.SpeedInputs:
 
 # The routed experts by the grouped GEMM of the kernel the run's engine runs at its default flags
 # (llmfit/data/moe_kernels.toml), not the fastest measured for the dtype, for the engines the
-# rules are shipped for (its `engines`: none as shipped), as plans price them;
+# rules are shipped for (its `engines`: vLLM as shipped), as plans price them;
 # --experts-by-kernel=ENGINES (a comma-separated list, or "none") for others: how
 # docs/accuracy.md measured them.
 _BY_KERNEL = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--experts-by-kernel=")]

@@ -64,13 +64,14 @@ def test_a_budget_leaves_out_what_costs_more_and_says_so(run, priced):
     assert code == 0, err
     doc = json.loads(out)
     costs = [o["serving"]["cost_per_hour"] for o in doc["options"]]
-    # Two H100s × 4 and eight × 1 (19.92), two H100s × 5 (24.90), the H200s at 28.72 and four
-    # H100s × 3 (29.88) are within 30 an hour; the cheapest above it is 35.90.
+    # Two H100s × 4 and eight × 1 (19.92), two H100s × 5 (24.90), one H200 × 7 (7 × 3.59 =
+    # 25.13), the H200s at 28.72 and four H100s × 3 (29.88) are within 30 an hour; the cheapest
+    # above it is another one-H200 option that needs 9 replicas: 9 × 3.59 = 32.31.
     assert costs and all(c <= 30 for c in costs)
     assert len(costs) == len(every) - over
     assert (
         f"--budget 30 an hour: {over} options that cost more left out (the cheapest of them "
-        "$35.90 an hour)"
+        "$32.31 an hour)"
     ) in doc["notes"]
 
 

@@ -104,12 +104,12 @@ def test_the_checkpoints_classes():
 
 
 def test_plans_price_by_the_rules_only_the_engines_the_file_names(monkeypatch):
-    # As shipped the file names no engine: every plan keeps the fastest kernel measured for the
-    # dtype. Named, SGLang's Qwen3-30B-A3B (Qwen3MoeForCausalLM) at bf16 on an H100 takes
+    # As shipped the file names vLLM alone: SGLang's plans keep the fastest kernel measured for
+    # the dtype. Named, SGLang's Qwen3-30B-A3B (Qwen3MoeForCausalLM) at bf16 on an H100 takes
     # Triton's fused_moe curve (h100_sxm sglang 0.5.14 sglang_fused_moe_triton), 0.8739 at four
     # tokens an expert, where the curve of the fastest of Triton's and FlashInfer CUTLASS's rows
     # is 0.8668 (a median over other shapes: FlashInfer's were measured on three of its own).
-    assert ek.engines() == frozenset()
+    assert ek.engines() == frozenset({"vllm"})
     monkeypatch.setattr(serving.serving_speed, "for_card",
                         lambda table, key: replace(SERVING, expert_curves=True))  # fmt: skip
     model = replace(QWEN30B_MODEL, architecture="Qwen3MoeForCausalLM")

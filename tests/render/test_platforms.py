@@ -349,14 +349,15 @@ def test_an_aggregated_option_is_one_server_on_each_platform(run):
 
 
 def test_an_aggregated_option_runs_as_many_replicas_as_the_load_needs(run):
-    # 20 requests a second: option 4 is 2 H200s (tp2), and the plan sizes 2 replicas of it (each
-    # carries 10 requests a second, as --format k8s says above its Deployment of 2).
+    # 20 requests a second: option 6 is 2 H100s (tp2), and the plan sizes 2 replicas of it (each
+    # carries 10 requests a second, as --format k8s says above its Deployment of 2). (2 H200s in
+    # tp2, option 3, carry all 20 in one replica.)
     load = ["Qwen/Qwen3-8B", "--fleet", str(EXAMPLE_FLEET), "--rate", "20"]
     code, out, err = run(*load, "--json")
     assert code == 0, err
-    o = json.loads(out)["options"][3]
-    assert (o["gpu_class"], o["tp"], o["launch_replicas"]) == ("h200-141g", 2, 2)
-    pick = [*load, "--option", "4", "--commands"]
+    o = json.loads(out)["options"][5]
+    assert (o["gpu_class"], o["tp"], o["launch_replicas"]) == ("h100-80g", 2, 2)
+    pick = [*load, "--option", "6", "--commands"]
     header, doc = _one(run, pick, "kserve")
     assert header[2] == "# one server: 2 pods of 2 cards, tensor-parallel 2"
     assert doc["spec"]["replicas"] == 2

@@ -6,8 +6,9 @@ The rules are data: llmfit/data/moe_kernels.toml, read from vLLM 0.34.0's MoE ke
 overrides and quant methods), each rule with the file and function it follows. A rule names a
 kernel family and the dtypes of aiconfigurator's tables that measured it
 (llmfit/data/kernel_curves.json "moe_kernels", benchmarks/derive_kernel_curves.py): the experts
-are priced by that kernel's curve, not by the fastest kernel measured for the dtype, and by the
-engine's fitted shares where no table measured the kernel that runs.
+are priced by that kernel's curve, not by the fastest kernel measured for the dtype, for the
+engines the file's `engines` names (vLLM, as shipped); where no table measured the kernel that
+runs, by the fastest kernel measured for the dtype (plan/engines/serving.py expert_pricing).
 """
 
 from __future__ import annotations
