@@ -953,7 +953,8 @@ def group_files(rels: list[str]) -> tuple[list[list[str]], list[str]]:
         if missing:
             warnings.append(
                 f"{prefix}.gguf: part{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(map(str, missing))} of {count} are not here, so it is not planned."
+                f"{', '.join(map(str, missing))} of {count} "
+                f"{'are' if len(missing) > 1 else 'is'} not here, so it is not planned."
             )
             continue
         groups.append([parts[i] for i in range(1, count + 1)])
@@ -1003,6 +1004,10 @@ def gguf_artifacts(
             )
             continue
         headers = [read_header(root / p) if p in local else fetched[p] for p in parts]
+        wrong = split_mismatch(parts, headers)
+        if wrong:
+            warnings.append(wrong)
+            continue
         if not first_headers:
             first_headers = tuple(headers)
         on_disk = all(p in local for p in parts)
@@ -1022,6 +1027,33 @@ def gguf_artifacts(
             )
         )
     return GgufFiles(tuple(artifacts), first_headers, tuple(warnings))
+
+
+def split_mismatch(parts: list[str], headers: list[GgufHeader]) -> str | None:
+    """Why a split artifact's parts are not the parts their headers say they are, or None.
+
+    Parts are grouped by their names (`-00002-of-00003`); a renamed or mixed-up file would
+    otherwise be summed into another model's size. llama.cpp checks the same keys before loading
+    (src/llama-model-loader.cpp, llama_model_loader's constructor: `split.count` read from the
+    first file, each further file's `split.no` compared with its index, "invalid split file
+    idx"). A key a header does not state is not held against it (gguf-split writes both)."""
+    if len(parts) < 2:
+        return None
+    for i, (rel, h) in enumerate(zip(parts, headers, strict=True)):
+        no, count = h.get("split.no"), h.get("split.count")
+        if no is not None and (isinstance(no, bool) or not isinstance(no, int) or no != i):
+            return (
+                f"{_artifact_name(parts)}: {rel} states it is split part {no} (from 0), not "
+                f"{i}, so it is not planned."
+            )
+        if count is not None and (
+            isinstance(count, bool) or not isinstance(count, int) or count != len(parts)
+        ):
+            return (
+                f"{_artifact_name(parts)}: {rel} states the model is split in {count} parts, "
+                f"not the {len(parts)} its file names say, so it is not planned."
+            )
+    return None
 
 
 def _artifact_name(parts: list[str]) -> str:

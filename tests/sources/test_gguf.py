@@ -129,7 +129,7 @@ def test_split_parts_are_grouped_first_part_first():
         ],
         ["m-Q8_0.gguf"],
     ]
-    assert warnings == ["Q2_K/m-Q2_K.gguf: part 2 of 2 are not here, so it is not planned."]
+    assert warnings == ["Q2_K/m-Q2_K.gguf: part 2 of 2 is not here, so it is not planned."]
 
 
 def test_a_split_file_is_one_artifact_and_mmproj_is_its_projector(tmp_path):
@@ -153,6 +153,48 @@ def test_a_split_file_is_one_artifact_and_mmproj_is_its_projector(tmp_path):
     assert (q4.name, q4.quant, q4.shards, q4.bytes) == ("tiny-Q4_K_M.gguf", "Q4_K_M", 1, 1_115_648)
     assert q4.projector == str(tmp_path / "mmproj-tiny-F16.gguf")
     assert q4.projector_bytes == (tmp_path / "mmproj-tiny-F16.gguf").stat().st_size
+
+
+def test_split_parts_whose_headers_disagree_with_their_names_are_not_planned(tmp_path):
+    # Two 3-part splits, each with one part whose file does not say what its name says:
+    # - Q8_0: parts 2 and 3 swapped by name, so the file named 00002 states split.no 2 (from 0);
+    # - Q4_0: its third part is another split's (count 2, its second part): split.no 1 is what
+    #   the name 00003 would need to be 2, and it is caught at its split.no first.
+    # Summed by name, either would be planned as a model of the right size but the wrong files;
+    # llama.cpp refuses both ("invalid split file idx", llama_model_loader).
+    meta = llama_metadata(2, 256, 512, 4, 2, 4096, 7) | {"llama.vocab_size": 1024}
+    tensors = llama_tensors(2, 256, 512, 1024, 128, Q.Q8_0)
+    repo = tmp_path / "repo"
+    a, b, c = write_split("Q8_0/t-Q8_0-{:05d}-of-{:05d}.gguf", "llama", meta, tensors, 3, repo)
+    b.rename(tmp_path / "swap")
+    c.rename(b)
+    (tmp_path / "swap").rename(c)
+    write_split("Q4_0/t-Q4_0-{:05d}-of-{:05d}.gguf", "llama", meta, tensors, 3, repo)
+    other = write_split("o-{:05d}-of-{:05d}.gguf", "llama", meta, tensors, 2, tmp_path)
+    other[1].replace(repo / "Q4_0/t-Q4_0-00003-of-00003.gguf")
+    found = gguf_artifacts(repo)
+    assert found.artifacts == ()
+    assert found.warnings == (
+        "Q4_0/t-Q4_0.gguf: Q4_0/t-Q4_0-00003-of-00003.gguf states it is split part 1 (from 0), "
+        "not 2, so it is not planned.",
+        "Q8_0/t-Q8_0.gguf: Q8_0/t-Q8_0-00002-of-00003.gguf states it is split part 2 (from 0), "
+        "not 1, so it is not planned.",
+    )
+
+
+def test_a_split_part_that_states_another_count_is_not_planned(tmp_path):
+    # A 2-part split whose second file is the second part of a 3-part split: its split.no (1) is
+    # right for its place, its split.count (3) is not the 2 its name says.
+    meta = llama_metadata(2, 256, 512, 4, 2, 4096, 7) | {"llama.vocab_size": 1024}
+    tensors = llama_tensors(2, 256, 512, 1024, 128, Q.Q8_0)
+    repo = tmp_path / "repo"
+    write_split("t-{:05d}-of-{:05d}.gguf", "llama", meta, tensors, 2, repo)
+    three = write_split("t-{:05d}-of-{:05d}.gguf", "llama", meta, tensors, 3, tmp_path)
+    three[1].replace(repo / "t-00002-of-00002.gguf")
+    assert gguf_artifacts(repo).warnings == (
+        "t.gguf: t-00002-of-00002.gguf states the model is split in 3 parts, not the 2 its file "
+        "names say, so it is not planned.",
+    )
 
 
 def test_a_gguf_only_repository_reads_its_model_from_the_header(tmp_path):
