@@ -10,6 +10,31 @@ HUB = FIXTURES / "hub"
 EXAMPLE_FLEET = ROOT / "examples" / "fleet.toml"
 
 
+def modules_a_json_plan_imports(repo: str, fleet: str | Path = EXAMPLE_FLEET) -> set[str]:
+    """The modules a `--json` plan of `repo` on `fleet` has imported by its end, in a fresh
+    process (the bundled cache, offline): what a run of the command pays at its start."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, io, contextlib; from llmfit.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: main([sys.argv[1], '--fleet', sys.argv[2], '--json'])\n"
+        "    except SystemExit: pass\n"
+        "print('\\n'.join(sys.modules))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, repo, str(fleet)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_CACHE": str(HUB), "HF_HUB_OFFLINE": "1"},
+    )
+    return set(r.stdout.split())
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Path:
     """The bundled Hugging Face cache, as the cache every run in the test sees."""

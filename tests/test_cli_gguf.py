@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 
-from tests.conftest import EXAMPLE_FLEET, HUB, ROOT
+from tests.conftest import EXAMPLE_FLEET, HUB, ROOT, modules_a_json_plan_imports
 
 FLEET = str(EXAMPLE_FLEET)
 REPO = "llmfit-fixtures/Tiny-Llama-GGUF"
@@ -124,25 +123,8 @@ def test_json_says_the_llama_cpp_placement(run):
 def test_a_json_plan_does_not_import_rich():
     """`--json` writes no table: rich (a fifth of a plan's imports) is left unloaded, where the
     streams' setup (render/streams.py) once pulled it in before any answer."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, io, contextlib; from llmfit.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    try: main(['Qwen/Qwen3-8B', '--fleet', sys.argv[1], '--json'])\n"
-        "    except SystemExit: pass\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", code, FLEET],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-        env={**os.environ, "HF_HUB_CACHE": str(HUB), "HF_HUB_OFFLINE": "1"},
-    )
-    assert r.stdout.strip() == "[]"
+    loaded = modules_a_json_plan_imports("Qwen/Qwen3-8B", FLEET)
+    assert sorted(m for m in loaded if m.split(".")[0] == "rich") == []
 
 
 def test_a_context_past_the_trained_one_is_what_the_command_holds(run):
