@@ -1245,6 +1245,16 @@ def nested_estimates(
     return out, chosen
 
 
+def never_seen(rows: list[Row], estimates: dict[str, dict[str, float]], heading: str) -> None:
+    """The tables of runs never seen: by model kind and engine, then by publisher and shape."""
+    print(f"#### {heading}")
+    print()
+    print("\n".join(split_table(rows, estimates)))
+    print()
+    print("\n".join(breakdown(rows, estimates, "never seen, by publisher and shape")))
+    print()
+
+
 def main(argv: list[str]) -> int:
     rows, unrepresented = load_rows()
     keys = families(rows)
@@ -1256,13 +1266,8 @@ def main(argv: list[str]) -> int:
     grid = [float(v) for a in argv if a.startswith("--nested=") for v in a[9:].split(",")]
     if grid:
         nested, chosen = nested_estimates(rows, grid)
-        print(f"#### never seen, the priors' strength chosen in each fold from {grid} by "
-              "leave-publisher-out on its training publishers")  # fmt: skip
-        print()
-        print("\n".join(split_table(rows, nested)))
-        print()
-        print("\n".join(breakdown(rows, nested, "never seen, by publisher and shape")))
-        print()
+        never_seen(rows, nested, f"never seen, the priors' strength chosen in each fold from "
+                   f"{grid} by leave-publisher-out on its training publishers")  # fmt: skip
         print("| publisher held out | strength chosen | inner score by strength |")
         print("|---|---|---|")
         for pub, (best, inner) in chosen.items():
@@ -1285,13 +1290,8 @@ def main(argv: list[str]) -> int:
         if "--save" in argv:
             # For aiconfigurator_compare.py --estimates: the folds' estimates, not refitted there.
             Path(argv[argv.index("--save") + 1]).write_text(json.dumps(unseen))
-        print("#### never seen: each publisher's runs by a fit without that publisher nor its "
-              "runs' model × card-family cells")  # fmt: skip
-        print()
-        print("\n".join(split_table(rows, unseen)))
-        print()
-        print("\n".join(breakdown(rows, unseen, "never seen, by publisher and shape")))
-        print()
+        never_seen(rows, unseen, "never seen: each publisher's runs by a fit without that "
+                   "publisher nor its runs' model × card-family cells")  # fmt: skip
         print("| publisher held out | training rows left |")
         print("|---|---|")
         for pub, n in kept.items():
