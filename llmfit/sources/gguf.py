@@ -1041,14 +1041,13 @@ def split_mismatch(parts: list[str], headers: list[GgufHeader]) -> str | None:
         return None
     for i, (rel, h) in enumerate(zip(parts, headers, strict=True)):
         no, count = h.get("split.no"), h.get("split.count")
-        if no is not None and (isinstance(no, bool) or not isinstance(no, int) or no != i):
+        # A stated value must be this very int (a bool or float equal to it is not llama.cpp's).
+        if no is not None and (type(no) is not int or no != i):
             return (
                 f"{_artifact_name(parts)}: {rel} states it is split part {no} (from 0), not "
                 f"{i}, so it is not planned."
             )
-        if count is not None and (
-            isinstance(count, bool) or not isinstance(count, int) or count != len(parts)
-        ):
+        if count is not None and (type(count) is not int or count != len(parts)):
             return (
                 f"{_artifact_name(parts)}: {rel} states the model is split in {count} parts, "
                 f"not the {len(parts)} its file names say, so it is not planned."
