@@ -43,13 +43,14 @@ from dataclasses import dataclass, replace
 from llmfit.plan.settings import Workload
 from llmfit.plan.speed import (
     Cost,
+    PairPrice,
     SpeedInputs,
     Time,
-    round_pair,
+    pair_pricer,
     round_time,
-    round_total,
     step,
     step_total,
+    total_pricer,
 )
 
 # A capacity is found to this share of itself: the model is no truer than
@@ -218,21 +219,28 @@ def _round(r: Replica, batch: float, context: float, chunk: float = 0.0,
     chunk adds × `prefill`."""
     s = r.scales
     if s.identity:
-        return round_total(r.inputs, batch, context, chunk, chunk_context)
+        return total_pricer(r.inputs)(batch, context, chunk, chunk_context)
     if chunk <= 0:
-        return s.decode * round_total(r.inputs, batch, context)
-    alone, both = round_pair(r.inputs, batch, context, chunk, chunk_context)
+        return s.decode * total_pricer(r.inputs)(batch, context, 0.0, 0.0)
+    alone, both = pair_pricer(r.inputs)(batch, context, chunk, chunk_context)
     return s.decode * alone + s.prefill * (both - alone)
 
 
-def _pair(r: Replica, batch: float, context: float, chunk: float,
-          chunk_context: float) -> tuple[float, float]:  # fmt: skip
-    """`round_pair` with the replica's calibration (see `_round`)."""
-    alone, both = round_pair(r.inputs, batch, context, chunk, chunk_context)
+def _pair_pricer(r: Replica) -> PairPrice:
+    """`round_pair` for the replica's inputs (`pair_pricer`), with its calibration (see
+    `_round`)."""
+    price = pair_pricer(r.inputs)
     s = r.scales
     if s.identity:
-        return alone, both
-    return s.decode * alone, s.decode * alone + s.prefill * (both - alone)
+        return price
+
+    def calibrated(
+        batch: float, context: float, chunk: float, chunk_context: float
+    ) -> tuple[float, float]:
+        alone, both = price(batch, context, chunk, chunk_context)
+        return s.decode * alone, s.decode * alone + s.prefill * (both - alone)
+
+    return calibrated
 
 
 def _apart(r: Replica, chunk: float, chunk_context: float) -> float:
@@ -305,8 +313,16 @@ def at_rate(
         # of the time is the rate's alone.
         busy = _apart_share(r, w, rate)
 
+    # What every τ tried shares, worked out once (the products as the sums below group them,
+    # so each figure is the same to the last bit): a fixed point tries a dozen τ a rate.
+    per_tau, arriving = rate * decoding, rate * prompt
+    budget, most = r.budget, 1 + TOLERANCE
+    pair = _pair_pricer(r)
+
     def tau_of(tau: float) -> float:
-        b = rate * decoding * tau
+        b = per_tau * tau
+        # max(b, 1.0), as max picks it.
+        held = 1.0 if 1.0 > b else b
         if r.mixed:
             # A prompt is cut into chunks of what the decodes leave of the budget, each riding in
             # one step; the other steps decode alone. A MoE's step with a chunk reads every
@@ -314,17 +330,20 @@ def at_rate(
             # not averaged into one (the share of experts read is far from linear in tokens).
             # Where prompts come faster than one chunk a step, every step carries prompt tokens
             # (several prompts' chunks), as many as arrive in a step, up to the room.
-            room = max(r.budget - b, 1.0)
-            chunks = math.ceil(prompt / room)
-            share = min(rate * chunks * tau, 1.0)  # the steps that carry a chunk
+            room = budget - b
+            if 1.0 > room:
+                room = 1.0
+            share = rate * math.ceil(prompt / room) * tau  # the steps that carry a chunk
+            if 1.0 < share:
+                share = 1.0
             if share <= 0:
-                return _round(r, max(b, 1.0), ctx)
-            carried = rate * prompt * tau / share
-            if carried > room * (1 + TOLERANCE):
+                return _round(r, held, ctx)
+            carried = arriving * tau / share
+            if carried > room * most:
                 return math.inf
-            t, with_chunk = _pair(r, max(b, 1.0), ctx, carried, half)
+            t, with_chunk = pair(held, ctx, carried, half)
             return t + share * (with_chunk - t)
-        t = _round(r, max(b, 1.0), ctx)
+        t = _round(r, held, ctx)
         return t / (1 - busy) if busy < 1 else math.inf  # busy: the prefill batches' share
 
     lo = tau_of(0.0)

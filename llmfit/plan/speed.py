@@ -37,6 +37,7 @@ benchmarks/accuracy_load.py --curves and --curves-experts measure them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from llmfit.plan.artifact import WeightLayout
@@ -987,6 +988,200 @@ def round_pair(
     if st.overlap:
         return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
     return plain + cpu, full + cpu
+
+
+# (a round's time alone, and with a chunk beside it) for (batch, context, chunk, chunk_context).
+PairPrice = Callable[[float, float, float, float], tuple[float, float]]
+
+
+def pair_pricer(inp: SpeedInputs) -> PairPrice:
+    """`round_pair` bound to `inp`: the same figures to the last bit, with what depends on `inp`
+    alone looked up once. A rate's fixed point asks for a pair a dozen times and a plan for
+    thousands of rates, and on the path every plan's step takes (the routed experts alone priced
+    by their curve, one micro-batch on the cards) the lookups had cost more than the arithmetic:
+    there each stage's sums are `_experts_measured_pair`'s, operation for operation, a dense
+    model's leaving out only its experts' terms, which add exactly 0
+    (tests/plan/test_speed_experts_curve.py holds the two equal)."""
+    found = _PAIRS.get(id(inp))
+    if found is None or found[0] is not inp:
+        if len(_PAIRS) > 4096:
+            _PAIRS.clear()
+        found = (inp, _pair_pricer(inp))
+        _PAIRS[id(inp)] = found
+    return found[1]
+
+
+# Pair pricers by the id of their inputs, as `_STEPPERS`.
+_PAIRS: dict[int, tuple[SpeedInputs, PairPrice]] = {}
+
+
+def _pair_pricer(inp: SpeedInputs) -> PairPrice:
+    st = stepper(inp)
+    kn = st.kernels
+
+    def general(
+        batch: float, context: float, chunk: float, chunk_context: float
+    ) -> tuple[float, float]:
+        return round_pair(inp, batch, context, chunk, chunk_context)
+
+    if kn is None or not kn.experts_only or st.ubatch or st.host:
+        return general
+    pipelined = st.pipelined
+    srows = st.rows
+    eager_all, graph_batch = st.eager, st.graph_batch
+    hop_fixed, hop_token = st.hop_fixed, st.hop_token
+    step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
+    if any(c.experts or c.expert_token for c in st.coefs):
+
+        def moe(
+            batch: float, context: float, chunk: float, chunk_context: float
+        ) -> tuple[float, float]:
+            n = batch + chunk
+            if not (batch > 0 and n > 0) or (
+                pipelined and batch > 1 and int(min(pipelined, batch)) != 1
+            ):
+                return round_pair(inp, batch, context, chunk, chunk_context)
+            one, two = _experts_measured_pair(st, kn, batch, context, chunk, chunk_context)
+            cpu = step_s + sequence_s * batch
+            plain = hop_fixed + hop_token * (batch + 0.0) + one
+            full = hop_fixed + hop_token * n + two
+            if overlap:
+                return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
+            return plain + cpu, full + cpu
+
+        return moe
+    # A dense model's stages: `_experts_measured_pair` with its experts' terms, each 0, left out.
+    rows = tuple(
+        (c.dense, c.token, c.kv, c.state, c.attention, c.graph, c.eager, c.link_fixed,
+         c.link_token)
+        for c in st.coefs
+    )  # fmt: skip
+
+    def dense(
+        batch: float, context: float, chunk: float, chunk_context: float
+    ) -> tuple[float, float]:
+        n2 = batch + chunk
+        if not (batch > 0 and n2 > 0) or (
+            pipelined and batch > 1 and int(min(pipelined, batch)) != 1
+        ):
+            return round_pair(inp, batch, context, chunk, chunk_context)
+        n1 = batch + 0.0
+        eager1 = eager_all or (graph_batch > 0 and n1 > graph_batch)
+        eager2 = eager_all or (graph_batch > 0 and n2 > graph_batch)
+        held = batch * context
+        attended1, attended2 = held + 0.0 * 0.0, held + chunk * chunk_context
+        rows1, rows2 = n1 + srows, n2 + srows
+        one = two = 0.0
+        for w, token, kvc, state, attention, graph, eager, link_fixed, link_token in rows:
+            gemm1, gemm2 = token * rows1, token * rows2
+            kv = kvc * batch * context + state * batch
+            att1, att2 = attention * attended1, attention * attended2
+            m1 = gemm1 if gemm1 > w else w
+            m2 = gemm2 if gemm2 > w else w
+            a1 = att1 if att1 > kv else kv
+            a2 = att2 if att2 > kv else kv
+            ov1 = ov2 = graph
+            if eager > graph:
+                if eager1:
+                    late = eager - graph - (m1 + a1)
+                    ov1 += 0.0 if 0.0 > late else late
+                if eager2:
+                    late = eager - graph - (m2 + a2)
+                    ov2 += 0.0 if 0.0 > late else late
+            one += m1 + a1 + ov1 + (link_fixed + link_token * n1)
+            two += m2 + a2 + ov2 + (link_fixed + link_token * n2)
+        cpu = step_s + sequence_s * batch
+        plain = hop_fixed + hop_token * n1 + one
+        full = hop_fixed + hop_token * n2 + two
+        if overlap:
+            return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
+        return plain + cpu, full + cpu
+
+    return dense
+
+
+# A round's time for (batch, context, chunk, chunk_context).
+TotalPrice = Callable[[float, float, float, float], float]
+
+
+def total_pricer(inp: SpeedInputs) -> TotalPrice:
+    """`round_total` bound to `inp`, as `pair_pricer` binds `round_pair`: the same figures to
+    the last bit, `_experts_measured_total`'s sums on the path every plan's step takes (a dense
+    model's without its experts' terms, which add exactly 0)."""
+    found = _TOTALS.get(id(inp))
+    if found is None or found[0] is not inp:
+        if len(_TOTALS) > 4096:
+            _TOTALS.clear()
+        found = (inp, _total_pricer(inp))
+        _TOTALS[id(inp)] = found
+    return found[1]
+
+
+# Round pricers by the id of their inputs, as `_STEPPERS`.
+_TOTALS: dict[int, tuple[SpeedInputs, TotalPrice]] = {}
+
+
+def _total_pricer(inp: SpeedInputs) -> TotalPrice:
+    st = stepper(inp)
+    kn = st.kernels
+
+    def general(batch: float, context: float, chunk: float, chunk_context: float) -> float:
+        return round_total(inp, batch, context, chunk, chunk_context)
+
+    if kn is None or not kn.experts_only or st.ubatch or st.host:
+        return general
+    pipelined = st.pipelined
+    hop_fixed, hop_token = st.hop_fixed, st.hop_token
+    step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
+    if any(c.experts or c.expert_token for c in st.coefs):
+
+        def moe(batch: float, context: float, chunk: float, chunk_context: float) -> float:
+            n = batch + chunk
+            if n <= 0 or (pipelined and batch > 1 and int(min(pipelined, batch)) != 1):
+                return round_total(inp, batch, context, chunk, chunk_context)
+            gpu = hop_fixed + hop_token * n
+            cpu = step_s + sequence_s * batch
+            gpu += _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
+            if overlap:
+                return cpu if cpu > gpu else gpu
+            return gpu + cpu
+
+        return moe
+    srows, eager_all, graph_batch = st.rows, st.eager, st.graph_batch
+    # A dense model's stages: `_experts_measured_total` with its experts' terms, each 0, left out.
+    rows = tuple(
+        (c.dense, c.token, c.kv, c.state, c.attention, c.graph, c.eager, c.link_fixed,
+         c.link_token)
+        for c in st.coefs
+    )  # fmt: skip
+
+    def dense(batch: float, context: float, chunk: float, chunk_context: float) -> float:
+        n = batch + chunk
+        if n <= 0 or (pipelined and batch > 1 and int(min(pipelined, batch)) != 1):
+            return round_total(inp, batch, context, chunk, chunk_context)
+        gpu = hop_fixed + hop_token * n
+        cpu = step_s + sequence_s * batch
+        eager_n = eager_all or (graph_batch > 0 and n > graph_batch)
+        attended = batch * context + chunk * chunk_context
+        tokens = n + srows
+        total = 0.0
+        for w, token, kvc, state, attention, graph, eager, link_fixed, link_token in rows:
+            gemm = token * tokens
+            kv = kvc * batch * context + state * batch
+            att = attention * attended
+            m = gemm if gemm > w else w
+            a = att if att > kv else kv
+            overhead = graph
+            if eager_n and eager > graph:
+                late = eager - graph - (m + a)
+                overhead += 0.0 if 0.0 > late else late
+            total += m + a + overhead + (link_fixed + link_token * n)
+        gpu += total
+        if overlap:
+            return cpu if cpu > gpu else gpu
+        return gpu + cpu
+
+    return dense
 
 
 def round_time(

@@ -14,10 +14,12 @@ from llmfit.plan.speed import (
     SpeedInputs,
     _stage_total,
     inputs_for,
+    pair_pricer,
     round_pair,
     round_total,
     step_total,
     stepper,
+    total_pricer,
 )
 from tests.plan.test_load import CTX, H100, K, fixture
 
@@ -72,3 +74,35 @@ def test_a_round_with_and_without_a_chunk_equals_two_rounds_exactly(batch):
         if len(inp.stages) == 1:  # one micro-batch a round: a round is a step
             assert plain == _by_parts(inp, batch, CTX, 0.0, 0.0)
             assert full == _by_parts(inp, batch, CTX, 2048, 1024)
+
+
+def _denses() -> list[SpeedInputs]:
+    """Qwen3-8B priced as every plan prices a dense model (the experts' curve set, no experts)."""
+    m, layout = fixture("Qwen--Qwen3-8B")
+    curves = curves_for("h100-80g", "hopper", "vllm")
+
+    def dense(**kw: object) -> SpeedInputs:
+        return inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=147_456,
+                          curves=curves, curves_experts_only=True, **kw)  # fmt: skip
+
+    return [
+        dense(),
+        dense(tp=2),
+        dense(pp=2),  # pipelined: a round of two micro-batches, priced as round_total does
+        replace(dense(), overlap=True),
+        replace(dense(), graph_batch=8, constants=replace(K, eager_layer_s=400e-6, gemm_rows=64.0)),
+    ]
+
+
+@pytest.mark.parametrize("chunk", [0.0, 3.0, 2048.0])
+@pytest.mark.parametrize("batch", [0.0, 1.0, 1.5, 16.0, 300.0])
+def test_the_bound_pricers_equal_the_rounds_exactly(batch, chunk):
+    # A fixed point asks `pair_pricer`'s and `total_pricer`'s functions, bound once to their
+    # inputs, where it asked `round_pair` and `round_total`: the same figures, to the last bit,
+    # for a MoE's and a dense model's stages (the latter leave out the experts' terms, each 0).
+    for inp, kind in [*((i, "moe") for i in _moes()), *((i, "dense") for i in _denses())]:
+        # Bound to the one-pass sums, not the general path.
+        assert pair_pricer(inp).__name__ == total_pricer(inp).__name__ == kind
+        for b, c, cc in ((batch, chunk, 1024.0), (batch, 0.0, 0.0)):
+            assert total_pricer(inp)(b, CTX, c, cc) == round_total(inp, b, CTX, c, cc)
+            assert pair_pricer(inp)(b, CTX, c, cc) == round_pair(inp, b, CTX, c, cc)
