@@ -1032,6 +1032,15 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     hop_fixed, hop_token = st.hop_fixed, st.hop_token
     step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
     if any(c.experts or c.expert_token for c in st.coefs):
+        keep, pad = st.keep, st.expert_pad
+        moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
+        # Whether a stage's experts are priced by their curve (its efficiency looked up).
+        reached = any(c.experts for c in st.coefs)
+        stages = tuple(
+            (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
+             c.eager, c.link_fixed, c.link_token)
+            for c in st.coefs
+        )  # fmt: skip
 
         def moe(
             batch: float, context: float, chunk: float, chunk_context: float
@@ -1041,10 +1050,52 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
                 pipelined and batch > 1 and int(min(pipelined, batch)) != 1
             ):
                 return round_pair(inp, batch, context, chunk, chunk_context)
-            one, two = _experts_measured_pair(st, kn, batch, context, chunk, chunk_context)
+            # `_experts_measured_pair`, operation for operation.
+            n1, n2 = batch + 0.0, n
+            share1 = 1.0 - keep**n1 if keep else 1.0
+            share2 = 1.0 - keep**n2 if keep else 1.0
+            eff1 = eff2 = 1.0
+            if reached:
+                eff1 = kshare * moe_at(n1 * routed)
+                eff1 = 1.0 if 1.0 < eff1 else eff1
+                eff2 = kshare * moe_at(n2 * routed)
+                eff2 = 1.0 if 1.0 < eff2 else eff2
+            eager1 = eager_all or (graph_batch > 0 and n1 > graph_batch)
+            eager2 = eager_all or (graph_batch > 0 and n2 > graph_batch)
+            held = batch * context
+            attended1, attended2 = held + 0.0 * 0.0, held + chunk * chunk_context
+            rows1, rows2 = n1 + srows, n2 + srows
+            one = two = 0.0
+            for (experts, expert_token, w, token, kvc, state, attention, graph, eager, link_fixed,
+                 link_token) in stages:  # fmt: skip
+                e1, e2 = experts * share1, experts * share2
+                g1 = g2 = 0.0
+                if experts:
+                    e1, g1 = e1 / eff1, expert_token * n1 / eff1
+                    e2, g2 = e2 / eff2, expert_token * n2 / eff2
+                elif expert_token:
+                    g1 = expert_token * (n1 + pad * share1)
+                    g2 = expert_token * (n2 + pad * share2)
+                gemm1, gemm2 = token * rows1, token * rows2
+                kv = kvc * batch * context + state * batch
+                att1, att2 = attention * attended1, attention * attended2
+                m1 = (gemm1 if gemm1 > w else w) + (g1 if g1 > e1 else e1)
+                m2 = (gemm2 if gemm2 > w else w) + (g2 if g2 > e2 else e2)
+                a1 = att1 if att1 > kv else kv
+                a2 = att2 if att2 > kv else kv
+                ov1 = ov2 = graph
+                if eager > graph:
+                    if eager1:
+                        late = eager - graph - (m1 + a1)
+                        ov1 += 0.0 if 0.0 > late else late
+                    if eager2:
+                        late = eager - graph - (m2 + a2)
+                        ov2 += 0.0 if 0.0 > late else late
+                one += m1 + a1 + ov1 + (link_fixed + link_token * n1)
+                two += m2 + a2 + ov2 + (link_fixed + link_token * n2)
             cpu = step_s + sequence_s * batch
-            plain = hop_fixed + hop_token * (batch + 0.0) + one
-            full = hop_fixed + hop_token * n + two
+            plain = hop_fixed + hop_token * n1 + one
+            full = hop_fixed + hop_token * n2 + two
             if overlap:
                 return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
             return plain + cpu, full + cpu
@@ -1133,7 +1184,16 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     pipelined = st.pipelined
     hop_fixed, hop_token = st.hop_fixed, st.hop_token
     step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
+    srows, eager_all, graph_batch = st.rows, st.eager, st.graph_batch
     if any(c.experts or c.expert_token for c in st.coefs):
+        keep, pad = st.keep, st.expert_pad
+        moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
+        reached = any(c.experts for c in st.coefs)
+        stages = tuple(
+            (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
+             c.eager, c.link_fixed, c.link_token)
+            for c in st.coefs
+        )  # fmt: skip
 
         def moe(batch: float, context: float, chunk: float, chunk_context: float) -> float:
             n = batch + chunk
@@ -1141,13 +1201,40 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
                 return round_total(inp, batch, context, chunk, chunk_context)
             gpu = hop_fixed + hop_token * n
             cpu = step_s + sequence_s * batch
-            gpu += _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
+            # `_experts_measured_total`, operation for operation.
+            share = 1.0 - keep**n if keep else 1.0
+            eff = 1.0
+            if reached:
+                eff = kshare * moe_at(n * routed)
+                eff = 1.0 if 1.0 < eff else eff
+            eager_n = eager_all or (graph_batch > 0 and n > graph_batch)
+            attended = batch * context + chunk * chunk_context
+            tokens = n + srows
+            total = 0.0
+            for (experts, expert_token, w, token, kvc, state, attention, graph, eager, link_fixed,
+                 link_token) in stages:  # fmt: skip
+                e = experts * share
+                g = 0.0
+                if experts:
+                    e, g = e / eff, expert_token * n / eff
+                elif expert_token:
+                    g = expert_token * (n + pad * share)
+                gemm = token * tokens
+                kv = kvc * batch * context + state * batch
+                att = attention * attended
+                m = (gemm if gemm > w else w) + (g if g > e else e)
+                a = att if att > kv else kv
+                overhead = graph
+                if eager_n and eager > graph:
+                    late = eager - graph - (m + a)
+                    overhead += 0.0 if 0.0 > late else late
+                total += m + a + overhead + (link_fixed + link_token * n)
+            gpu += total
             if overlap:
                 return cpu if cpu > gpu else gpu
             return gpu + cpu
 
         return moe
-    srows, eager_all, graph_batch = st.rows, st.eager, st.graph_batch
     # A dense model's stages: `_experts_measured_total` with its experts' terms, each 0, left out.
     rows = tuple(
         (c.dense, c.token, c.kv, c.state, c.attention, c.graph, c.eager, c.link_fixed,
