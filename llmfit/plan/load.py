@@ -46,6 +46,7 @@ from llmfit.plan.speed import (
     PairPrice,
     SpeedInputs,
     Time,
+    TotalPrice,
     pair_pricer,
     round_time,
     step,
@@ -226,6 +227,17 @@ def _round(r: Replica, batch: float, context: float, chunk: float = 0.0,
     return s.decode * alone + s.prefill * (both - alone)
 
 
+def _rounder(r: Replica) -> TotalPrice:
+    """`_round` for the replica, bound once (`total_pricer`) where it has no calibration."""
+    if r.scales.identity:
+        return total_pricer(r.inputs)
+
+    def calibrated(batch: float, context: float, chunk: float, chunk_context: float) -> float:
+        return _round(r, batch, context, chunk, chunk_context)
+
+    return calibrated
+
+
 def _pair_pricer(r: Replica) -> PairPrice:
     """`round_pair` for the replica's inputs (`pair_pricer`), with its calibration (see
     `_round`)."""
@@ -249,7 +261,9 @@ def _apart(r: Replica, chunk: float, chunk_context: float) -> float:
     return r.scales.prefill * step_total(r.inputs, 0.0, 0.0, chunk, chunk_context)
 
 
-def prefill_service(r: Replica, w: Workload, batch: float) -> tuple[float, float]:
+def prefill_service(
+    r: Replica, w: Workload, batch: float, rounds: TotalPrice | None = None
+) -> tuple[float, float]:
     """(seconds one prompt takes once its turn comes, prompt tokens a second the replica can
     prefill beside `batch` decoding sequences when prompts are waiting).
 
@@ -262,11 +276,12 @@ def prefill_service(r: Replica, w: Workload, batch: float) -> tuple[float, float
     prompt = w.input_len
     if r.mixed:
         # The oldest waiting prompt takes what the decodes leave of the step's budget.
+        rnd = rounds or _rounder(r)  # `rounds`: `_rounder(r)`, where the caller holds it
         room = max(r.budget - batch, 1.0)
         steps = math.ceil(prompt / room)
         ctx, b = _mean_context(w), max(batch, 1.0)
-        t = _round(r, b, ctx, min(prompt, room), prompt / 2)
-        full = t if prompt >= room else _round(r, b, ctx, room, prompt / 2)
+        t = rnd(b, ctx, min(prompt, room), prompt / 2)
+        full = t if prompt >= room else rnd(b, ctx, room, prompt / 2)
         return steps * t, room / max(full, 1e-12)
     # Prefill batches of their own: each carries up to the budget of prompt tokens.
     chunk = min(prompt, r.budget)
@@ -317,7 +332,7 @@ def at_rate(
     # so each figure is the same to the last bit): a fixed point tries a dozen τ a rate.
     per_tau, arriving = rate * decoding, rate * prompt
     budget, most = r.budget, 1 + TOLERANCE
-    pair = _pair_pricer(r)
+    pair, rounds = _pair_pricer(r), _rounder(r)
 
     def tau_of(tau: float) -> float:
         b = per_tau * tau
@@ -337,13 +352,13 @@ def at_rate(
             if 1.0 < share:
                 share = 1.0
             if share <= 0:
-                return _round(r, held, ctx)
+                return rounds(held, ctx, 0.0, 0.0)
             carried = arriving * tau / share
             if carried > room * most:
                 return math.inf
             t, with_chunk = pair(held, ctx, carried, half)
             return t + share * (with_chunk - t)
-        t = _round(r, held, ctx)
+        t = rounds(held, ctx, 0.0, 0.0)
         return t / (1 - busy) if busy < 1 else math.inf  # busy: the prefill batches' share
 
     lo = tau_of(0.0)
@@ -363,7 +378,7 @@ def at_rate(
         why = "batch"
     elif r.kv_tokens and batch * ctx > r.kv_tokens:
         why = "KV cache"
-    service, per_s = prefill_service(r, w, batch)
+    service, per_s = prefill_service(r, w, batch, rounds)
     if r.mixed:
         rho = rate * prompt / per_s if per_s > 0 else math.inf
     else:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, CardSpec
@@ -433,34 +433,39 @@ class _Kernels:
 def _coef(inp: SpeedInputs, s: Stage) -> _Coef:
     if inp.curves is not None and inp.curves_experts_only:
         # The shares' coefficients, the experts' as their roofline (the curve divides them).
-        peak = inp.flops or 0.0
-        a = max(inp.ranks, 1)
-        return replace(
-            _shares_coef(inp, s),
-            experts=s.expert_bytes / inp.memory_bandwidth,
-            expert_token=2 * s.expert_params / a / peak if peak else 0.0,
-        )
+        return _shares_coef(inp, s, experts_roofline=True)
     if inp.curves is not None:
         return _raw_coef(inp, s)
     return _shares_coef(inp, s)
 
 
-def _shares_coef(inp: SpeedInputs, s: Stage) -> _Coef:
+def _shares_coef(inp: SpeedInputs, s: Stage, experts_roofline: bool = False) -> _Coef:
     """A stage's coefficients by the constants' shares of the card's figures (its curves, if
-    any, unread)."""
+    any, unread); with `experts_roofline`, the routed experts' at the datasheet bandwidth and
+    peak instead (their measured curve divides them: `_coef`)."""
     bw, kv_bw, rate = _rates(inp)
     k = inp.constants
     a = max(inp.ranks, 1)
     ar_fixed, ar_token, a2a_fixed, a2a_token = _links(inp, s)
-    # The grouped GEMM's most: its share of the dense GEMMs' rate, never above the card's peak.
-    expert_rate = min(rate * k.expert_prefill_efficiency, inp.flops) if rate and inp.flops else 0.0
+    if experts_roofline:
+        peak = inp.flops or 0.0
+        experts = s.expert_bytes / inp.memory_bandwidth
+        expert_token = 2 * s.expert_params / a / peak if peak else 0.0
+    else:
+        experts = s.expert_bytes / min(k.expert_efficiency, 1.0) / bw
+        # The grouped GEMM's most: its share of the dense GEMMs' rate, never above the card's
+        # peak.
+        expert_rate = (
+            min(rate * k.expert_prefill_efficiency, inp.flops) if rate and inp.flops else 0.0
+        )
+        expert_token = 2 * s.expert_params / a / expert_rate if expert_rate else 0.0
     return _Coef(
         dense=s.dense_bytes / bw,
-        experts=s.expert_bytes / min(k.expert_efficiency, 1.0) / bw,
+        experts=experts,
         kv=s.kv_bytes_per_token / a / kv_bw,
         state=2 * s.state_bytes / a / kv_bw,
         token=2 * (s.params - s.expert_params) / a / rate if rate else 0.0,
-        expert_token=2 * s.expert_params / a / expert_rate if expert_rate else 0.0,
+        expert_token=expert_token,
         attention=4 * s.attention_width / a / rate if rate else 0.0,
         link_fixed=ar_fixed + a2a_fixed,
         link_token=ar_token + a2a_token,
