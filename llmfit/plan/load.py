@@ -361,7 +361,12 @@ def at_rate(
         t = rounds(held, ctx, 0.0, 0.0)
         return t / (1 - busy) if busy < 1 else math.inf  # busy: the prefill batches' share
 
-    lo = tau_of(0.0)
+    if r.mixed and math.isfinite(per_tau) and math.isfinite(arriving):
+        # At τ = 0 no sequence decodes and no step carries a chunk (their share is 0 at any
+        # finite rate): one sequence's decode alone, the same for every rate a search tries.
+        lo = _idle_round(rounds, ctx)
+    else:
+        lo = tau_of(0.0)
     tau = _least_fixed_point(tau_of, lo, guess, above)
     if not math.isfinite(tau):
         # The prompts do not fit beside the decodes (or their batches take all the time), or
@@ -394,6 +399,24 @@ def at_rate(
     ttft += wait + service
     admitted = rate * (ttft + decoding * tau)
     return Point(rate, batch, admitted, tau, ttft, True, "", 0.0, wait, rho)
+
+
+def _idle_round(rounds: TotalPrice, ctx: float) -> float:
+    """`rounds(1.0, ctx, 0.0, 0.0)`, kept by the pricer: each rate of a capacity's search starts
+    its fixed point there."""
+    key = (id(rounds), ctx)
+    found = _IDLE_ROUNDS.get(key)
+    if found is None or found[0] is not rounds:
+        if len(_IDLE_ROUNDS) > 4096:
+            _IDLE_ROUNDS.clear()
+        found = (rounds, rounds(1.0, ctx, 0.0, 0.0))
+        _IDLE_ROUNDS[key] = found
+    return found[1]
+
+
+# By the id of their pricer (kept beside, so that an id is not reused while its entry lives)
+# and the context.
+_IDLE_ROUNDS: dict[tuple[int, float], tuple[TotalPrice, float]] = {}
 
 
 def _step_wait(r: Replica, batch: float, tau: float, in_flight: float | None) -> float:
