@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -259,11 +259,36 @@ def _pairs(points: object) -> tuple[tuple[float, float], ...]:
     return tuple((float(x), float(y)) for x, y in points)
 
 
-def _curves(got: Mapping[str, object], kind: str) -> dict[str, Curve]:
+class _Curves(Mapping[str, Curve]):
+    """Efficiency curves by name (a dtype), each made from its points, and checked
+    (`efficiency_curve`), the first time it is read: a card's tables hold a hundred curves, of
+    which a plan reads a few, and making them all had cost a few ms of every run."""
+
+    def __init__(self, points: Mapping[str, object]) -> None:
+        self._points = points
+        self._made: dict[str, Curve] = {}
+
+    def __getitem__(self, name: str) -> Curve:
+        made = self._made.get(name)
+        if made is None:
+            made = self._made[name] = efficiency_curve(self._points[name])
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._points)
+
+    def __len__(self) -> int:
+        return len(self._points)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+def _curves(got: Mapping[str, object], kind: str) -> Mapping[str, Curve]:
     table = got.get(kind, {})
     if not isinstance(table, dict):
         raise ValueError(f"{DATA_FILE}: {kind} is not a table by dtype")
-    return {str(k): efficiency_curve(v) for k, v in table.items()}
+    return _Curves({str(k): v for k, v in table.items()})
 
 
 def _collectives(got: Mapping[str, object], kind: str) -> dict[int, Collective]:
@@ -295,7 +320,7 @@ def _measured(key: str, backend: str) -> tuple[str, str, Mapping[str, object]] |
 
 def _other_moe(
     key: str, engine: str
-) -> tuple[str, dict[str, Curve], dict[int, dict[str, Curve]]] | None:
+) -> tuple[str, Mapping[str, Curve], dict[int, Mapping[str, Curve]]] | None:
     """The grouped-GEMM curves (whole and sliced) measured on card `key` under an engine other
     than `engine`."""
     got = _backends(key)
@@ -362,22 +387,24 @@ def curves_for(card_key: str, architecture: str, backend: str) -> KernelCurves:
     )  # fmt: skip
 
 
-def _by_kernel(key: str, engine: str) -> dict[str, dict[str, Curve]]:
+def _by_kernel(key: str, engine: str) -> dict[str, Mapping[str, Curve]]:
     """Card `key`'s grouped GEMM kernel by kernel ("moe_kernels"): `engine`'s tables, then the
     other engines' for a kernel and dtype `engine`'s did not measure."""
     got = _backends(key)
-    out: dict[str, dict[str, Curve]] = {}
+    points: dict[str, dict[str, object]] = {}
     for name in [engine, *sorted(b for b in got if b != engine)]:
         table = got.get(name, {}).get("moe_kernels", {}) if isinstance(got.get(name), dict) else {}
         if not isinstance(table, dict):
             raise ValueError(f"{DATA_FILE}: moe_kernels is not a table by kernel")
         for kernel, by_dtype in table.items():
-            for dtype, curve in _curves({"moe": by_dtype}, "moe").items():
-                out.setdefault(str(kernel), {}).setdefault(dtype, curve)
-    return out
+            if not isinstance(by_dtype, dict):
+                raise ValueError(f"{DATA_FILE}: moe is not a table by dtype")
+            for dtype, curve in by_dtype.items():
+                points.setdefault(str(kernel), {}).setdefault(str(dtype), curve)
+    return {kernel: _Curves(by_dtype) for kernel, by_dtype in points.items()}
 
 
-def _sliced(got: Mapping[str, object]) -> dict[int, dict[str, Curve]]:
+def _sliced(got: Mapping[str, object]) -> dict[int, Mapping[str, Curve]]:
     """A table's grouped-GEMM curves by the width its experts are cut to ("moe_sliced")."""
     table = got.get("moe_sliced", {})
     if not isinstance(table, dict):

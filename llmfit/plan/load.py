@@ -517,8 +517,11 @@ def _least_fixed_point(
         plain = a + ga  # f(a)
         x = plain
         if prev_g > ga:
-            # The secant through the two points below, where it reaches further.
-            x = max(plain, a - ga * (a - prev_t) / (ga - prev_g))
+            # The secant through the two points below, where it reaches further (max(plain, …),
+            # as max picks it: the builtin's call cost more than the comparison).
+            secant = a - ga * (a - prev_t) / (ga - prev_g)
+            if secant > plain:
+                x = secant
         gx = g(x)
         if x > plain and not gx < ga:
             # Past the least root's well: step from the point below instead.
@@ -534,7 +537,12 @@ def _least_fixed_point(
         if b - a <= FIXED_POINT * a:
             break
         x = b - gb * (b - a) / (gb - ga)
-        x = min(max(x, a + 0.01 * (b - a)), b - 0.01 * (b - a))
+        # Held within the bracket, off its ends: min(max(x, low), high), as they pick it.
+        low, high = a + 0.01 * (b - a), b - 0.01 * (b - a)
+        if low > x:
+            x = low
+        if high < x:
+            x = high
         gx = g(x)
         if gx > 0:
             a, ga = x, gx
