@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from llmfit.plan.artifact import Artifact
-from llmfit.plan.calibration import calibrated, calibration_notes
 from llmfit.plan.cards import consumer
 from llmfit.plan.ceiling import Ceiling, ceiling
 from llmfit.plan.disagg import Engines, Offer, class_nodes, offers
@@ -139,6 +138,10 @@ def plan(model: Model, artifacts: Iterable[Artifact], fleet: Fleet, settings: Pl
             job = Job(art, model, shape, fleet, tuple(pools), context, settings)
             result = e.plan(job)
             if settings.calibration:
+                # Imported where a calibration is applied: a plan without one (most) needs none
+                # of it.
+                from llmfit.plan.calibration import calibrated, calibration_notes
+
                 result = replace(result, options=calibrated(result.options, settings.calibration))
                 engine_notes += [
                     n for n in calibration_notes(result.options, settings.calibration, e.name)

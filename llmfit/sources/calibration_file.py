@@ -12,11 +12,14 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmfit.errors import BadInputError
-from llmfit.plan.calibration import MAX_SCALE, MIN_SCALE, Pool
 from llmfit.plan.load import Scales
 from llmfit.sources.files import FileProblem, read_capped
+
+if TYPE_CHECKING:  # the calibration's nouns load where a file is read (most plans have none)
+    from llmfit.plan.calibration import Pool
 
 SCHEMA = 1
 MAX_BYTES = 1 << 20
@@ -79,6 +82,8 @@ def read_calibration(path: Path) -> tuple[Pool, ...]:
 
 
 def _pool(path: Path, i: int, t: object) -> Pool:
+    from llmfit.plan.calibration import MAX_SCALE, MIN_SCALE, Pool
+
     where = f"{path}: pool {i + 1}"
     if not isinstance(t, dict):
         raise CalibrationFileError(f"{where} is not a table.")
