@@ -295,7 +295,7 @@ def _collectives(got: Mapping[str, object], kind: str) -> dict[int, Collective]:
     table = got.get(kind, {})
     if not isinstance(table, dict):
         raise ValueError(f"{DATA_FILE}: {kind} is not a table by ranks")
-    return {int(n): Collective(_pairs(v)) for n, v in table.items() if _pairs(v)}
+    return {int(n): Collective(points) for n, v in table.items() if (points := _pairs(v))}
 
 
 def _backends(key: str) -> dict[str, Any]:
