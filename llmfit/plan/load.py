@@ -484,36 +484,38 @@ def _least_fixed_point(
     regula falsi (the Illinois kind) to FIXED_POINT of itself. Stopping where g is small, as
     this did before, stopped near a capacity far from the root: there g is small everywhere."""
 
-    def g(t: float) -> float:
-        v = f(t)
-        return v - t if math.isfinite(v) else math.inf
-
-    if not math.isfinite(lo) or lo > MAX_TPOT:
-        return math.inf
-    a, ga = lo, g(lo)
-    if not math.isfinite(ga):
-        return math.inf
-    b, gb = math.inf, 0.0
+    # g(τ) = f(τ) − τ, inf where f(τ) is not finite, written out at each point tried rather
+    # than called: a plan tries a hundred thousand.
+    finite, inf = math.isfinite, math.inf
+    if not finite(lo) or lo > MAX_TPOT:
+        return inf
+    v = f(lo)
+    a, ga = lo, (v - lo if finite(v) else inf)
+    if not finite(ga):
+        return inf
+    b, gb = inf, 0.0
     if guess > a:
         # A lower rate's TPOT: below this rate's root (the roots grow with the rate).
-        gg = g(guess)
+        v = f(guess)
+        gg = v - guess if finite(v) else inf
         if gg <= 0:
             b, gb = guess, gg
-        elif math.isfinite(gg):
+        elif finite(gg):
             a, ga = guess, gg
     if above > a and above < b:
         # A higher rate's TPOT: past this rate's least root, short of its other one.
-        ga_ = g(above)
+        v = f(above)
+        ga_ = v - above if finite(v) else inf
         if ga_ <= 0:
             b, gb = above, ga_
     prev_t, prev_g = math.nan, math.nan
     steps = 0
-    while not math.isfinite(b):
+    while not finite(b):
         steps += 1
         if ga <= FIXED_POINT * a:
             return a + ga
         if a > MAX_TPOT or steps > MAX_STEPS:
-            return math.inf
+            return inf
         plain = a + ga  # f(a)
         x = plain
         if prev_g > ga:
@@ -522,15 +524,17 @@ def _least_fixed_point(
             secant = a - ga * (a - prev_t) / (ga - prev_g)
             if secant > plain:
                 x = secant
-        gx = g(x)
+        v = f(x)
+        gx = v - x if finite(v) else inf
         if x > plain and not gx < ga:
             # Past the least root's well: step from the point below instead.
-            x, gx = plain, g(plain)
+            v = f(plain)
+            x, gx = plain, (v - plain if finite(v) else inf)
         if gx <= 0:
             b, gb = x, gx
             break
-        if not math.isfinite(gx):
-            return math.inf
+        if not finite(gx):
+            return inf
         prev_t, prev_g, a, ga = a, ga, x, gx
     kept = 0
     for _ in range(MAX_STEPS):
@@ -543,7 +547,8 @@ def _least_fixed_point(
             x = low
         if high < x:
             x = high
-        gx = g(x)
+        v = f(x)
+        gx = v - x if finite(v) else inf
         if gx > 0:
             a, ga = x, gx
             if kept == 1:
