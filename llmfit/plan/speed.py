@@ -1046,6 +1046,16 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     ) -> tuple[float, float]:
         return round_pair(inp, batch, context, chunk, chunk_context)
 
+    if kn is None and st.ubatch and not st.host:
+        # `round_pair` prices such a step as two `round_total`s.
+        total = _ubatch_total(inp, st)
+
+        def apart(
+            batch: float, context: float, chunk: float, chunk_context: float
+        ) -> tuple[float, float]:
+            return total(batch, context, 0.0, 0.0), total(batch, context, chunk, chunk_context)
+
+        return apart
     if kn is None or not kn.experts_only or st.ubatch or st.host:
         return general
     pipelined = st.pipelined
@@ -1173,6 +1183,57 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     return dense
 
 
+def _ubatch_total(inp: SpeedInputs, st: Stepper) -> TotalPrice:
+    """`round_total` of a step priced by the constants' shares (no kernel curves) in passes of
+    the engine's ubatch (llama.cpp's), with no host part: `step_total`'s sum of each stage's
+    `_stage_total`, `stage_parts`' arithmetic operation for operation (max(a, b) as the builtin
+    picks it: b only where b > a), bound once."""
+    ub, keep, srows, pad = st.ubatch, st.keep, st.rows, st.expert_pad
+    pipelined, eager_all, graph_batch = st.pipelined, st.eager, st.graph_batch
+    hop_fixed, hop_token = st.hop_fixed, st.hop_token
+    step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
+    stages = tuple(
+        (c.dense, c.experts, c.kv, c.state, c.token, c.expert_token, c.attention, c.graph,
+         c.eager, c.link_fixed, c.link_token)
+        for c in st.coefs
+    )  # fmt: skip
+
+    def total(batch: float, context: float, chunk: float, chunk_context: float) -> float:
+        if pipelined and batch > 1 and int(min(pipelined, batch)) != 1:
+            return round_total(inp, batch, context, chunk, chunk_context)
+        n = batch + chunk
+        passes = max(math.ceil(n / ub), 1) if n > ub else 1
+        share = 1.0 - keep ** (n / passes) if keep else 1.0
+        eager_n = eager_all or (graph_batch > 0 and n > graph_batch)
+        attended = batch * context + chunk * chunk_context
+        summed = 0.0
+        for (dense, experts, kvc, state, token, expert_token, attention, graph, eager,
+             link_fixed, link_token) in stages:  # fmt: skip
+            weights = passes * dense
+            reached = passes * experts * share
+            kv = kvc * batch * context + state * batch
+            gemm = token * (n + passes * srows) if n > 0 else 0.0
+            grouped = 0.0
+            if n > 0 and expert_token:
+                grouped = expert_token * (n + passes * pad * share)
+            att = attention * attended
+            overhead = passes * graph
+            m = (gemm if gemm > weights else weights) + (grouped if grouped > reached else reached)
+            a = att if att > kv else kv
+            if eager_n and eager > graph:
+                late = passes * (eager - graph) - (m + a)
+                overhead += 0.0 if 0.0 > late else late
+            summed += m + a + overhead + (link_fixed + link_token * n)
+        gpu = hop_fixed + hop_token * n
+        cpu = step_s + sequence_s * batch
+        gpu += summed
+        if overlap:
+            return cpu if cpu > gpu else gpu
+        return gpu + cpu
+
+    return total
+
+
 # A round's time for (batch, context, chunk, chunk_context).
 TotalPrice = Callable[[float, float, float, float], float]
 
@@ -1201,6 +1262,8 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     def general(batch: float, context: float, chunk: float, chunk_context: float) -> float:
         return round_total(inp, batch, context, chunk, chunk_context)
 
+    if kn is None and st.ubatch and not st.host:
+        return _ubatch_total(inp, st)
     if kn is None or not kn.experts_only or st.ubatch or st.host:
         return general
     pipelined = st.pipelined

@@ -94,6 +94,35 @@ def _denses() -> list[SpeedInputs]:
     ]
 
 
+def _ubatched() -> list[SpeedInputs]:
+    """Steps in passes of a ubatch, priced by the constants' shares (llama.cpp's): a dense
+    model and a MoE, one stage and two, graphed and past the largest graph."""
+    out = []
+    for name, kv in (("Qwen--Qwen3-8B", 147_456), ("Qwen--Qwen3-30B-A3B", 98_304)):
+        m, layout = fixture(name)
+        for pp in (1, 2):
+            inp = inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=kv,
+                             pp=pp)  # fmt: skip
+            out.append(replace(inp, ubatch=512))
+        eager = replace(K, eager_layer_s=400e-6, gemm_rows=64.0, expert_rows=16.0)
+        out.append(replace(out[-2], ubatch=256, graph_batch=8, constants=eager))
+    return out
+
+
+@pytest.mark.parametrize("chunk", [0.0, 3.0, 2048.0])
+@pytest.mark.parametrize("batch", [0.0, 1.0, 16.0, 300.0, 1500.0])
+def test_a_ubatched_steps_bound_pricers_equal_the_rounds_exactly(batch, chunk):
+    # llama.cpp's steps (no curves, passes of --ubatch-size): `_ubatch_total`'s sums are
+    # `stage_parts`' to the last bit, and a round with a chunk is two rounds, as `round_pair`
+    # prices it.
+    for inp in _ubatched():
+        assert stepper(inp).kernels is None and stepper(inp).ubatch
+        assert total_pricer(inp).__name__ == "total" and pair_pricer(inp).__name__ == "apart"
+        for b, c, cc in ((batch, chunk, 1024.0), (batch, 0.0, 0.0)):
+            assert total_pricer(inp)(b, CTX, c, cc) == round_total(inp, b, CTX, c, cc)
+            assert pair_pricer(inp)(b, CTX, c, cc) == round_pair(inp, b, CTX, c, cc)
+
+
 @pytest.mark.parametrize("chunk", [0.0, 3.0, 2048.0])
 @pytest.mark.parametrize("batch", [0.0, 1.0, 1.5, 16.0, 300.0])
 def test_the_bound_pricers_equal_the_rounds_exactly(batch, chunk):
