@@ -485,7 +485,7 @@ def _least_fixed_point(
     this did before, stopped near a capacity far from the root: there g is small everywhere."""
 
     # g(τ) = f(τ) − τ, inf where f(τ) is not finite, written out at each point tried rather
-    # than called: a plan tries a hundred thousand.
+    # than called: a plan tries about ten thousand.
     finite, inf = math.isfinite, math.inf
     if not finite(lo) or lo > MAX_TPOT:
         return inf
