@@ -92,7 +92,9 @@ def _values(table: dict[str, object], where: str) -> dict[str, object]:
         if name not in _FIELDS:
             raise ValueError(f"{DATA_FILE}: {where}.{name} is not a speed constant")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if name in ("decode_pipelined", "expert_curves") and isinstance(value, bool):
+            if name in ("decode_pipelined", "expert_curves", "serial_frontend") and isinstance(
+                value, bool
+            ):
                 out[name] = value
                 continue
             raise ValueError(f"{DATA_FILE}: {where}.{name} = {value!r} is not a number")
