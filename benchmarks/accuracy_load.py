@@ -553,6 +553,27 @@ def plan_row(row: Row) -> str | None:
     return None
 
 
+# An engine's front end (its HTTP handler, chat template and tokenizer: vLLM's API server,
+# SGLang's TokenizerManager, each one process) takes one request after another, so prompts sent
+# at once reach the scheduler `ttft_s` apart (the fixed cost before a first token, fitted on the
+# runs' TTFTs) and a wave of short prompts is prefilled as they arrive, not as fast as the card
+# goes: Scicom's waves of 100 prompts of 1,024 tokens took 0.5-1.3 s more to a first token than
+# their prefill, those of 15,000 tokens none. On where the shipped constants say so
+# (serving_speed.toml `serial_frontend`), as plans price a burst (plan/load.py `burst`);
+# --serial=X prices a share X of `ttft_s` so (docs/accuracy.md "Tried after
+# this round"). --serial-engines=vllm,sglang (or none) for others than the shipped ones.
+_SERIAL = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--serial=")]
+SERIAL = float(_SERIAL[0]) if _SERIAL else 1.0
+_SERIAL_ENGINES = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--serial-engines=")]
+SERIAL_ENGINES = (
+    frozenset(e for e in _SERIAL_ENGINES[0].split(",") if e != "none")
+    if _SERIAL_ENGINES
+    else frozenset(
+        e for e, t in serving_speed.TABLES.items() if any(k.serial_frontend for k in t.values())
+    )
+)
+
+
 def _inverse_decodes(row_spread: int, out: int) -> float:
     """The mean over a run's requests of 1 / (O − 1), what a wait before a request's decode
     counts in its TPOT: 1 / (O − 1) with fixed lengths; with SGLang's bench_serving at a range
@@ -567,7 +588,7 @@ def _inverse_decodes(row_spread: int, out: int) -> float:
 
 def _waves(
     r: load.Replica, w: Workload, n: float, lockstep: bool, closed: bool = False,
-    spread: int = 0,
+    spread: int = 0, serial: float = 0.0,
 ) -> tuple[float, float, float]:  # fmt: skip
     """`n` prompts arriving at once on one replica: (output tok/s, TPOT, TTFT), means over the
     requests. The engine admits what its batch and pool hold; those prompts are prefilled (in
@@ -578,34 +599,52 @@ def _waves(
     k = r.inputs.constants
     held = max(min(n, load.admits(r, w)), 1.0)
     _, per_s = load.prefill_service(r, w, 0.0)
-    prefill = held * w.input_len / per_s
+    plain = held * w.input_len / per_s
+    # Prompts sent at once reach the scheduler `serial` × `ttft_s` apart (the front end takes
+    # one after another, plan/load.py `burst`), and their prefill runs no faster than they
+    # arrive. A one-off burst's later waves were sent long before their turn: only its first
+    # wave waits so; a closed loop's lockstep waves are each sent as the last ends.
+    arriving = held * max(w.input_len / per_s, k.ttft_s * serial)
     decoding = max(w.output_len - 1, 1)
     # The replica's own decode round: its pool's calibration (load.Scales) applies here too.
     tau, _ = load.decode_round(r, held, w.input_len + w.output_len / 2)
-    if r.mixed:
-        # Prompt chunks ride in decode steps (vLLM's scheduler runs the running requests first,
-        # then fills the budget from the waiting queue: vllm/v1/core/sched/scheduler.py
-        # `schedule`): a request whose prompt is done decodes a token every step of the others'
-        # prefill, each step one of a full chunk (t_c). Its first tokens after the first come
-        # at t_c, not after the whole prefill: of the S steps left when its prompt is done
-        # (S/2 on average, uniform over the wave), it gains min(S_i, O − 1) tokens that way.
-        t_c = r.budget / per_s
-        steps = prefill / t_c
-        gained = steps / 2 if steps <= decoding else decoding - decoding**2 / (2 * steps)
-        tpot = tau + gained * max(t_c - tau, 0.0) * _inverse_decodes(spread, w.output_len)
-    else:
+
+    def tpot_of(prefill: float) -> float:
+        if r.mixed:
+            # Prompt chunks ride in decode steps (vLLM's scheduler runs the running requests
+            # first, then fills the budget from the waiting queue: vllm/v1/core/sched/
+            # scheduler.py `schedule`): a request whose prompt is done decodes a token every step
+            # of the others' prefill, each step one of a full chunk (t_c). Its first tokens after
+            # the first come at t_c, not after the whole prefill: of the S steps left when its
+            # prompt is done (S/2 on average, uniform over the wave), it gains min(S_i, O − 1)
+            # tokens that way.
+            t_c = r.budget / per_s
+            steps = prefill / t_c
+            gained = steps / 2 if steps <= decoding else decoding - decoding**2 / (2 * steps)
+            return tau + gained * max(t_c - tau, 0.0) * _inverse_decodes(spread, w.output_len)
         # Prefill batches of their own run first while prompts wait (SGLang's scheduler,
         # `get_next_batch_to_run`: a new prefill batch before the decode batch): a request whose
         # prompt is done waits for the rest of the wave's prefill, half of it on average.
-        tpot = tau + prefill / 2 * _inverse_decodes(spread, w.output_len)
-    ttft = k.ttft_s + prefill * (held + 1) / (2 * held)
-    wave = k.ttft_s + prefill + decoding * tau
+        return tau + prefill / 2 * _inverse_decodes(spread, w.output_len)
+
+    ttft = k.ttft_s + arriving * (held + 1) / (2 * held)
+    first = k.ttft_s + arriving + decoding * tau
     waves = n / held
     if waves <= 1 or lockstep:
+        if closed:
+            # A closed loop past what the engine admits: n − held always wait, a wave each.
+            return (n * w.output_len / (waves * first), tpot_of(arriving),
+                    ttft + (waves - 1) * first)  # fmt: skip
         # A one-off burst: later waves wait for the ones before them, half of them on average.
-        # A closed loop past what the engine admits: n − held always wait, a wave each.
-        queued = (waves - 1) * wave * (1 if closed else 0.5)
-        return n * w.output_len / (waves * wave), tpot, ttft + queued
+        if arriving == plain:  # the first wave as fast as the rest (the same sums as they were)
+            queued = (waves - 1) * first * 0.5
+            return n * w.output_len / (waves * first), tpot_of(plain), ttft + queued
+        wave = k.ttft_s + plain + decoding * tau
+        later = waves - 1
+        queued = (later * first + later * (later - 1) / 2 * wave) / waves
+        tpot = (tpot_of(arriving) + later * tpot_of(plain)) / waves
+        ttft = (ttft + later * (k.ttft_s + plain * (held + 1) / (2 * held))) / waves
+        return n * w.output_len / (first + later * wave), tpot, ttft + queued
     p, client = load.at_concurrency(r, w, held)
     rate = max(p.rate, 1e-9)
     return rate * w.output_len, p.tpot_s, p.ttft_s + (n - held) / rate * (1 if closed else 0.5)
@@ -724,6 +763,7 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
     # A median TTFT is priced as one where the queue spreads the TTFTs (steady states); a wave's
     # TTFTs climb step by step through its prefill, whose median is about their mean.
     median = row.stats.get("ttft") == "median"
+    serial = SERIAL if r.inputs.constants.serial_frontend else 0.0
     if row.kind == "rate":
         p = load.at_rate(r, w, share)
         if p.stable:
@@ -732,7 +772,7 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
                     "ttft": ttft}  # fmt: skip
         # Past what the replica keeps up with, the prompts pile up: a burst of all of them.
         share = (row.raw.get("num_prompts") or 1000) / copies
-        tps, tpot, ttft = _waves(r, w, share, row.lockstep, spread=row.spread)
+        tps, tpot, ttft = _waves(r, w, share, row.lockstep, spread=row.spread, serial=serial)
     elif row.kind == "closed" and not row.lockstep:
         p, ttft = load.at_concurrency(r, w, share)
         tps, tpot = p.rate * row.output_len, p.tpot_s
@@ -745,12 +785,13 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
         elif first_share:
             # The client starts with `concurrency` requests at once: the first wave's prompts
             # queue for their prefill together, the rest arrive as others end.
-            _, _, first = _waves(r, w, share, lockstep=True)
+            _, _, first = _waves(r, w, share, lockstep=True, serial=serial)
             ttft = (ttft * (n - row.load) + first * row.load) / n
     else:
         tps, tpot, ttft = _waves(
-            r, w, share, row.lockstep, closed=row.kind == "closed", spread=row.spread
-        )
+            r, w, share, row.lockstep, closed=row.kind == "closed", spread=row.spread,
+            serial=serial,
+        )  # fmt: skip
     return {"per_gpu": tps * copies / row.gpus, "tpot": tpot, "ttft": ttft}
 
 
@@ -982,7 +1023,8 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
             values.update(layer_s=0.0, moe_layer_s=0.0)
         return replace(base, **values, kv_efficiency=own["weight_efficiency"],
                        quant_prefill_efficiency=shared[e]["prefill_efficiency"],
-                       expert_curves=EXPERTS_ONLY)  # fmt: skip
+                       expert_curves=EXPERTS_ONLY,
+                       serial_frontend=e in SERIAL_ENGINES)  # fmt: skip
 
     for key in keys:
         e, _ = key.split("|")

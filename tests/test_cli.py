@@ -269,11 +269,9 @@ def test_option_picks_another_way_and_a_missing_one_is_a_usage_error(run):
     )  # fmt: skip
     assert code == 0
     # The second best on the example fleet for the chat workload: on the same eight H200s as the
-    # first, two-wide attention four times over, the experts sharded over all eight (one-wide
-    # eight times over serves within a few per cent of it a card: 117 output tok/s a card against
-    # 116 in the plan's table, tests/golden/moe.txt, at vLLM 0.34).
+    # first, one-wide attention eight times over, the experts sharded over all eight.
     assert out.startswith(
-        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 2 --data-parallel-size 4 "
+        "vllm serve Qwen/Qwen3-235B-A22B --tensor-parallel-size 1 --data-parallel-size 8 "
         "--enable-expert-parallel "
     )
     # (At vLLM 0.33's 0.90 share, the release this was worked against: seven options.)

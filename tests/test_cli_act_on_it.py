@@ -359,8 +359,9 @@ def test_a_width_that_does_not_divide_the_heads_says_so_not_cpu_nodes(run):
     )
     assert "CPU node" not in said.split("fleet:", 1)[1].split("note:")[0]
     assert "safetensors: safetensors weights are planned" not in said
-    # The nearest layout that fits, and the pin that gives it.
-    assert "nearest that fits: 2 × h200-141g (tp2+ep), fp8" in said
+    # The nearest layout that fits, and the pin that gives it: the best ranked two wide
+    # (tests/golden/moe.txt: two-wide attention four times over on the eight H200s).
+    assert "nearest that fits: 8 × h200-141g (tp2×dp4+ep), bf16" in said
     assert said.endswith("(--tp 2)")
 
 

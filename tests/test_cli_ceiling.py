@@ -76,19 +76,19 @@ def test_out_of_reach_the_most_the_fleet_serves_and_what_is_missing(run, mixed):
 
 
 def test_within_reach_the_mix_serves_it_and_says_what_each_carries(run, mixed):
-    doc = plan(run, mixed, "4")
+    doc = plan(run, mixed, "4.5")
     c = doc["ceiling"]
-    assert c["missing"] == 0 and c["served"] == pytest.approx(4)
+    assert c["missing"] == 0 and c["served"] == pytest.approx(4.5)
     first, second = c["shares"]
     sv = doc["options"][first["option"] - 1]["serving"]
-    # The class that serves the most first, all of its free replicas (they serve less than 4);
-    # the rest of the 4 on the other class.
+    # The class that serves the most first, all of its free replicas (they serve less than 4.5);
+    # the rest of the 4.5 on the other class.
     assert first["carries"] == pytest.approx(first["replicas"] * sv["capacity_rate"], rel=1e-3)
-    assert second["carries"] == pytest.approx(4 - first["carries"], rel=1e-3)
-    code, out, err = run(REPO, "--fleet", mixed, *load("4"))
+    assert second["carries"] == pytest.approx(4.5 - first["carries"], rel=1e-3)
+    code, out, err = run(REPO, "--fleet", mixed, *load("4.5"))
     flat = " ".join(out.split())
     assert (
-        "no one layout serves 4 requests a second on the free cards; replicas of these, mixed, "
+        "no one layout serves 4.5 requests a second on the free cards; replicas of these, mixed, "
         f"serve it: {first['replicas']} replicas of option {first['option']}, {first['label']}: "
         f"{first['carries']:.3g} requests a second"
     ) in flat

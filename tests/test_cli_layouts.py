@@ -179,11 +179,11 @@ def test_concurrency_past_what_a_layout_holds_queues_rather_than_refusing_it(run
     l40s = [o for o in opts if o["gpu_class"] == "l40s-48g" and o["gpus"] == 1]
     assert len(l40s) == 1 and l40s[0]["concurrency"] < 16
     assert (opts[0]["gpu_class"], opts[0]["gpus"]) == ("h200-141g", 1)
-    # The 1 × H200 holds 27.36 sequences: 16 in flight fit, and 16 a replica of 1.57 requests
-    # within the targets would need 11 (ceil(16 / 1.57)); 10 replicas carrying 1.6 each are
-    # still within them (plan/load.py `_fewest_in_flight`). With one output token no request
-    # decodes: an arrival waits for no decode step in flight (plan/load.py `_step_wait`).
-    assert opts[0]["serving"]["capacity_concurrency"] == 1.57
+    # The 1 × H200 holds 27.36 sequences: 16 in flight fit, and 16 a replica of 1.67 requests
+    # within the targets need 10 (ceil(16 / 1.67)), carrying 1.6 each (plan/load.py
+    # `_fewest_in_flight`). With one output token no request decodes: an arrival waits for no
+    # decode step in flight (plan/load.py `_step_wait`).
+    assert opts[0]["serving"]["capacity_concurrency"] == 1.67
     assert opts[0]["serving"]["replicas"] == 10
 
 

@@ -826,9 +826,14 @@ def _floor_sum(n: int, m: int, a: int, b: int) -> int:
     return total
 
 
-def _wave(r: Replica, w: Workload, n: int) -> tuple[float, float]:
+def _wave(r: Replica, w: Workload, n: int, arrive: float = 0.0) -> tuple[float, float]:
     """A wave of `n` requests admitted together: (its length, the sum over its requests of the
     time from its start to each one's first token).
+
+    `arrive`: the requests reach the scheduler that far apart (a burst's first wave through a
+    front end that takes one request after another, `Constants.serial_frontend`): the prefill
+    ends no sooner than the last arrives, and request j's first token comes no sooner than
+    j × `arrive`.
 
     Its prompts are prefilled first, the budget's tokens a step in the order they came, each
     request's first token at the end of the step that finishes its prompt; then the wave
@@ -848,6 +853,9 @@ def _wave(r: Replica, w: Workload, n: int) -> tuple[float, float]:
     ends = _floor_sum(n, budget, prompt, budget - 1)
     in_last = n - (steps - 1) * budget // prompt
     first = ends * full - in_last * (full - last)
+    if arrive > 0:
+        prefill = max(prefill, n * arrive)
+        first = max(first, arrive * n * (n + 1) / 2)
     tau = round_seconds(r, float(n), _mean_context(w))
     return prefill + max(w.output_len - 1, 0) * tau, first
 
@@ -863,15 +871,25 @@ def burst(r: Replica, w: Workload, requests: int) -> Burst | None:
     k = r.inputs.constants
     q, rest = divmod(requests, n)
     decoding = max(w.output_len - 1, 0)
+    # The engine's front end takes the burst's requests one after another (vLLM's API server,
+    # SGLang's TokenizerManager: `Constants.serial_frontend`), `ttft_s` each: the first wave's
+    # reach the scheduler that far apart; the later waves' arrived while the ones before ran.
+    arrive = k.ttft_s if k.serial_frontend else 0.0
     length, first = _wave(r, w, n)
-    # Wave i (0-based) starts at i × length: the full waves' starts add up to n × length ×
-    # q(q − 1)/2 over their requests, the last partial one's to rest × q × length.
-    ttft = requests * k.ttft_s + n * length * q * (q - 1) / 2 + q * first
-    tpot = q * (n * length - first)
-    makespan = q * length
+    length0, first0 = _wave(r, w, n, arrive) if arrive and q else (length, first)
+    # Wave 0 runs length0; wave i ≥ 1 starts at length0 + (i − 1) × length: the later full
+    # waves' starts add up to n × (length0 (q − 1) + length (q − 1)(q − 2)/2) over their
+    # requests, the last partial one's to rest × makespan.
+    later = max(q - 1, 0)
+    ttft = requests * k.ttft_s
+    ttft += n * (length0 * later + length * later * (later - 1) / 2) + first0 + later * first
+    tpot = (n * length0 - first0) + later * (n * length - first) if q else 0.0
+    makespan = length0 + later * length if q else 0.0
+    if q == 0:
+        ttft -= first0
     if rest:
-        rest_length, rest_first = _wave(r, w, rest)
-        ttft += rest * q * length + rest_first
+        rest_length, rest_first = _wave(r, w, rest, 0.0 if q else arrive)
+        ttft += rest * makespan + rest_first
         tpot += rest * rest_length - rest_first
         makespan += rest_length
     return Burst(

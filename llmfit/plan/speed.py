@@ -117,6 +117,11 @@ class Constants:
     # the card (the rest by the shares above), with `curve_share` and `moe_layer_s` fitted for
     # it (benchmarks/accuracy_load.py --fit --curves-experts). Off until a fit sets it on.
     expert_curves: bool = False
+    # The engine's front end (its HTTP handler, chat template and tokenizer: vLLM's API server,
+    # SGLang's TokenizerManager, each one process) takes one request after another, `ttft_s`
+    # each: prompts sent at once reach the scheduler `ttft_s` apart, and a burst of short ones
+    # is prefilled as they arrive, not as fast as the card goes (plan/load.py `burst`).
+    serial_frontend: bool = False
 
 
 # One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,

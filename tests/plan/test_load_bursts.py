@@ -11,6 +11,7 @@ max(1 ms, c × 1.2207 µs): 10 ms for 8,192.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from llmfit.plan.load import (
     Replica,
@@ -74,6 +75,36 @@ def test_a_burst_of_1000_prompts_on_a_pool_that_admits_256():
     assert math.isclose(sv.e2e_s, 0.8264 + 100 * 2.5152e-3, rel_tol=1e-12)
     assert math.isclose(sv.makespan_s, 1.65, rel_tol=1e-12)
     assert "1,000 prompts sent at once, served in 4 waves of up to 256" in sv.assumptions[-1]
+
+
+def test_a_burst_through_a_serial_front_end_reaches_the_scheduler_a_request_at_a_time():
+    # The same 1,000 prompts where the engine's front end takes one request after another, 20 ms
+    # each (serial_frontend, ttft_s 20 ms): the first wave's 256 prompts reach the scheduler
+    # 20 ms apart, so its prefill ends no sooner than 256 × 20 ms = 5.12 s (its own 320 ms of
+    # steps are hidden), and prompt j's first token comes no sooner than 20 j ms: the wave runs
+    # 5.12 + 0.1 = 5.22 s, its first tokens summing to 20 ms × 256 × 257 / 2 = 657.92 s (the
+    # steps' 256 × 165 ms = 42.24 s is less). The later waves were sent long before their turn:
+    # 420 ms each as without, and the last of 232 390 ms. They start at 5.22, 5.64 and 6.06 s.
+    r = Replica(
+        replace(INPUTS, constants=replace(SIMPLE, ttft_s=0.02, serial_frontend=True)),
+        max_batch=256, kv_tokens=0, budget=8192,
+    )  # fmt: skip
+    w = Workload("custom", 1024, 101, requests=1000, ttft_s=None, tpot_s=None, named=True)
+    b = burst(r, w, 1000)
+    assert b is not None and (b.wave, b.waves) == (256, 4)
+    assert math.isclose(b.makespan_s, 6.45, rel_tol=1e-12)
+    # TTFT, each request 20 ms + its wave's start + its own first token in the wave:
+    # 256 × 0.02 + 657.92 = 663.04 s; 256 × 5.24 + 42.24 = 1,383.68 s; 256 × 5.66 + 42.24 =
+    # 1,491.2 s; 232 × 6.08 + 232 × 0.15 = 1,445.36 s: 4,983.28 s over 1,000 requests.
+    assert math.isclose(b.ttft_s, 4.98328, rel_tol=1e-12)
+    # TPOT, (each wave's end − each first token) over 100 tokens: 256 × 5.22 − 657.92 = 678.4 s,
+    # twice 256 × 0.42 − 42.24 = 65.28 s, and 232 × 0.39 − 34.8 = 55.68 s: 864.64 s over
+    # 100,000 tokens. (The first wave's early requests decode while the rest arrive, which the
+    # wave leaves out, as it leaves out vLLM's decodes in a wave's prefill steps: load.py _wave.)
+    assert math.isclose(b.tpot_s, 8.6464e-3, rel_tol=1e-12)
+    # Without the serial front end the same constants give the waves of the test above.
+    off = burst(replace(r, inputs=replace(INPUTS, constants=replace(SIMPLE, ttft_s=0.02))), w, 1000)
+    assert off is not None and math.isclose(off.makespan_s, 1.65, rel_tol=1e-12)
 
 
 def test_a_burst_waits_for_the_pool_not_only_the_sequence_cap():

@@ -19,21 +19,22 @@ by MoE and dense, tuned and default flags, and the model before this one scored 
 
 | | output tok/s a GPU | TPOT | TTFT |
 |---|---|---|---|
-| dense models (52 runs) | 9.8 % | 9.1 % | 15.8 % |
-| MoE models (128 runs) | 21.0 % | 22.0 % | 28.2 % |
-| all 180 | 16.4 % | 17.1 % | 27.2 % |
-| these constants, fitted to all 180 | 12.8 % | 15.2 % | 24.4 % |
+| dense models (52 runs) | 8.7 % | 9.1 % | 13.4 % |
+| MoE models (128 runs) | 17.8 % | 18.6 % | 27.2 % |
+| all 180 | 15.1 % | 14.9 % | 25.6 % |
+| these constants, fitted to all 180 | 12.0 % | 13.4 % | 22.8 % |
 
 A MoE's routed experts are priced by the card's measured grouped GEMM (plan/curves.py, from
 aiconfigurator 0.12's tables) where a table covers the card, at the engine's share of it (vLLM
-0.40, SGLang 0.52), with a routing cost a MoE layer (10 µs, 35 µs); AMD cards, and MXFP4
-experts before Blackwell (no table measured the Triton matmul_ogs both engines run there), keep
-the expert shares, each the kernel's that runs: on NVIDIA cards vLLM's fitted 0.74, SGLang's too
-(the same kernel; not fitted on SGLang's runs), on AMD cards SGLang's fitted 0.34.
-vLLM streams a Hopper card's weights at 82 % of its bandwidth with 72 µs a graphed layer,
-prefills at 90 % of the dense tensor rate; its CPU work (0.47 ms a step, 30 µs a sequence)
-overlaps the GPU's from 0.14. SGLang streams at 95 % of a Hopper card's bandwidth (87 % of a
-B200's, 67 % of an A100's, 57 % of an MI300X's), 88 µs a layer, prefills at 56 %.
+0.425, SGLang 0.555), with a routing cost a MoE layer (10.9 µs, 39.7 µs); vLLM's by the kernel
+vLLM 0.34 runs (data/moe_kernels.toml). AMD cards, and MXFP4 experts before Blackwell, keep the
+expert shares, each the kernel's that runs: on NVIDIA cards vLLM's 0.80, SGLang's too (the same
+kernel), on AMD cards SGLang's fitted 0.371.
+vLLM streams a Hopper card's weights at 93 % of its bandwidth with 70.5 µs a graphed layer,
+prefills at 93 % of the dense tensor rate; its CPU work (0.47 ms a step, 29 µs a sequence)
+overlaps the GPU's from 0.14; its API server takes a burst's requests one after another, 23.6 ms
+each (`serial_frontend`). SGLang streams at 95 % of a Hopper card's bandwidth (85 % of a B200's,
+74 % of an A100's, 56 % of an MI300X's), 89 µs a layer, prefills at 59 %.
 
 Not fitted (no run of it): --enforce-eager's launches a layer, 510 µs, from the one eager run of
 speed.jsonl (vllm#20469: Qwen3-14B-AWQ on an A100 decoding at 20.9 ms a token, 6.6 ms of it its
@@ -92,7 +93,9 @@ def _values(table: dict[str, object], where: str) -> dict[str, object]:
         if name not in _FIELDS:
             raise ValueError(f"{DATA_FILE}: {where}.{name} is not a speed constant")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if name in ("decode_pipelined", "expert_curves") and isinstance(value, bool):
+            if name in ("decode_pipelined", "expert_curves", "serial_frontend") and isinstance(
+                value, bool
+            ):
                 out[name] = value
                 continue
             raise ValueError(f"{DATA_FILE}: {where}.{name} = {value!r} is not a number")
