@@ -47,7 +47,13 @@ not shipped": closer on every run fitted and on AMD's, further on the MoE runs n
 --kernels-by-backend counts them by the kernels the run's engine picks on its card for its
 checkpoint (plan/engines/layer_backends.py: TRT-LLM-gen's attention on SM100, the routed experts'
 kernel of llmfit/data/moe_kernels.toml), with the same fit: measured, not shipped (docs/accuracy.md
-"A layer's kernels by the backends the engine picks").
+"A layer's kernels by the backends the engine picks"). --kernels-engines=vllm prices the listed
+engines' layers by their kernels, the others' by `layer_s` and `moe_layer_s` (measured, not
+shipped: "A burst through vLLM's API server").
+
+A wave of prompts sent at once reaches vLLM's scheduler one API-server turn apart (`ttft_s`), as
+the shipped constants say (serving_speed.toml `serial_frontend`); --serial-engines=vllm,sglang
+(or none) prices the listed engines' so, --serial=X a share X of `ttft_s`.
 
 Where no measured grouped GEMM prices the routed experts (AMD cards, MXFP4 experts before
 Blackwell), SGLang's NVIDIA cards take the share vLLM's fit gives the same kernel and its own
@@ -67,8 +73,9 @@ a time (2 by default).
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves] [--experts-by-vendor=vllm|fit|one] [--experts-by-kernel=vllm,sglang|none]
-[--kernels-a-layer] [--kernels-by-backend] [--prior=X] [--nested=X,Y,…] [--physical-priors]
-[--from-weak]
+[--kernels-a-layer] [--kernels-by-backend] [--kernels-engines=vllm,sglang|none]
+[--serial-engines=vllm,sglang|none] [--serial=X] [--prior=X] [--nested=X,Y,…]
+[--physical-priors] [--from-weak]
 """
 
 from __future__ import annotations
@@ -916,14 +923,27 @@ if CURVES:
 # MoE kernel of llmfit/data/moe_kernels.toml), not by the model's structure alone.
 # The default where the shipped constants price a kernel (`kernel_s` in serving_speed.toml), as
 # plans then do; --layer-constants fits `layer_s` and `moe_layer_s` instead.
+# --kernels-engines=vllm (a comma-separated list): the kernels a layer for those engines alone,
+# the others' layers by `layer_s` and `moe_layer_s` (each engine fitted apart, a constant its
+# engine does not use held at its prior); by default the engines whose shipped constants price a
+# kernel.
 BY_BACKEND = "--kernels-by-backend" in sys.argv
-KERNELS = "--layer-constants" not in sys.argv and (
-    "--kernels-a-layer" in sys.argv
-    or BY_BACKEND
-    or any(k.kernel_s > 0 for t in serving_speed.TABLES.values() for k in t.values())
+_KERNEL_ENGINES = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--kernels-engines=")]
+KERNEL_ENGINES: frozenset[str] = (
+    frozenset()
+    if "--layer-constants" in sys.argv
+    else frozenset(e for e in _KERNEL_ENGINES[0].split(",") if e != "none")
+    if _KERNEL_ENGINES
+    else frozenset(ENGINES)
+    if "--kernels-a-layer" in sys.argv or BY_BACKEND
+    else frozenset(
+        e for e, t in serving_speed.TABLES.items() if any(k.kernel_s > 0 for k in t.values())
+    )
 )
+KERNELS = bool(KERNEL_ENGINES)
 if KERNELS:
-    SHARED = tuple(p for p in SHARED if p[0] not in ("layer_s", "moe_layer_s"))
+    if KERNEL_ENGINES >= frozenset(ENGINES):
+        SHARED = tuple(p for p in SHARED if p[0] not in ("layer_s", "moe_layer_s"))
     SHARED = (("kernel_s", 5e-6, 1e-6, 15e-6), *SHARED)
 # --physical-priors: a layer's fixed cost's prior from the kernels a graphed decode step launches
 # for it (plan/kernels.py: a dense GQA layer's two norms, six attention kernels and three MLP
@@ -1019,8 +1039,10 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
                 values["expert_efficiency"] = nvidia
             elif BY_VENDOR == "vllm":
                 values["expert_efficiency"] = shared["vllm"]["expert_efficiency"]
-        if KERNELS:
+        if e in KERNEL_ENGINES:
             values.update(layer_s=0.0, moe_layer_s=0.0)
+        else:
+            values.update(kernel_s=0.0)
         return replace(base, **values, kv_efficiency=own["weight_efficiency"],
                        quant_prefill_efficiency=shared[e]["prefill_efficiency"],
                        expert_curves=EXPERTS_ONLY,
