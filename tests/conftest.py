@@ -35,6 +35,23 @@ def modules_a_json_plan_imports(repo: str, fleet: str | Path = EXAMPLE_FLEET) ->
     return set(r.stdout.split())
 
 
+def around_the_entry_point(before: str, after: str) -> list[str]:
+    """The lines a fresh interpreter prints running `before` (Python statements), then the
+    `llmfit` command's entry point (`llmfit --version`, llmfit.entry:main), then `after`: what
+    importing llmfit does, and what only its command does."""
+    import subprocess
+    import sys
+
+    probe = (
+        f"{before}\nimport sys; sys.argv = ['llmfit', '--version']; import llmfit.entry\n"
+        f"try:\n    llmfit.entry.main()\nexcept SystemExit:\n    pass\n{after}"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return r.stdout.splitlines()
+
+
 @pytest.fixture
 def hub(monkeypatch: pytest.MonkeyPatch) -> Path:
     """The bundled Hugging Face cache, as the cache every run in the test sees."""

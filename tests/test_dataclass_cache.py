@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from llmfit import dataclass_cache
-from tests.conftest import ROOT
+from tests.conftest import ROOT, around_the_entry_point
 
 
 def define() -> type:
@@ -89,17 +89,11 @@ def test_a_file_that_is_not_the_cache_is_no_cache(tmp_path: Path, data: bytes):
 def test_only_the_commands_entry_point_installs_it():
     # A program importing llmfit's planner, or its CLI module, keeps the builtin exec; the
     # `llmfit` script's entry point (llmfit.entry:main, and `python -m llmfit`) installs it.
-    probe = (
-        "import dataclasses, llmfit.plan.planner, llmfit.cli; "
-        "print(hasattr(dataclasses, 'exec')); "
-        "import sys; sys.argv = ['llmfit', '--version']; import llmfit.entry\n"
-        "try:\n    llmfit.entry.main()\nexcept SystemExit:\n    pass\n"
-        "print(dataclasses.exec.__module__)"
+    out = around_the_entry_point(
+        "import dataclasses, llmfit.plan.planner, llmfit.cli; print(hasattr(dataclasses, 'exec'))",
+        "print(dataclasses.exec.__module__)",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    assert out.split()[0] == "False" and out.split()[-1] == "llmfit.dataclass_cache"
+    assert out[0] == "False" and out[-1] == "llmfit.dataclass_cache"
 
 
 def _saved() -> bytes:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import llmfit
-from tests.conftest import ROOT, modules_a_json_plan_imports
+from tests.conftest import ROOT, around_the_entry_point, modules_a_json_plan_imports
 
 
 def test_every_dataclass_has_its_own_docstring():
@@ -58,13 +58,8 @@ def test_only_the_commands_entry_point_paces_the_collector():
     """The `llmfit` command collects its youngest generation every 50,000 allocations (none in a
     cached plan, where Python's 700 made 55 collections) with what its start loaded frozen out
     of every collection; a program importing llmfit's CLI keeps Python's own pace (700)."""
-    probe = (
-        "import gc, sys, llmfit.cli; before = (gc.get_threshold()[0], gc.get_freeze_count() > 0)\n"
-        "sys.argv = ['llmfit', '--version']; import llmfit.entry\n"
-        "try:\n    llmfit.entry.main()\nexcept SystemExit:\n    pass\n"
-        "print(before, (gc.get_threshold()[0], gc.get_freeze_count() > 0))"
+    out = around_the_entry_point(
+        "import gc, llmfit.cli; before = (gc.get_threshold()[0], gc.get_freeze_count() > 0)",
+        "print(before, (gc.get_threshold()[0], gc.get_freeze_count() > 0))",
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    assert out.splitlines()[-1] == "(700, False) (50000, True)"
+    assert out[-1] == "(700, False) (50000, True)"

@@ -871,9 +871,9 @@ def burst(r: Replica, w: Workload, requests: int) -> Burst | None:
     k = r.inputs.constants
     q, rest = divmod(requests, n)
     decoding = max(w.output_len - 1, 0)
-    # The engine's front end takes the burst's requests one after another (vLLM's API server,
-    # SGLang's TokenizerManager: `Constants.serial_frontend`), `ttft_s` each: the first wave's
-    # reach the scheduler that far apart; the later waves' arrived while the ones before ran.
+    # Where the engine's front end takes the burst's requests one after another, `ttft_s` each
+    # (`Constants.serial_frontend`: vLLM's API server), the first wave's reach the scheduler
+    # that far apart; the later waves' arrived while the ones before ran.
     arrive = k.ttft_s if k.serial_frontend else 0.0
     length, first = _wave(r, w, n)
     length0, first0 = _wave(r, w, n, arrive) if arrive and q else (length, first)
@@ -882,11 +882,10 @@ def burst(r: Replica, w: Workload, requests: int) -> Burst | None:
     # requests, the last partial one's to rest × makespan.
     later = max(q - 1, 0)
     ttft = requests * k.ttft_s
-    ttft += n * (length0 * later + length * later * (later - 1) / 2) + first0 + later * first
+    if q:
+        ttft += n * (length0 * later + length * later * (later - 1) / 2) + first0 + later * first
     tpot = (n * length0 - first0) + later * (n * length - first) if q else 0.0
     makespan = length0 + later * length if q else 0.0
-    if q == 0:
-        ttft -= first0
     if rest:
         rest_length, rest_first = _wave(r, w, rest, 0.0 if q else arrive)
         ttft += rest * makespan + rest_first

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmfit.plan.artifact import WeightLayout
+from llmfit.plan.by_identity import ByIdentity
 from llmfit.plan.cards import DEFAULT_FABRIC_BANDWIDTH, CardSpec
 from llmfit.plan.curves import Collective, Curve, KernelCurves
 from llmfit.plan.kernels import layer_kernels
@@ -117,10 +118,11 @@ class Constants:
     # the card (the rest by the shares above), with `curve_share` and `moe_layer_s` fitted for
     # it (benchmarks/accuracy_load.py --fit --curves-experts). Off until a fit sets it on.
     expert_curves: bool = False
-    # The engine's front end (its HTTP handler, chat template and tokenizer: vLLM's API server,
-    # SGLang's TokenizerManager, each one process) takes one request after another, `ttft_s`
-    # each: prompts sent at once reach the scheduler `ttft_s` apart, and a burst of short ones
-    # is prefilled as they arrive, not as fast as the card goes (plan/load.py `burst`).
+    # The engine's front end (its HTTP handler, chat template and tokenizer, in one process:
+    # vLLM's API server) takes one request after another, `ttft_s` each: prompts sent at once
+    # reach the scheduler `ttft_s` apart, and a burst of short ones is prefilled as they arrive,
+    # not as fast as the card goes (plan/load.py `burst`). False: they reach it together
+    # (SGLang's, whose first tokens at 100 requests in flight rule the turn out).
     serial_frontend: bool = False
 
 
@@ -783,20 +785,8 @@ def _experts_measured_pair(
     return one, two
 
 
-def stepper(inp: SpeedInputs) -> Stepper:
-    """The inputs' Stepper, worked out on first use and kept beside them."""
-    found = _STEPPERS.get(id(inp))
-    if found is None or found[0] is not inp:
-        if len(_STEPPERS) > 4096:
-            _STEPPERS.clear()
-        found = (inp, Stepper.of(inp))
-        _STEPPERS[id(inp)] = found
-    return found[1]
-
-
-# Steppers by the id of their inputs (the inputs kept beside, so that an id is not reused while
-# its entry lives): a frozen dataclass has nowhere of its own to keep one.
-_STEPPERS: dict[int, tuple[SpeedInputs, Stepper]] = {}
+# The inputs' Stepper, worked out on first use and kept beside them.
+stepper: ByIdentity[SpeedInputs, Stepper] = ByIdentity(Stepper.of, 4096)
 
 
 def _time(parts: tuple[float, float, float, float, float, float, float, float]) -> Time:
@@ -1021,27 +1011,6 @@ def round_pair(
 PairPrice = Callable[[float, float, float, float], tuple[float, float]]
 
 
-def pair_pricer(inp: SpeedInputs) -> PairPrice:
-    """`round_pair` bound to `inp`: the same figures to the last bit, with what depends on `inp`
-    alone looked up once. A rate's fixed point asks for a pair a dozen times and a plan for
-    thousands of rates, and on the path every plan's step takes (the routed experts alone priced
-    by their curve, one micro-batch on the cards) the lookups had cost more than the arithmetic:
-    there each stage's sums are `_experts_measured_pair`'s, operation for operation, a dense
-    model's leaving out only its experts' terms, which add exactly 0
-    (tests/plan/test_speed_experts_curve.py holds the two equal)."""
-    found = _PAIRS.get(id(inp))
-    if found is None or found[0] is not inp:
-        if len(_PAIRS) > 4096:
-            _PAIRS.clear()
-        found = (inp, _pair_pricer(inp))
-        _PAIRS[id(inp)] = found
-    return found[1]
-
-
-# Pair pricers by the id of their inputs, as `_STEPPERS`.
-_PAIRS: dict[int, tuple[SpeedInputs, PairPrice]] = {}
-
-
 def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     st = stepper(inp)
     kn = st.kernels
@@ -1068,104 +1037,55 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     eager_all, graph_batch = st.eager, st.graph_batch
     hop_fixed, hop_token = st.hop_fixed, st.hop_token
     step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
-    if any(c.experts or c.expert_token for c in st.coefs):
-        keep, pad = st.keep, st.expert_pad
-        moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
-        # Whether a stage's experts are priced by their curve (its efficiency looked up).
-        reached = any(c.experts for c in st.coefs)
-        stages = tuple(
-            (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
-             c.eager, c.link_fixed, c.link_token)
-            for c in st.coefs
-        )  # fmt: skip
-
-        def moe(
-            batch: float, context: float, chunk: float, chunk_context: float
-        ) -> tuple[float, float]:
-            n = batch + chunk
-            if not (batch > 0 and n > 0) or (
-                pipelined and batch > 1 and int(min(pipelined, batch)) != 1
-            ):
-                return round_pair(inp, batch, context, chunk, chunk_context)
-            # `_experts_measured_pair`, operation for operation.
-            n1, n2 = batch + 0.0, n
-            share1 = 1.0 - keep**n1 if keep else 1.0
-            share2 = 1.0 - keep**n2 if keep else 1.0
-            eff1 = eff2 = 1.0
-            if reached:
-                eff1 = kshare * moe_at(n1 * routed)
-                eff1 = 1.0 if 1.0 < eff1 else eff1
-                eff2 = kshare * moe_at(n2 * routed)
-                eff2 = 1.0 if 1.0 < eff2 else eff2
-            eager1 = eager_all or (graph_batch > 0 and n1 > graph_batch)
-            eager2 = eager_all or (graph_batch > 0 and n2 > graph_batch)
-            held = batch * context
-            attended1, attended2 = held + 0.0 * 0.0, held + chunk * chunk_context
-            rows1, rows2 = n1 + srows, n2 + srows
-            one = two = 0.0
-            for (experts, expert_token, w, token, kvc, state, attention, graph, eager, link_fixed,
-                 link_token) in stages:  # fmt: skip
-                e1, e2 = experts * share1, experts * share2
-                g1 = g2 = 0.0
-                if experts:
-                    e1, g1 = e1 / eff1, expert_token * n1 / eff1
-                    e2, g2 = e2 / eff2, expert_token * n2 / eff2
-                elif expert_token:
-                    g1 = expert_token * (n1 + pad * share1)
-                    g2 = expert_token * (n2 + pad * share2)
-                gemm1, gemm2 = token * rows1, token * rows2
-                kv = kvc * batch * context + state * batch
-                att1, att2 = attention * attended1, attention * attended2
-                m1 = (gemm1 if gemm1 > w else w) + (g1 if g1 > e1 else e1)
-                m2 = (gemm2 if gemm2 > w else w) + (g2 if g2 > e2 else e2)
-                a1 = att1 if att1 > kv else kv
-                a2 = att2 if att2 > kv else kv
-                ov1 = ov2 = graph
-                if eager > graph:
-                    if eager1:
-                        late = eager - graph - (m1 + a1)
-                        ov1 += 0.0 if 0.0 > late else late
-                    if eager2:
-                        late = eager - graph - (m2 + a2)
-                        ov2 += 0.0 if 0.0 > late else late
-                one += m1 + a1 + ov1 + (link_fixed + link_token * n1)
-                two += m2 + a2 + ov2 + (link_fixed + link_token * n2)
-            cpu = step_s + sequence_s * batch
-            plain = hop_fixed + hop_token * n1 + one
-            full = hop_fixed + hop_token * n2 + two
-            if overlap:
-                return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
-            return plain + cpu, full + cpu
-
-        return moe
-    # A dense model's stages: `_experts_measured_pair` with its experts' terms, each 0, left out.
-    rows = tuple(
-        (c.dense, c.token, c.kv, c.state, c.attention, c.graph, c.eager, c.link_fixed,
-         c.link_token)
+    keep, pad = st.keep, st.expert_pad
+    moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
+    # Whether a stage's experts are priced by their curve (its efficiency looked up).
+    reached = any(c.experts for c in st.coefs)
+    stages = tuple(
+        (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
+         c.eager, c.link_fixed, c.link_token)
         for c in st.coefs
     )  # fmt: skip
 
-    def dense(
+    def measured(
         batch: float, context: float, chunk: float, chunk_context: float
     ) -> tuple[float, float]:
-        n2 = batch + chunk
-        if not (batch > 0 and n2 > 0) or (
+        n = batch + chunk
+        if not (batch > 0 and n > 0) or (
             pipelined and batch > 1 and int(min(pipelined, batch)) != 1
         ):
             return round_pair(inp, batch, context, chunk, chunk_context)
-        n1 = batch + 0.0
+        # `_experts_measured_pair`, operation for operation.
+        n1, n2 = batch + 0.0, n
+        share1 = 1.0 - keep**n1 if keep else 1.0
+        share2 = 1.0 - keep**n2 if keep else 1.0
+        eff1 = eff2 = 1.0
+        if reached:
+            eff1 = kshare * moe_at(n1 * routed)
+            eff1 = 1.0 if 1.0 < eff1 else eff1
+            eff2 = kshare * moe_at(n2 * routed)
+            eff2 = 1.0 if 1.0 < eff2 else eff2
         eager1 = eager_all or (graph_batch > 0 and n1 > graph_batch)
         eager2 = eager_all or (graph_batch > 0 and n2 > graph_batch)
         held = batch * context
         attended1, attended2 = held + 0.0 * 0.0, held + chunk * chunk_context
         rows1, rows2 = n1 + srows, n2 + srows
         one = two = 0.0
-        for w, token, kvc, state, attention, graph, eager, link_fixed, link_token in rows:
+        for (experts, expert_token, w, token, kvc, state, attention, graph, eager, link_fixed,
+             link_token) in stages:  # fmt: skip
+            e1, e2 = experts * share1, experts * share2
+            g1 = g2 = 0.0
+            if experts:
+                e1, g1 = e1 / eff1, expert_token * n1 / eff1
+                e2, g2 = e2 / eff2, expert_token * n2 / eff2
+            elif expert_token:
+                g1 = expert_token * (n1 + pad * share1)
+                g2 = expert_token * (n2 + pad * share2)
             gemm1, gemm2 = token * rows1, token * rows2
             kv = kvc * batch * context + state * batch
             att1, att2 = attention * attended1, attention * attended2
-            m1 = gemm1 if gemm1 > w else w
-            m2 = gemm2 if gemm2 > w else w
+            m1 = (gemm1 if gemm1 > w else w) + (g1 if g1 > e1 else e1)
+            m2 = (gemm2 if gemm2 > w else w) + (g2 if g2 > e2 else e2)
             a1 = att1 if att1 > kv else kv
             a2 = att2 if att2 > kv else kv
             ov1 = ov2 = graph
@@ -1185,7 +1105,17 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
             return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
         return plain + cpu, full + cpu
 
-    return dense
+    return measured
+
+
+# `round_pair` bound to `inp`: the same figures to the last bit, with what depends on `inp`
+# alone looked up once. A rate's fixed point asks for a pair a dozen times and a plan for
+# thousands of rates, and on the path every plan's step takes (the routed experts alone priced
+# by their curve, one micro-batch on the cards) the lookups had cost more than the arithmetic:
+# there each stage's sums are `_experts_measured_pair`'s, operation for operation, a dense
+# model's too (its experts' terms are each 0, and x + 0.0 is x)
+# (tests/plan/test_speed_experts_curve.py holds the two equal).
+pair_pricer: ByIdentity[SpeedInputs, PairPrice] = ByIdentity(_pair_pricer, 4096)
 
 
 def _ubatch_total(inp: SpeedInputs, st: Stepper) -> TotalPrice:
@@ -1243,23 +1173,6 @@ def _ubatch_total(inp: SpeedInputs, st: Stepper) -> TotalPrice:
 TotalPrice = Callable[[float, float, float, float], float]
 
 
-def total_pricer(inp: SpeedInputs) -> TotalPrice:
-    """`round_total` bound to `inp`, as `pair_pricer` binds `round_pair`: the same figures to
-    the last bit, `_experts_measured_total`'s sums on the path every plan's step takes (a dense
-    model's without its experts' terms, which add exactly 0)."""
-    found = _TOTALS.get(id(inp))
-    if found is None or found[0] is not inp:
-        if len(_TOTALS) > 4096:
-            _TOTALS.clear()
-        found = (inp, _total_pricer(inp))
-        _TOTALS[id(inp)] = found
-    return found[1]
-
-
-# Round pricers by the id of their inputs, as `_STEPPERS`.
-_TOTALS: dict[int, tuple[SpeedInputs, TotalPrice]] = {}
-
-
 def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     st = stepper(inp)
     kn = st.kernels
@@ -1275,78 +1188,43 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     hop_fixed, hop_token = st.hop_fixed, st.hop_token
     step_s, sequence_s, overlap = st.step_s, st.sequence_s, st.overlap
     srows, eager_all, graph_batch = st.rows, st.eager, st.graph_batch
-    if any(c.experts or c.expert_token for c in st.coefs):
-        keep, pad = st.keep, st.expert_pad
-        moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
-        reached = any(c.experts for c in st.coefs)
-        stages = tuple(
-            (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
-             c.eager, c.link_fixed, c.link_token)
-            for c in st.coefs
-        )  # fmt: skip
-
-        def moe(batch: float, context: float, chunk: float, chunk_context: float) -> float:
-            n = batch + chunk
-            if n <= 0 or (pipelined and batch > 1 and int(min(pipelined, batch)) != 1):
-                return round_total(inp, batch, context, chunk, chunk_context)
-            gpu = hop_fixed + hop_token * n
-            cpu = step_s + sequence_s * batch
-            # `_experts_measured_total`, operation for operation.
-            share = 1.0 - keep**n if keep else 1.0
-            eff = 1.0
-            if reached:
-                eff = kshare * moe_at(n * routed)
-                eff = 1.0 if 1.0 < eff else eff
-            eager_n = eager_all or (graph_batch > 0 and n > graph_batch)
-            attended = batch * context + chunk * chunk_context
-            tokens = n + srows
-            total = 0.0
-            for (experts, expert_token, w, token, kvc, state, attention, graph, eager, link_fixed,
-                 link_token) in stages:  # fmt: skip
-                e = experts * share
-                g = 0.0
-                if experts:
-                    e, g = e / eff, expert_token * n / eff
-                elif expert_token:
-                    g = expert_token * (n + pad * share)
-                gemm = token * tokens
-                kv = kvc * batch * context + state * batch
-                att = attention * attended
-                m = (gemm if gemm > w else w) + (g if g > e else e)
-                a = att if att > kv else kv
-                overhead = graph
-                if eager_n and eager > graph:
-                    late = eager - graph - (m + a)
-                    overhead += 0.0 if 0.0 > late else late
-                total += m + a + overhead + (link_fixed + link_token * n)
-            gpu += total
-            if overlap:
-                return cpu if cpu > gpu else gpu
-            return gpu + cpu
-
-        return moe
-    # A dense model's stages: `_experts_measured_total` with its experts' terms, each 0, left out.
-    rows = tuple(
-        (c.dense, c.token, c.kv, c.state, c.attention, c.graph, c.eager, c.link_fixed,
-         c.link_token)
+    keep, pad = st.keep, st.expert_pad
+    moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
+    reached = any(c.experts for c in st.coefs)
+    stages = tuple(
+        (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
+         c.eager, c.link_fixed, c.link_token)
         for c in st.coefs
     )  # fmt: skip
 
-    def dense(batch: float, context: float, chunk: float, chunk_context: float) -> float:
+    def measured(batch: float, context: float, chunk: float, chunk_context: float) -> float:
         n = batch + chunk
         if n <= 0 or (pipelined and batch > 1 and int(min(pipelined, batch)) != 1):
             return round_total(inp, batch, context, chunk, chunk_context)
         gpu = hop_fixed + hop_token * n
         cpu = step_s + sequence_s * batch
+        # `_experts_measured_total`, operation for operation.
+        share = 1.0 - keep**n if keep else 1.0
+        eff = 1.0
+        if reached:
+            eff = kshare * moe_at(n * routed)
+            eff = 1.0 if 1.0 < eff else eff
         eager_n = eager_all or (graph_batch > 0 and n > graph_batch)
         attended = batch * context + chunk * chunk_context
         tokens = n + srows
         total = 0.0
-        for w, token, kvc, state, attention, graph, eager, link_fixed, link_token in rows:
+        for (experts, expert_token, w, token, kvc, state, attention, graph, eager, link_fixed,
+             link_token) in stages:  # fmt: skip
+            e = experts * share
+            g = 0.0
+            if experts:
+                e, g = e / eff, expert_token * n / eff
+            elif expert_token:
+                g = expert_token * (n + pad * share)
             gemm = token * tokens
             kv = kvc * batch * context + state * batch
             att = attention * attended
-            m = gemm if gemm > w else w
+            m = (gemm if gemm > w else w) + (g if g > e else e)
             a = att if att > kv else kv
             overhead = graph
             if eager_n and eager > graph:
@@ -1358,7 +1236,13 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
             return cpu if cpu > gpu else gpu
         return gpu + cpu
 
-    return dense
+    return measured
+
+
+# `round_total` bound to `inp`, as `pair_pricer` binds `round_pair`: the same figures to
+# the last bit, `_experts_measured_total`'s sums on the path every plan's step takes (a dense
+# model's too: its experts' terms are each 0).
+total_pricer: ByIdentity[SpeedInputs, TotalPrice] = ByIdentity(_total_pricer, 4096)
 
 
 def round_time(

@@ -36,13 +36,18 @@ def _by_parts(inp: SpeedInputs, batch: float, ctx: float, chunk: float, chunk_ct
     return gpu + cpu
 
 
-def _moes() -> list[SpeedInputs]:
-    m, layout = fixture("Qwen--Qwen3-30B-A3B")
-    curves = curves_for("h100-80g", "hopper", "vllm")
+def _measured(name: str, kv: int, **kw: object) -> SpeedInputs:
+    """`name` on an H100 priced as every plan prices it: the experts' measured curve set (a
+    dense model has no experts for it to price), the rest by the shares."""
+    m, layout = fixture(name)
+    return inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=kv,
+                      curves=curves_for("h100-80g", "hopper", "vllm"), curves_experts_only=True,
+                      **kw)  # fmt: skip
 
+
+def _moes() -> list[SpeedInputs]:
     def moe(**kw: object) -> SpeedInputs:
-        return inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=98_304,
-                          curves=curves, curves_experts_only=True, **kw)  # fmt: skip
+        return _measured("Qwen--Qwen3-30B-A3B", 98_304, **kw)
 
     return [
         moe(),
@@ -78,12 +83,9 @@ def test_a_round_with_and_without_a_chunk_equals_two_rounds_exactly(batch):
 
 def _denses() -> list[SpeedInputs]:
     """Qwen3-8B priced as every plan prices a dense model (the experts' curve set, no experts)."""
-    m, layout = fixture("Qwen--Qwen3-8B")
-    curves = curves_for("h100-80g", "hopper", "vllm")
 
     def dense(**kw: object) -> SpeedInputs:
-        return inputs_for(m, layout, H100, constants=K, context=CTX, kv_bytes_per_token=147_456,
-                          curves=curves, curves_experts_only=True, **kw)  # fmt: skip
+        return _measured("Qwen--Qwen3-8B", 147_456, **kw)
 
     return [
         dense(),
@@ -128,10 +130,10 @@ def test_a_ubatched_steps_bound_pricers_equal_the_rounds_exactly(batch, chunk):
 def test_the_bound_pricers_equal_the_rounds_exactly(batch, chunk):
     # A fixed point asks `pair_pricer`'s and `total_pricer`'s functions, bound once to their
     # inputs, where it asked `round_pair` and `round_total`: the same figures, to the last bit,
-    # for a MoE's and a dense model's stages (the latter leave out the experts' terms, each 0).
-    for inp, kind in [*((i, "moe") for i in _moes()), *((i, "dense") for i in _denses())]:
+    # for a MoE's and a dense model's stages (the latter's experts' terms each 0).
+    for inp in [*_moes(), *_denses()]:
         # Bound to the one-pass sums, not the general path.
-        assert pair_pricer(inp).__name__ == total_pricer(inp).__name__ == kind
+        assert pair_pricer(inp).__name__ == total_pricer(inp).__name__ == "measured"
         for b, c, cc in ((batch, chunk, 1024.0), (batch, 0.0, 0.0)):
             assert total_pricer(inp)(b, CTX, c, cc) == round_total(inp, b, CTX, c, cc)
             assert pair_pricer(inp)(b, CTX, c, cc) == round_pair(inp, b, CTX, c, cc)

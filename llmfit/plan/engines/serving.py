@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 from llmfit.plan import cards, curves, load
 from llmfit.plan import speed as speeds
 from llmfit.plan.artifact import Artifact, WeightLayout
+from llmfit.plan.by_identity import ByIdentity
 from llmfit.plan.engines import Found, Job, expert_kernels, serving_speed
 from llmfit.plan.launch import Command
 from llmfit.plan.layout import Card, Layout, LayoutSpace
@@ -315,18 +316,8 @@ def counted(model: Model) -> Model:
     of an fp8 checkpoint, and prefill twice as fast as the card's peak allows."""
     if model.params or not model.layers or not model.hidden_size:
         return model
-    # A plan asks once a layout, of the same model: counted once (keyed by the model's id, the
-    # model kept beside so that the id is not reused while its entry lives, as speed.stepper).
-    found = _COUNTED.get(id(model))
-    if found is None or found[0] is not model:
-        if len(_COUNTED) > 64:
-            _COUNTED.clear()
-        found = (model, _count(model))
-        _COUNTED[id(model)] = found
-    return found[1]
-
-
-_COUNTED: dict[int, tuple[Model, Model]] = {}
+    # A plan asks once a layout, of the same model: counted once.
+    return _counted(model)
 
 
 def _count(model: Model) -> Model:
@@ -348,6 +339,9 @@ def _count(model: Model) -> Model:
     if model.is_moe and model.experts and model.experts_active and experts:
         active = total - experts * (model.experts - model.experts_active) // model.experts
     return replace(model, params=total, active_params=active or model.active_params)
+
+
+_counted: ByIdentity[Model, Model] = ByIdentity(_count, 64)
 
 
 def replica(
