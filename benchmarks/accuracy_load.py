@@ -55,10 +55,16 @@ A wave of prompts sent at once reaches vLLM's scheduler one API-server turn apar
 the shipped constants say (serving_speed.toml `serial_frontend`); --serial-engines=vllm,sglang
 (or none) prices the listed engines' so, --serial=X a share X of `ttft_s`.
 
+--split-decode prices the runs launched with SGLang's Triton attention backend by the grid of its
+split-KV decode (speed.SplitDecode): each block reads its split of the cache at a fitted rate, at
+most one block a multiprocessor (measured, not shipped: docs/accuracy.md "SGLang's Triton
+decode, block by block").
+
 Where no measured grouped GEMM prices the routed experts (AMD cards, MXFP4 experts before
 Blackwell), SGLang's NVIDIA cards take the share vLLM's fit gives the same kernel and its own
 share is fitted on its AMD runs (BY_VENDOR); --experts-by-vendor=fit fits SGLang's NVIDIA share on
 its NVIDIA runs instead, =one one share for every card (how docs/accuracy.md compared them).
+--prefill-by-vendor gives SGLang's NVIDIA cards vLLM's prefill share of that kernel as well.
 
 --prior=X fits with the priors held at strength X, not PRIOR (0.5). --nested=X,Y,… prints the
 runs never seen with the strength chosen in each fold, without the fold's runs: for each
@@ -67,15 +73,19 @@ cells) on the other publishers' runs alone, and the fold is fitted at the best (
 publisher, strength and fold, one at a time). --physical-priors holds a layer's fixed costs to
 priors from the kernels it launches (plan/kernels.py) at 5 µs each: 55 µs a layer, 20 µs more a
 MoE layer, not 20 µs and 10 µs. --from-weak runs each fit twice, from the priors and from the
-fit at strength 0.1, and keeps the lower cost. docs/accuracy.md "The priors' strength, chosen
-without the runs it is scored on" has what they measured. FOLDS_AT_ONCE=1 runs the folds one at
+fit at strength 0.1, and keeps the lower cost; --starts=N from the priors and from N - 1 points
+spread over the bounds, keeping the lowest. --pool=a,b,… holds SGLang's listed constants to
+vLLM's fit in the same fold, not to the generic priors. docs/accuracy.md "The priors'
+strength, chosen without the runs it is scored on" and "The fit's other knobs, measured with it"
+have what they measured. FOLDS_AT_ONCE=1 runs the folds one at
 a time (2 by default).
 
 Run from the repository root: PYTHONPATH=. python benchmarks/accuracy_load.py [--fit] [--rows]
 [--curves] [--experts-by-vendor=vllm|fit|one] [--experts-by-kernel=vllm,sglang|none]
 [--kernels-a-layer] [--kernels-by-backend] [--kernels-engines=vllm,sglang|none]
-[--serial-engines=vllm,sglang|none] [--serial=X] [--prior=X] [--nested=X,Y,…]
-[--physical-priors] [--from-weak]
+[--serial-engines=vllm,sglang|none] [--serial=X] [--split-decode] [--prior=X]
+[--nested=X,Y,…] [--physical-priors] [--from-weak] [--starts=N] [--pool=a,b,…]
+[--prefill-by-vendor]
 """
 
 from __future__ import annotations
@@ -556,8 +566,39 @@ def plan_row(row: Row) -> str | None:
     row.replica = o.serving.replica
     if BY_BACKEND:
         row.replica = replace(row.replica, inputs=backend_kernels(row, model, row.replica.inputs))
+    if SPLIT_DECODE and row.engine == "sglang" and TRITON.search(launch_text(row.raw)):
+        sd = split_decode(model, row.tp, row.card, launch_text(row.raw))
+        row.replica = replace(row.replica, inputs=replace(row.replica.inputs, split_decode=sd))
     row.gpus = o.gpus
     return None
+
+
+# --split-decode: the runs launched with SGLang's Triton attention backend decode through its
+# split-KV kernel (speed.SplitDecode): a grid of sequences × head blocks × splits, each block
+# streaming its split of the cache at a fitted rate (`split_kv_gbs`), the card's
+# multiprocessors running at most one block each. Measured, not shipped (docs/accuracy.md
+# "SGLang's Triton decode, block by block"): the slow MLA path these runs ran (SGLang 0.5.7)
+# was rewritten in sgl-project/sglang#20479 (2026-03), before the 0.5.23 plans model.
+SPLIT_DECODE = "--split-decode" in sys.argv
+TRITON = re.compile(r"--(?:decode-)?attention-backend[ =]+triton\b")
+# Multiprocessors (SMs, CUs) of the cards such runs ran on: the makers' figures.
+MULTIPROCESSORS = {"b200-180g": 148, "h200-141g": 132, "h100-80g": 132, "a100-80g": 108,
+                   "mi300x-192g": 304, "mi350x-288g": 256, "mi355x-288g": 256}  # fmt: skip
+
+
+def split_decode(model: Model, tp: int, card: str, text: str) -> speed.SplitDecode:
+    """SGLang's Triton decode grid for `model` at `tp` on `card` (srt/layers/attention/
+    triton_ops/decode_attention.py `_decode_grouped_att_m_fwd`: ceil(H / min(16, H / KV))
+    head blocks, each reading one KV head's cache; an MLA layer's latent is one KV head), its
+    splits capped at --triton-attention-num-kv-splits (8, and 16 on ROCm: server_args.py
+    `_handle_amd_specifics`)."""
+    heads = max(model.attention_heads // tp, 1)
+    mla = any(g.kind is AttentionKind.MLA for g in model.layer_groups)
+    kv = 1 if mla else max(model.kv_heads // tp, 1)
+    blocks = -(-heads // min(16, max(heads // kv, 1)))
+    most = _flag(text, "--triton-attention-num-kv-splits") or (16 if card.startswith("mi") else 8)
+    return speed.SplitDecode(heads=blocks, reads=blocks / kv, max_splits=most,
+                             units=MULTIPROCESSORS[card])  # fmt: skip
 
 
 # An engine's front end (its HTTP handler, chat template and tokenizer: vLLM's API server,
@@ -911,6 +952,14 @@ CURVE_SHARED: tuple[tuple[str, float, float, float], ...] = (
     ("moe_layer_s", 10e-6, 1e-6, 40e-6),
 )
 CURVE_FAMILY: tuple[tuple[str, float, float, float], ...] = (("layer_s", 20e-6, 2e-6, 100e-6),)
+# --split-decode: a block's rate through SGLang's Triton decode, in GB/s (least squares' step
+# tolerance is relative to the whole x's norm, so no value is fitted in bytes a second). Its
+# prior is a guess, a fifth of a B200 multiprocessor's share of the card's bandwidth: no
+# publisher but the SGLang cookbook measured the kernel (its GLM-4.7-Flash runs; the docs'
+# MiniMax-M2.7 runs on MI300X read too few bytes a block to tell).
+SPLIT_SHARED: tuple[tuple[str, float, float, float], ...] = (("split_kv_gbs", 10.0, 1.0, 100.0),)
+if SPLIT_DECODE:
+    SHARED += SPLIT_SHARED
 if CURVES:
     SHARED += CURVE_SHARED
     PER_FAMILY += () if EXPERTS_ONLY else CURVE_FAMILY
@@ -974,6 +1023,34 @@ PRIOR = float(_PRIOR[0]) if _PRIOR else 0.5
 # minimum that the weak fit's values beat on the same objective).
 FROM_WEAK = "--from-weak" in sys.argv
 WEAK = 0.1
+# --pool=a,b: the second engine's values of the listed constants held to the first engine's fit
+# (its priors there), not to the generic priors.
+_POOL = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--pool=")]
+POOLED = frozenset(_POOL[0].split(",")) if _POOL else frozenset()
+# --starts=N: each engine's fit run from the priors and from N - 1 points spread over the bounds,
+# the lowest cost kept (the loss is not convex: a fold's fit lands in one of several minima).
+_STARTS = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--starts=")]
+STARTS = int(_STARTS[0]) if _STARTS else 1
+
+
+def _starts(dims: int, count: int) -> list[list[float]]:
+    """`count` points of the unit cube in `dims` dimensions, a Halton sequence's (primes as
+    bases): spread evenly, and the same every run."""
+    primes = [p for p in range(2, 400) if all(p % q for q in range(2, int(p**0.5) + 1))]
+    out = []
+    for n in range(1, count + 1):
+        point = []
+        for b in primes[:dims]:
+            f, r, k = 1.0, 0.0, n
+            while k:
+                f /= b
+                r += f * (k % b)
+                k //= b
+            point.append(0.1 + 0.8 * r)  # off the bounds themselves
+        out.append(point)
+    return out
+
+
 # How much each measure counts in the fit: latencies a little less than throughput, TTFT least
 # (it is the most sensitive to how a benchmark client sends its prompts).
 WEIGHT = {"per_gpu": 1.0, "tpot": 1.0, "ttft": 0.5}
@@ -996,6 +1073,7 @@ CLIP = math.log(20.0)  # a residual past 20× counts as 20×: an estimate of not
 # after this round").
 _BY_VENDOR = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--experts-by-vendor=")]
 BY_VENDOR = _BY_VENDOR[0] if _BY_VENDOR else "vllm"
+PREFILL_BY_VENDOR = "--prefill-by-vendor" in sys.argv
 NVIDIA_EXPERT: tuple[tuple[str, float, float, float], ...] = (
     ("nvidia_expert_efficiency", 0.8, 0.3, 1.0),
 )
@@ -1032,6 +1110,8 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
     def make(e: str, own: dict[str, float], arch: str = "default") -> speed.Constants:
         values = {**shared[e], **own}
         nvidia = values.pop("nvidia_expert_efficiency", None)
+        if "split_kv_gbs" in values:
+            values["split_kv_rate"] = values.pop("split_kv_gbs") * 1e9
         # SGLang's NVIDIA cards run the experts the shares price by vLLM's kernel (BY_VENDOR);
         # vLLM is fitted first (ENGINES), so its share is fixed when SGLang's runs are fitted.
         if not arch.startswith("amd") and e == "sglang":
@@ -1039,6 +1119,10 @@ def table_of(x: list[float], keys: list[str]) -> dict[str, speed.Constants]:
                 values["expert_efficiency"] = nvidia
             elif BY_VENDOR == "vllm":
                 values["expert_efficiency"] = shared["vllm"]["expert_efficiency"]
+                if PREFILL_BY_VENDOR:
+                    values["expert_prefill_efficiency"] = shared["vllm"][
+                        "expert_prefill_efficiency"
+                    ]
         if e in KERNEL_ENGINES:
             values.update(layer_s=0.0, moe_layer_s=0.0)
         else:
@@ -1124,6 +1208,15 @@ def fit(
         own = [r for r in rows if r.engine == e]
         if not own:
             continue
+        if POOLED and e != ENGINES[0]:
+            # The kernels' efficiencies held to the first engine's fit (both run the same
+            # kernels on the same cards), its engine's own costs to their priors.
+            for i in idx:
+                name = every[i].split(".", 1)[1]
+                if name in POOLED and f"{ENGINES[0]}.{name}" in every:
+                    j = every.index(f"{ENGINES[0]}.{name}")
+                    first[i] = min(max(x[j], lo[i] * 1.001), hi[i] / 1.001)
+                    x[i] = first[i]
 
         def f(
             xs: list[float], idx: list[int] = idx, own: list[Row] = own, at: float = strength
@@ -1140,6 +1233,12 @@ def fit(
                                  method="trf", kwargs={"at": at})  # fmt: skip
 
         sol = solve([x[i] for i in idx], strength)
+        for u in _starts(len(idx), STARTS - 1):
+            # From a point spread over the bounds (log-uniformly, a Halton sequence: the same
+            # points every run), the lowest cost of all kept.
+            at_u = [lo[i] ** (1 - v) * hi[i] ** v for i, v in zip(idx, u, strict=True)]
+            other = solve(at_u, strength)
+            sol = other if other.cost < sol.cost else sol
         if FROM_WEAK and strength > WEAK:
             # The fit stops in the first minimum it reaches from the priors; a second run starts
             # from the fit at a weak strength, and the lower of the two at `strength` is kept.

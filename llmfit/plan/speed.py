@@ -124,6 +124,47 @@ class Constants:
     # not as fast as the card goes (plan/load.py `burst`). False: they reach it together
     # (SGLang's, whose first tokens at 100 requests in flight rule the turn out).
     serial_frontend: bool = False
+    # Bytes a second one thread block of a split-KV decode kernel streams its share of the
+    # cache at (SGLang's Triton decode, SpeedInputs.split_decode): where the blocks running at
+    # once (at most one a multiprocessor) stream slower than the card's bandwidth share, they
+    # bound the read. 0, as every engine ships: the cache is read at the bandwidth share
+    # (benchmarks/accuracy_load.py --split-decode measures it; docs/accuracy.md "SGLang's
+    # Triton decode, block by block" says why it is not shipped).
+    split_kv_rate: float = 0.0
+
+
+@dataclass(frozen=True)
+class SplitDecode:
+    """A decode attention kernel whose grid is a block for each sequence × head block × split
+    of its cache (SGLang's Triton backend, srt/layers/attention/triton_ops/decode_attention.py
+    `_decode_grouped_att_m_fwd`): each block reads its split of one KV head's cache on its own
+    multiprocessor, one tile after another."""
+
+    heads: int  # head blocks a sequence's layer runs on one card: ceil(H / min(16, H / kv))
+    reads: float  # times a token's cache is read a layer: head blocks ÷ KV heads on the card
+    max_splits: int  # the most splits of a sequence's cache (--triton-attention-num-kv-splits)
+    units: int  # the card's multiprocessors (SMs, CUs): blocks that run at once
+
+
+def split_decode_seconds(
+    sd: SplitDecode, rate: float, cache: float, batch: float, context: float
+) -> float:
+    """Seconds a split-KV decode (`sd`) takes over a card's layers to read `cache` bytes a
+    sequence's token of context (all its layers) for `batch` sequences at `context` tokens, each
+    of its blocks streaming at `rate`. The splits are SGLang's for sequences of one length
+    (srt/layers/attention/triton_backend.py `get_num_kv_splits_triton`): as many as fill the
+    card's units, log2(context / 64) times over, at most `max_splits`; a grid of fewer blocks
+    than units runs them all at once, the rest of the card idle."""
+    if batch <= 0 or context <= 0 or rate <= 0:
+        return 0.0
+    if not (batch < math.inf and context < math.inf):
+        return math.inf  # a search's unbounded batch (the bandwidth's read is as unbounded)
+    seqs = max(math.ceil(batch - 1e-9), 1)
+    wide = int(sd.units * max(math.log2(context / 64), 1.0))
+    splits = max(min(-(-wide // (seqs * sd.heads)), sd.max_splits), 1)
+    blocks = batch * sd.heads * splits
+    busy = blocks if blocks < sd.units else sd.units
+    return cache * sd.reads * batch * context / (busy * rate)
 
 
 # One all-reduce's fixed latency, seconds. NVLink: the custom all-reduce vLLM and SGLang run there,
@@ -263,6 +304,9 @@ class SpeedInputs:
     # prices runs by the slice's own curve, which did not do better on runs never seen
     # (docs/accuracy.md "Priced by the measured kernels").
     expert_slices: int = 1
+    # The decode attention's grid where it bounds the cache's read (SGLang's Triton backend):
+    # None where the kernel reads it at the card's bandwidth share.
+    split_decode: SplitDecode | None = None
 
     @property
     def cards(self) -> int:
@@ -387,6 +431,7 @@ class _Coef:
     eager: float  # … without
     layers: int = 0  # its layers (their all-reduces, priced by a measured curve)
     moe_layers: int = 0  # … of them MoE (their all-to-alls)
+    cache: float = 0.0  # bytes of a sequence's token of context on the card (a split decode's)
 
 
 @dataclass(frozen=True)
@@ -478,6 +523,7 @@ def _shares_coef(inp: SpeedInputs, s: Stage, experts_roofline: bool = False) -> 
         link_token=ar_token + a2a_token,
         graph=_graph(k, s),
         eager=_eager(k, s),
+        cache=s.kv_bytes_per_token,
     )
 
 
@@ -552,6 +598,7 @@ def _raw_coef(inp: SpeedInputs, s: Stage) -> _Coef:
         eager=_eager(k, s),
         layers=s.layers,
         moe_layers=s.moe_layers,
+        cache=s.kv_bytes_per_token,
     )
 
 
@@ -579,6 +626,12 @@ class Stepper:
     # Stages the engine keeps a micro-batch in flight in (`_pipelined`), 0 where it does not.
     pipelined: int = 0
     host: bool = False  # a host part (SpeedInputs.host)
+    # The decode attention's grid where it bounds the cache's read (SpeedInputs.split_decode,
+    # priced at Constants.split_kv_rate a block), None elsewhere; the attention ranks a step's
+    # sequences are spread over.
+    split: SplitDecode | None = None
+    split_rate: float = 0.0
+    ranks: int = 1
 
     @classmethod
     def of(cls, inp: SpeedInputs) -> Stepper:
@@ -604,6 +657,9 @@ class Stepper:
             kernels=_Kernels.of(inp),
             pipelined=len(inp.stages) if k.decode_pipelined and len(inp.stages) > 1 else 0,
             host=inp.host is not None,
+            split=inp.split_decode if k.split_kv_rate > 0 else None,
+            split_rate=k.split_kv_rate,
+            ranks=max(inp.ranks, 1),
         )
 
     def eager_at(self, tokens: float) -> bool:
@@ -633,6 +689,8 @@ def stage_parts(
     weights = passes * c.dense
     experts = passes * c.experts * share
     kv = c.kv * batch * context + c.state * batch
+    if st.split is not None:
+        kv = _split_read(st, c, batch, context, c.kv * batch * context) + c.state * batch
     gemm = c.token * (n + passes * st.rows) if n > 0 else 0.0
     grouped = 0.0
     if st.kernels is not None and n > 0 and c.experts:
@@ -680,6 +738,9 @@ def _measured_parts(
         held = batch / kn.ranks * context
         eff = min(f * kn.attention.at(held if held > 0 else 1.0), 1.0)
         kv = (c.kv * batch * context + c.state * batch) / eff
+        if st.split is not None:
+            read = c.kv * batch * context / eff
+            kv = _split_read(st, c, batch, context, read) + c.state * batch / eff
         att = c.attention * batch * context / eff
     if chunk > 0 and chunk_context > 0:
         att += c.attention * chunk * chunk_context / min(f * kn.prefill.at(2 * chunk_context), 1.0)
@@ -693,6 +754,17 @@ def _measured_parts(
     if kn.alltoall is not None and c.moe_layers:
         link += 2 * c.moe_layers * kn.alltoall.at(per_rank * kn.active * kn.act)
     return weights, experts, kv, gemm, grouped, att, overhead, link
+
+
+def _split_read(st: Stepper, c: _Coef, batch: float, context: float, read: float) -> float:
+    """A stage's read of its sequences' caches where a split decode's grid may bound it: the
+    longer of `read` (at the card's bandwidth share) and the split decode's blocks' time. Each
+    attention rank runs its share of the batch through a grid of its own."""
+    sd = st.split
+    if sd is None:
+        return read
+    grid = split_decode_seconds(sd, st.split_rate, c.cache, batch / st.ranks, context)
+    return grid if grid > read else read
 
 
 def _stage_total(st: Stepper, c: _Coef, b: float, ctx: float, t: float, tctx: float) -> float:
@@ -889,7 +961,7 @@ def step_total(
     gpu = st.hop_fixed + st.hop_token * n
     cpu = st.step_s + st.sequence_s * batch
     kn = st.kernels
-    if st.ubatch or n <= 0 or (kn is not None and not kn.experts_only):
+    if st.ubatch or n <= 0 or (kn is not None and not kn.experts_only) or st.split is not None:
         gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
     elif kn is not None:
         gpu += _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
@@ -960,6 +1032,7 @@ def round_pair(
         and batch > 0
         and n > 0
         and not st.host
+        and st.split is None
         and (not st.pipelined or batch <= 1 or int(min(st.pipelined, batch)) == 1)
     ):
         # `round_total`'s two `step_total`s, each as it works it out, in one pass.
@@ -976,6 +1049,7 @@ def round_pair(
         or st.eager_at(n)
         or batch <= 0
         or inp.host is not None
+        or st.split is not None
         or _pipelined(inp, batch) > 1
     ):
         return (
@@ -1020,7 +1094,7 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     ) -> tuple[float, float]:
         return round_pair(inp, batch, context, chunk, chunk_context)
 
-    if kn is None and st.ubatch and not st.host:
+    if kn is None and st.ubatch and not st.host and st.split is None:
         # `round_pair` prices such a step as two `round_total`s.
         total = _ubatch_total(inp, st)
 
@@ -1030,7 +1104,7 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
             return total(batch, context, 0.0, 0.0), total(batch, context, chunk, chunk_context)
 
         return apart
-    if kn is None or not kn.experts_only or st.ubatch or st.host:
+    if kn is None or not kn.experts_only or st.ubatch or st.host or st.split is not None:
         return general
     pipelined = st.pipelined
     srows = st.rows
@@ -1180,9 +1254,9 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     def general(batch: float, context: float, chunk: float, chunk_context: float) -> float:
         return round_total(inp, batch, context, chunk, chunk_context)
 
-    if kn is None and st.ubatch and not st.host:
+    if kn is None and st.ubatch and not st.host and st.split is None:
         return _ubatch_total(inp, st)
-    if kn is None or not kn.experts_only or st.ubatch or st.host:
+    if kn is None or not kn.experts_only or st.ubatch or st.host or st.split is not None:
         return general
     pipelined = st.pipelined
     hop_fixed, hop_token = st.hop_fixed, st.hop_token
