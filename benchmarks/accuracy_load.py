@@ -353,9 +353,16 @@ def engine_options(r: dict) -> tuple[object, ...]:
     text = launch_text(r)
     if r["engine"] == "vllm":
         version = None
-        m = re.search(r"\bv?0\.([0-9]{1,2})\.([0-9]{1,2})\b", r.get("engine_version") or "")
+        stated = r.get("engine_version") or ""
+        m = re.search(r"\bv?0\.([0-9]{1,2})\.([0-9]{1,2})\b", stated)
         if m and 11 <= int(m.group(1)) <= NEWEST.minor:
             version = f"0.{m.group(1)}"
+        dated = re.search(r"not stated \(runs dated (20[0-9]{2})([0-9]{2})([0-9]{2})", stated)
+        if dated and version is None:
+            # The newest release out on the day the runs were made (a pip install then).
+            day = "-".join(dated.groups())
+            out = [minor for minor, first in VLLM_RELEASED.items() if first <= day]
+            version = f"0.{max(out)}" if out else None
         a = True if "--async-scheduling" in text else None
         if "--no-async-scheduling" in text:
             a = False
@@ -368,6 +375,17 @@ def engine_options(r: dict) -> tuple[object, ...]:
                           mem_fraction_static=float(m.group(1)) if m else None,
                           chunked_prefill_size=_flag(text, "--chunked-prefill-size"),
                           max_running_requests=_flag(text, "--max-running-requests")),)  # fmt: skip
+
+
+# The day each vLLM minor release was first on the package index (pypi.org/pypi/vllm/json, the
+# earliest upload_time of its files), for runs that state a date and no release.
+VLLM_RELEASED = {
+    11: "2025-10-04", 12: "2025-12-03", 13: "2025-12-19", 14: "2026-01-20", 15: "2026-01-29",
+    16: "2026-02-26", 17: "2026-03-07", 18: "2026-03-20", 19: "2026-04-03", 20: "2026-04-27",
+    21: "2026-05-15", 22: "2026-05-29", 23: "2026-06-13", 24: "2026-06-30", 25: "2026-07-11",
+    26: "2026-07-25", 27: "2026-08-10", 28: "2026-08-26", 29: "2026-09-09", 30: "2026-09-22",
+    31: "2026-10-05", 32: "2026-10-18", 33: "2026-11-02", 34: "2026-11-16",
+}  # fmt: skip
 
 
 def source_of(url: str) -> str:
@@ -811,7 +829,9 @@ def predict(row: Row, table: dict[str, speed.Constants] | None = None) -> dict[s
     # A median TTFT is priced as one where the queue spreads the TTFTs (steady states); a wave's
     # TTFTs climb step by step through its prefill, whose median is about their mean.
     median = row.stats.get("ttft") == "median"
-    serial = SERIAL if r.inputs.constants.serial_frontend else 0.0
+    # The launch's API servers share its copies' prompts (load.Replica.frontends: vLLM's one a
+    # data-parallel rank from 0.15, one before), as plan/load.py `burst` shares them.
+    serial = SERIAL * copies / r.frontends if r.inputs.constants.serial_frontend else 0.0
     if row.kind == "rate":
         p = load.at_rate(r, w, share)
         if p.stable:

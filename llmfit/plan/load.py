@@ -110,6 +110,12 @@ class Replica:
     sequence_tokens: int = 0
     # The calibration of its pool (card class × engine) on the user's runs; 1, 1: none.
     scales: Scales = Scales()
+    # The front ends one launch of the engine takes its prompts through, over all its copies
+    # and ranks (vLLM's API servers: one a data-parallel rank from 0.15, one before;
+    # plan/engines/vllm_versions.py "api_server_per_dp_rank"). Where the front end takes one
+    # request after another (`Constants.serial_frontend`), a copy's prompts reach its scheduler
+    # `ttft_s` × copies / frontends apart.
+    frontends: int = 1
 
     @property
     def cards(self) -> int:
@@ -873,8 +879,10 @@ def burst(r: Replica, w: Workload, requests: int) -> Burst | None:
     decoding = max(w.output_len - 1, 0)
     # Where the engine's front end takes the burst's requests one after another, `ttft_s` each
     # (`Constants.serial_frontend`: vLLM's API server), the first wave's reach the scheduler
-    # that far apart; the later waves' arrived while the ones before ran.
-    arrive = k.ttft_s if k.serial_frontend else 0.0
+    # that far apart; the later waves' arrived while the ones before ran. The launch's front
+    # ends share its copies: one for two copies sends each every other prompt, one for each of
+    # two ranks of one replica halves the turn.
+    arrive = k.ttft_s * r.copies / max(r.frontends, 1) if k.serial_frontend else 0.0
     length, first = _wave(r, w, n)
     length0, first0 = _wave(r, w, n, arrive) if arrive and q else (length, first)
     # Wave 0 runs length0; wave i ≥ 1 starts at length0 + (i − 1) × length: the later full

@@ -107,6 +107,32 @@ def test_a_burst_through_a_serial_front_end_reaches_the_scheduler_a_request_at_a
     assert off is not None and math.isclose(off.makespan_s, 1.65, rel_tol=1e-12)
 
 
+def test_a_launchs_front_ends_share_its_copies_prompts():
+    # vLLM 0.15 on starts an API server a data-parallel rank (load.Replica.frontends). Two
+    # ranks of one replica (a MoE's): the same 1,000 prompts reach its scheduler 10 ms apart,
+    # the first wave's prefill ends at 256 × 10 ms = 2.56 s, the wave at 2.66 s, its first
+    # tokens summing to 10 ms × 256 × 257 / 2 = 328.96 s; the later waves as before (420, 420
+    # and 390 ms), starting at 2.66, 3.08 and 3.50 s: the run ends at 3.89 s.
+    served = replace(INPUTS, constants=replace(SIMPLE, ttft_s=0.02, serial_frontend=True))
+    w = Workload("custom", 1024, 101, requests=1000, ttft_s=None, tpot_s=None, named=True)
+    two = Replica(served, max_batch=256, kv_tokens=0, budget=8192, frontends=2)
+    b = burst(two, w, 1000)
+    assert b is not None and (b.wave, b.waves) == (256, 4)
+    assert math.isclose(b.makespan_s, 3.89, rel_tol=1e-12)
+    # TTFT: 1,000 × 20 ms + 256 × (2 × 2.66 + 0.42) + 328.96 + 2 × 42.24 (the later full waves'
+    # first tokens) + 232 × (2.66 + 0.84) + 232 × 0.15 = 2,749.68 s over 1,000 requests.
+    assert math.isclose(b.ttft_s, 2.74968, rel_tol=1e-12)
+    # One API server for a dense model's two copies (vLLM 0.14): a copy's prompts come every
+    # other turn, 40 ms apart: its first wave ends at 256 × 40 ms + 0.1 s = 10.34 s.
+    shared = Replica(served, copies=2, max_batch=256, kv_tokens=0, budget=8192)
+    b = burst(shared, w, 1000)
+    assert b is not None and math.isclose(b.makespan_s, 10.34 + 0.42 + 0.42 + 0.39, rel_tol=1e-12)
+    # A server each (0.15 on): each copy's prompts 20 ms apart, as one replica's alone.
+    own = replace(shared, frontends=2)
+    b = burst(own, w, 1000)
+    assert b is not None and math.isclose(b.makespan_s, 6.45, rel_tol=1e-12)
+
+
 def test_a_burst_waits_for_the_pool_not_only_the_sequence_cap():
     # A pool of 81,300 tokens holds 81,300 / (1,024 + 101 / 2) = 75.67 requests on average
     # (the one count: admits), so waves of 75: 1,000 = 13 × 75 + 25, 14 waves.

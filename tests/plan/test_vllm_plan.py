@@ -10,6 +10,7 @@ from llmfit.plan.fleet import GIB, MIB, Fleet, PoolKind, PoolNode
 from llmfit.plan.model import AttentionKind, LayerGroup, Model
 from llmfit.plan.planner import PlanSettings as Settings
 from llmfit.plan.planner import plan
+from llmfit.plan.settings import Pins
 from tests.plan.test_model import model
 
 
@@ -70,6 +71,25 @@ def test_qwen3_235b_on_h200_takes_four_cards_with_expert_parallelism():
     assert o.per_card.kv_cache == 94 * 256 * 2 * 40_960 == 1_971_322_880
     assert o.expert_parallel
     assert o.hosts == 2 and o.free_now
+
+
+def test_a_data_parallel_launch_takes_prompts_through_a_server_a_rank_from_0_15():
+    # vllm serve --data-parallel-size 2 starts two API servers from 0.15 (vllm#32525), one in
+    # 0.14: the serving model's replica says so (its two ranks share one replica, a MoE's).
+    m = model("Qwen/Qwen3-235B-A22B")
+    art = Artifact("safetensors", "safetensors", 470_187_269_120, quant="bf16")
+    fleet = Fleet((node("h200", "h200-141g", H200, 8),))
+    got = {}
+    for version in ("0.14", "0.34"):
+        s = Settings(precision="stored", pins=Pins(tp=4, dp=2, ep=True)).with_options(
+            VllmOptions(version=version)
+        )
+        o = plan(m, [art], fleet, s).options[0]
+        assert (o.tp, o.dp, o.gpus) == (4, 2, 8) and o.serving is not None
+        r = o.serving.replica
+        assert r is not None and (r.copies, r.inputs.ranks) == (1, 2)
+        got[version] = r.frontends
+    assert got == {"0.14": 1, "0.34": 2}
 
 
 def test_two_cards_are_refused_when_they_cannot_hold_it():

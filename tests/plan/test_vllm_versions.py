@@ -60,6 +60,9 @@ def test_every_switch_names_the_file_it_was_read_from():
         # SlidingWindowSpec: sliding_window - 1 + max_num_batched_tokens in 0.25.0,
         # + max_in_flight_tokens in 0.26.0.
         ("window_in_flight_batches", "0.25", "0.26"),
+        # entrypoints/cli/serve.py: api_server_count defaults to the data-parallel size in
+        # 0.15.0 (vllm#32525); 0.14.1's --api-server-count defaults to 1 (openai/cli_args.py).
+        ("api_server_per_dp_rank", "0.14", "0.15"),
         # arg_utils.py get_batch_defaults: the 160 GiB branch first appears in 0.28.0.
         ("big_card_batch_defaults", "0.27.1", "0.28"),
         # config/model.py is_prefix_caching_supported: hybrids False in 0.25.0, True in 0.26.0.
@@ -118,6 +121,9 @@ def test_the_moe_chunk_and_the_loras_extra_vocabulary_by_release():
 
 
 def test_valued_switches():
+    # One API server for --data-parallel-size 4 in 0.14, one a rank from 0.15.
+    assert [V(x).api_servers(4) for x in ("0.14", "0.15", "0.34")] == [1, 4, 4]
+    assert V("0.34").api_servers(1) == 1
     assert V("0.19").default_gpu_memory_utilization == 0.90
     assert V("0.20").default_gpu_memory_utilization == 0.92
     assert [V(x).nemotron_h_ssm_dtype for x in ("0.12", "0.13", "0.19", "0.20")] == [

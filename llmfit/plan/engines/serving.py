@@ -353,11 +353,13 @@ def replica(
     max_batch: int,
     budget: int,
     mixed: bool,
+    frontends: int = 1,
 ) -> load.Replica | None:
     """One replica of the layout for the serving model (plan/load.py), from the engine's own
     figures for one rank: the tokens its KV pool holds, the sequences it runs at once and the
     tokens a step carries. A MoE's data-parallel ranks are one replica whose pools and batches
-    add up; a dense model's are `dp` copies of a replica."""
+    add up; a dense model's are `dp` copies of a replica. `frontends`: the front ends the
+    launch takes its prompts through (load.Replica.frontends)."""
     if inputs is None:
         return None
     ranks = inputs.ranks
@@ -368,6 +370,7 @@ def replica(
         kv_tokens=pool_tokens * ranks,
         budget=budget,
         mixed=mixed,
+        frontends=max(frontends, 1),
     )
 
 

@@ -217,6 +217,13 @@ SWITCHES: tuple[Switch, ...] = (
         "async scheduling stays on by default under pipeline parallelism",
     ),
     Switch(
+        "api_server_per_dp_rank",
+        15,
+        "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (api_server_count; vllm#32525)",
+        "vllm serve starts an API server for each data-parallel rank unless --api-server-count "
+        "says otherwise (0.14: one, entrypoints/openai/cli_args.py's default)",
+    ),
+    Switch(
         "hybrid_prefix_caching",
         26,
         "vllm/config/model.py ModelConfig.is_prefix_caching_supported",
@@ -405,6 +412,12 @@ class VllmVersion:
         """Whether `vllm serve` schedules the next step while the GPU runs this one by default
         (VllmConfig.__post_init__: on from 0.14 unless pipeline-parallel in 0.14)."""
         return self.has("async_scheduling") and (pp <= 1 or self.has("async_scheduling_pp"))
+
+    def api_servers(self, dp: int) -> int:
+        """The API servers `vllm serve --data-parallel-size dp` starts by default, each taking
+        its share of the prompts (serve.py ServeSubcommand.cmd: the internal load balancer's
+        data_parallel_size from 0.15, one before)."""
+        return max(dp, 1) if self.has("api_server_per_dp_rank") else 1
 
     @property
     def default_gpu_memory_utilization(self) -> float:
