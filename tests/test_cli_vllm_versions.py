@@ -49,6 +49,14 @@ def test_flags_that_change_memory_are_passed_on(run):
     ]  # fmt: skip
 
 
+def test_the_api_server_count_is_passed_on(run):
+    o = best(run, "Qwen/Qwen3-8B", "--fleet", "2xh100-80g", "--dp", "2", "--api-server-count",
+             "1")  # fmt: skip
+    argv = o["commands"][0]["argv"]
+    assert argv[argv.index("--data-parallel-size") + 1] == "2"
+    assert argv[-2:] == ["--api-server-count", "1"]
+
+
 def test_mtp_speculation_loads_the_layer_vllm_otherwise_skips(run):
     plain = best(run, "deepseek-ai/DeepSeek-V3", "--fleet", "8xh200-141g", "--precision",
                  "stored", "--tp", "8")  # fmt: skip

@@ -90,6 +90,13 @@ def test_a_data_parallel_launch_takes_prompts_through_a_server_a_rank_from_0_15(
         assert r is not None and (r.copies, r.inputs.ranks) == (1, 2)
         got[version] = r.frontends
     assert got == {"0.14": 1, "0.34": 2}
+    # --api-server-count says so outright, whatever the release.
+    s = Settings(precision="stored", pins=Pins(tp=4, dp=2, ep=True)).with_options(
+        VllmOptions(version="0.34", api_server_count=1)
+    )
+    o = plan(m, [art], fleet, s).options[0]
+    assert o.serving is not None and o.serving.replica is not None
+    assert o.serving.replica.frontends == 1
 
 
 def test_two_cards_are_refused_when_they_cannot_hold_it():

@@ -415,7 +415,7 @@ class Vllm(serving.Serving[VllmLaunch]):
             replica = serving.replica(
                 inputs, layout, model, pool_tokens=tokens, max_batch=fullest.max_num_seqs,
                 budget=fullest.max_num_batched_tokens, mixed=True,
-                frontends=fullest.version.api_servers(layout.dp),
+                frontends=opts.api_server_count or fullest.version.api_servers(layout.dp),
             )  # fmt: skip
             return Sized(
                 per_card=per_card,

@@ -130,6 +130,14 @@ class VllmOptions:
         changes=(SPEED,), help="schedule the next step while the GPU runs this one (default: "
         "on from vLLM 0.14; passed on).",
     )  # fmt: skip
+    # vllm/entrypoints/cli/serve.py ServeSubcommand.cmd: None is the release's default (one a
+    # data-parallel rank from 0.15, one before: vllm_versions "api_server_per_dp_rank").
+    api_server_count: int | None = knob(
+        None, "--api-server-count", "-asc", low=1, high=1024, changes=(SPEED,),
+        help="API server processes a launch takes its requests through (default: one a "
+        "data-parallel rank from vLLM 0.15, one before; passed on).",
+        example="2",
+    )  # fmt: skip
     enable_prefix_caching: bool | None = knob(
         None, "--enable-prefix-caching", kind="bool",
         negations=("--no-enable-prefix-caching", "--disable-prefix-caching"), changes=(MEMORY,),
