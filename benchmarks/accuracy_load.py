@@ -369,6 +369,7 @@ def engine_options(r: dict) -> tuple[object, ...]:
         return (VllmOptions(version=version, async_scheduling=a,
                             max_num_seqs=_flag(text, "--max-num-seqs"),
                             max_num_batched_tokens=_flag(text, "--max-num-batched-tokens"),
+                            api_server_count=_flag(text, "--api-server-count"),
                             enforce_eager="--enforce-eager" in text),)  # fmt: skip
     m = re.search(r"--mem-fraction-static[ =]+(0?\.[0-9]+)", text)
     return (SglangOptions(disable_overlap_schedule="--disable-overlap-schedule" in text,
