@@ -105,8 +105,8 @@ class VllmOptions:
     the order a launch passes them on."""
 
     version: str | None = knob(
-        None, kind="text", cli="--vllm-version", changes=(MEMORY,), metavar="X.Y",
-        help="The vLLM release to plan for (0.11 … 0.33); default: the newest llmfit models.",
+        None, kind="text", cli="--vllm-version", changes=(MEMORY, SPEED), metavar="X.Y",
+        help="The vLLM release to plan for (0.11 … 0.34); default: the newest llmfit models.",
         example="0.19",
     )  # fmt: skip
     max_num_batched_tokens: int | None = knob(
