@@ -632,6 +632,14 @@ class Stepper:
     split: SplitDecode | None = None
     split_rate: float = 0.0
     ranks: int = 1
+    # Which way a step is priced, decided once (`Stepper.of`): `curve`, the kernels where a
+    # step is one pass whose routed experts alone go by their measured curve, with no split
+    # decode (`_experts_measured_total`); `shares`, one pass by the constants' shares alone
+    # (`step_total`'s own sums); `ubatch_shares`, the shares in passes of the ubatch
+    # (`_ubatch_total`). Anything else takes `stage_parts` stage by stage.
+    curve: _Kernels | None = None
+    shares: bool = False
+    ubatch_shares: bool = False
 
     @classmethod
     def of(cls, inp: SpeedInputs) -> Stepper:
@@ -641,6 +649,9 @@ class Stepper:
         act = inp.hidden_size * inp.activation_bytes / max(inp.ranks, 1)
         in_node = inp.link_bandwidth or inp.pcie_bandwidth
         e, kk = inp.experts, inp.experts_active
+        kernels = _Kernels.of(inp)
+        split = inp.split_decode if k.split_kv_rate > 0 else None
+        plain = split is None and kernels is None
         return cls(
             coefs=tuple(_coef(inp, s) for s in inp.stages),
             keep=1.0 - min(kk, e) / e if e > 0 and kk > 0 else 0.0,
@@ -654,12 +665,19 @@ class Stepper:
             rows=k.gemm_rows,
             expert_pad=k.expert_rows * e / min(kk, e) if e > 0 and kk > 0 else 0.0,
             overlap=inp.overlap,
-            kernels=_Kernels.of(inp),
+            kernels=kernels,
             pipelined=len(inp.stages) if k.decode_pipelined and len(inp.stages) > 1 else 0,
             host=inp.host is not None,
-            split=inp.split_decode if k.split_kv_rate > 0 else None,
+            split=split,
             split_rate=k.split_kv_rate,
             ranks=max(inp.ranks, 1),
+            curve=(
+                kernels
+                if kernels is not None and kernels.experts_only and not inp.ubatch and split is None
+                else None
+            ),
+            shares=plain and not inp.ubatch,
+            ubatch_shares=plain and bool(inp.ubatch),
         )
 
     def eager_at(self, tokens: float) -> bool:
@@ -960,11 +978,10 @@ def step_total(
     n = batch + chunk
     gpu = st.hop_fixed + st.hop_token * n
     cpu = st.step_s + st.sequence_s * batch
-    kn = st.kernels
-    if st.ubatch or n <= 0 or (kn is not None and not kn.experts_only) or st.split is not None:
+    if n > 0 and st.curve is not None:
+        gpu += _experts_measured_total(st, st.curve, batch, context, chunk, chunk_context)
+    elif n <= 0 or not st.shares:
         gpu += sum(_stage_total(st, c, batch, context, chunk, chunk_context) for c in st.coefs)
-    elif kn is not None:
-        gpu += _experts_measured_total(st, kn, batch, context, chunk, chunk_context)
     else:
         eager = st.eager_at(n)
         share = 1.0 - st.keep**n if st.keep else 1.0
@@ -1024,15 +1041,12 @@ def round_pair(
     at every step of its fixed point."""
     st = stepper(inp)
     n = batch + chunk
-    kn = st.kernels
+    kn = st.curve
     if (
         kn is not None
-        and kn.experts_only
-        and not st.ubatch
         and batch > 0
         and n > 0
         and not st.host
-        and st.split is None
         and (not st.pipelined or batch <= 1 or int(min(st.pipelined, batch)) == 1)
     ):
         # `round_total`'s two `step_total`s, each as it works it out, in one pass.
@@ -1044,12 +1058,10 @@ def round_pair(
             return (cpu if cpu > plain else plain), (cpu if cpu > full else full)
         return plain + cpu, full + cpu
     if (
-        st.ubatch
-        or kn is not None
+        not st.shares
         or st.eager_at(n)
         or batch <= 0
         or inp.host is not None
-        or st.split is not None
         or _pipelined(inp, batch) > 1
     ):
         return (
@@ -1085,16 +1097,25 @@ def round_pair(
 PairPrice = Callable[[float, float, float, float], tuple[float, float]]
 
 
+def _curve_terms(st: Stepper) -> tuple[tuple[float, ...], ...]:
+    """Each stage's coefficients in the order the bound curve pricers unpack them."""
+    return tuple(
+        (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
+         c.eager, c.link_fixed, c.link_token)
+        for c in st.coefs
+    )  # fmt: skip
+
+
 def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     st = stepper(inp)
-    kn = st.kernels
+    kn = st.curve
 
     def general(
         batch: float, context: float, chunk: float, chunk_context: float
     ) -> tuple[float, float]:
         return round_pair(inp, batch, context, chunk, chunk_context)
 
-    if kn is None and st.ubatch and not st.host and st.split is None:
+    if st.ubatch_shares and not st.host:
         # `round_pair` prices such a step as two `round_total`s.
         total = _ubatch_total(inp, st)
 
@@ -1104,7 +1125,7 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
             return total(batch, context, 0.0, 0.0), total(batch, context, chunk, chunk_context)
 
         return apart
-    if kn is None or not kn.experts_only or st.ubatch or st.host or st.split is not None:
+    if kn is None or st.host:
         return general
     pipelined = st.pipelined
     srows = st.rows
@@ -1115,11 +1136,7 @@ def _pair_pricer(inp: SpeedInputs) -> PairPrice:
     moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
     # Whether a stage's experts are priced by their curve (its efficiency looked up).
     reached = any(c.experts for c in st.coefs)
-    stages = tuple(
-        (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
-         c.eager, c.link_fixed, c.link_token)
-        for c in st.coefs
-    )  # fmt: skip
+    stages = _curve_terms(st)
 
     def measured(
         batch: float, context: float, chunk: float, chunk_context: float
@@ -1249,14 +1266,14 @@ TotalPrice = Callable[[float, float, float, float], float]
 
 def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     st = stepper(inp)
-    kn = st.kernels
+    kn = st.curve
 
     def general(batch: float, context: float, chunk: float, chunk_context: float) -> float:
         return round_total(inp, batch, context, chunk, chunk_context)
 
-    if kn is None and st.ubatch and not st.host and st.split is None:
+    if st.ubatch_shares and not st.host:
         return _ubatch_total(inp, st)
-    if kn is None or not kn.experts_only or st.ubatch or st.host or st.split is not None:
+    if kn is None or st.host:
         return general
     pipelined = st.pipelined
     hop_fixed, hop_token = st.hop_fixed, st.hop_token
@@ -1265,11 +1282,7 @@ def _total_pricer(inp: SpeedInputs) -> TotalPrice:
     keep, pad = st.keep, st.expert_pad
     moe_at, kshare, routed = kn.moe.at, kn.share, kn.routed
     reached = any(c.experts for c in st.coefs)
-    stages = tuple(
-        (c.experts, c.expert_token, c.dense, c.token, c.kv, c.state, c.attention, c.graph,
-         c.eager, c.link_fixed, c.link_token)
-        for c in st.coefs
-    )  # fmt: skip
+    stages = _curve_terms(st)
 
     def measured(batch: float, context: float, chunk: float, chunk_context: float) -> float:
         n = batch + chunk
