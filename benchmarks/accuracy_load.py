@@ -25,6 +25,9 @@ leave-one-source-out and leave-one-model-out errors (each source's, or model's, 
 a fit that never saw them). --rows prints every row. numpy and scipy are needed for --fit only.
 
 --fit --save PATH keeps each run's never-seen estimate for aiconfigurator_compare.py --estimates.
+--fit also prints the MoE runs never seen scored without each of the groups furthest off
+(GAP_GROUPS: one publisher's runs of a release or backend no other measured) and without all of
+them: where the gap to the bar is (docs/accuracy.md "Where the gap is").
 
 --curves prices every step by the card's measured kernel curves where a table covers it (the
 step model's SpeedInputs.curves), --curves-experts only the routed experts' grouped GEMM (what
@@ -1429,6 +1432,64 @@ def nested_estimates(
     return out, chosen
 
 
+# The MoE runs furthest off never seen, by what they ran: one publisher's runs each (the SGLang
+# cookbook's and docs' pages), of a release, kernel or checkpoint no other publisher measured,
+# so no fold can learn them. `gap_table` scores the MoE runs without each group and without all
+# of them: where the gap to the bar is, not a figure to quote (the figure is every run's).
+GAP_GROUPS: tuple[tuple[str, str, str], ...] = (
+    (
+        "GLM-4.7-Flash, one B200, SGLang 0.5.7",
+        "^sglcb2-glm47flash-",
+        "launched with --attention-backend triton: its TPOT grows with the context as no other "
+        "run's (docs/accuracy.md \"SGLang's Triton decode, block by block\")",
+    ),
+    (
+        "Kimi-K2.5, SGLang (8 H200s, 4 MI350Xs)",
+        "^sglcb2-kimik25-",
+        "INT4 experts; TPOT 1.3 to 6 times the price on both vendors; the H200 rows name "
+        "0.5.6.post2, a release with no Kimi-K2.5 model class, and their notes say it is not a "
+        "clean scaling point",
+    ),
+    (
+        "GLM-5.1-FP8, 8 MI300Xs, SGLang 0.5.13",
+        "^sgldocs-glm51-fp8-8xmi300x-",
+        "--dsa-prefill-backend and --dsa-decode-backend tilelang: 28 ms a token for one request, "
+        "priced 13",
+    ),
+    (
+        "MiniMax-M2.5, 8 B200s, SGLang 0.5.8",
+        "^sglcb2-minimaxm25-8xb200-",
+        "slower than the same launch on 8 H100s (0.5.9), whose TPOT is priced within 4 %",
+    ),
+)
+
+
+def gap_table(rows: list[Row], est: dict[str, dict[str, float]]) -> list[str]:
+    """The MoE runs' median absolute (signed) errors without each of GAP_GROUPS' runs scored,
+    and without all of them."""
+    moe = [r for r in rows if r.moe]
+    out = ["| MoE runs scored | rows | output tok/s a GPU | TPOT | TTFT |", "|---|---|---|---|---|"]
+
+    def line(label: str, members: list[Row]) -> str:
+        cells = [cell(_errs(members, est, m)) for m in METRICS]
+        return f"| {label} | {len(members)} | " + " | ".join(cells) + " |"
+
+    out.append(line("all", moe))
+    for label, pattern, _ in GAP_GROUPS:
+        kept = [r for r in moe if not re.search(pattern, r.raw["id"])]
+        out.append(line(f"without {label}", kept))
+    rest = [r for r in moe if not any(re.search(p, r.raw["id"]) for _, p, _ in GAP_GROUPS)]
+    out.append(line(f"without all {len(GAP_GROUPS)}", rest))
+    out.append(line("… their runs alone", [r for r in moe if r not in rest]))
+    out.append("")
+    out.append("| group | rows | what it ran |")
+    out.append("|---|---|---|")
+    for label, pattern, why in GAP_GROUPS:
+        n = sum(1 for r in moe if re.search(pattern, r.raw["id"]))
+        out.append(f"| {label} | {n} | {why} |")
+    return out
+
+
 def never_seen(rows: list[Row], estimates: dict[str, dict[str, float]], heading: str) -> None:
     """The tables of runs never seen: by model kind and engine, then by publisher and shape."""
     print(f"#### {heading}")
@@ -1480,6 +1541,10 @@ def main(argv: list[str]) -> int:
         print("|---|---|")
         for pub, n in kept.items():
             print(f"| {pub} | {n} |")
+        print()
+        print("#### never seen: where the MoE runs' gap is")
+        print()
+        print("\n".join(gap_table(rows, unseen)))
         print()
         print("#### fitted to every row")
         print()
