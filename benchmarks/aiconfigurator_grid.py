@@ -23,6 +23,10 @@ pool about 29 requests of 2,048 tokens) the two part for that reason alone; such
 said and left out of the medians.
 
     PYTHONPATH=. python benchmarks/aiconfigurator_grid.py --aic /tmp/aic/bin/aiconfigurator
+        [--refit [accuracy_load.py's flags: --kernels-a-layer, --pool=…, …]]
+
+--refit prices the grid by constants fitted to every run of accuracy_load.py, with any of its
+flags given beside it: a variant of the step model read against the peer where no run measured.
 
 About 13 s a scenario on this machine's CPU the first time; answers are kept in --cache.
 """
@@ -83,7 +87,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--aic", default="aiconfigurator", help="the aiconfigurator program")
     p.add_argument("--cache", default="/tmp/aic-grid.json")
     p.add_argument("--timeout", type=int, default=300)
-    a = p.parse_args(argv)
+    p.add_argument(
+        "--refit",
+        action="store_true",
+        help="price by constants fitted to every run (accuracy_load.py --fit's, with the "
+        "accuracy_load.py flags given beside it), not the shipped ones",
+    )
+    # The rest are accuracy_load.py's own flags (it reads them from sys.argv as it loads).
+    a, _ = p.parse_known_args(argv)
+    table = None
+    if a.refit:
+        fitted, _ = al.load_rows()
+        table, _ = al.fit(fitted, al.families(fitted), steps=60)
     cache: dict[str, object] = {}
     if Path(a.cache).exists():
         cache = json.loads(Path(a.cache).read_text())
@@ -114,7 +129,7 @@ def main(argv: list[str]) -> int:
                     notes.append(f"| {raw['id']} | aiconfigurator: {got} |")
                     continue
                 assert isinstance(got, dict)
-                ours = al.predict(row)
+                ours = al.predict(row, table)
                 r = row.replica
                 assert r is not None
                 held = r.kv_tokens / (sum(LENGTHS)) if r.kv_tokens else math.inf
