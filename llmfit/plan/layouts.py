@@ -164,8 +164,13 @@ def node_layouts(space: Space, width: int, stages_asked: bool = False) -> list[L
                 if cards > width or (dp > 1 and pp > 1):
                     continue
                 ep = _ep(space, tp * dp)
-                if dp > 1 and space.moe and not ep:
-                    continue  # a MoE's data-parallel ranks are the DP + EP recipe, or not tried
+                if dp > 1 and space.moe and not ep and not space.launches.experts:
+                    # An engine without expert parallelism has no ranks that share a MoE's
+                    # experts (llama.cpp's copies are whole servers): not tried. vLLM's and
+                    # SGLang's ranks without it share them, each expert cut over all tp × dp
+                    # cards (vLLM: fused_moe/config.py FusedMoEParallelConfig.make flattens
+                    # dp × tp into the MoE's tp; SGLang: moe_tp_size = tp_size // ep_size).
+                    continue
                 replicas = 1 if space.moe else dp
                 layout = Layout(tp, pp, dp, ep, 1, replicas)
                 if space.launches.refusal(layout) is None:

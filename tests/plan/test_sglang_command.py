@@ -58,9 +58,9 @@ def test_data_parallel_attention_in_both_spellings():
         PlanSettings(),
     )  # fmt: skip
     assert old.repo == "deepseek-ai/DeepSeek-V3"
-    # Without --ep-size the experts are sharded by tensor parallelism over the group: the same
-    # bytes a card, so expert parallelism is left free.
-    assert old.settings.pins == Pins(tp=1, pp=1, dp=8, ep=None)
+    # Without --ep-size the experts are cut by tensor parallelism over the whole group (SGLang's
+    # moe_tp_size = tp_size // ep_size = 8), planned as such: no expert parallelism.
+    assert old.settings.pins == Pins(tp=1, pp=1, dp=8, ep=False)
 
 
 @pytest.mark.parametrize(

@@ -84,17 +84,21 @@ def variants(
     return out or [stored]
 
 
-def split_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str | None:
+def split_refusal(
+    shape: Shape, tp: int, expert_parallel: bool = False, experts_only: bool = False
+) -> str | None:
     """Why a tensor-parallel width splits a layer the engine cannot split, in its words, or None.
 
     SGLang's linear layers and fp8 block checks are vLLM's (the same sentences in both engines'
     code), so the rule is one here; the attention heads each engine checks in its own words
     (vllm.width_refusal, sglang.width_refusal). With expert parallelism the routed experts
     stay whole on each rank, so their quantisation blocks are never split and their rule does not
-    apply.
+    apply. `experts_only`: the routed experts' rules alone, at the width they are cut over (a
+    MoE's data-parallel ranks without expert parallelism cut every expert over tp × dp cards,
+    the rest of a layer over tp: `experts_refusal`).
     """
     for rule in shape.split_rules:
-        if tp == 1 or (rule.experts and expert_parallel):
+        if tp == 1 or (rule.experts and expert_parallel) or (experts_only and not rule.experts):
             continue
         if rule.size % tp:
             # distributed/utils.py ensure_divisibility.
@@ -120,6 +124,17 @@ def split_refusal(shape: Shape, tp: int, expert_parallel: bool = False) -> str |
             "This can be caused by too large tensor parallel size."
         )
     return None
+
+
+def experts_refusal(shape: Shape, layout: Layout) -> str | None:
+    """Why the engine refuses a MoE layout's routed experts, in its words, or None: its
+    data-parallel ranks without expert parallelism cut every expert over all tp × dp cards (vLLM:
+    fused_moe/config.py FusedMoEParallelConfig.make flattens dp × tp into the MoE's tensor
+    parallelism; SGLang: moe_tp_size = tp_size // ep_size over the whole --tp-size group), so
+    the experts' quantisation blocks are split that many ways, not tp."""
+    if layout.dp <= 1 or layout.ep:
+        return None
+    return split_refusal(shape, layout.tp * layout.dp, experts_only=True)
 
 
 def dense_pins(pins: Pins, moe: bool) -> Pins:
@@ -170,11 +185,6 @@ def pin_rule(pins: Pins, pool: ClassPool, layers: int, moe: bool) -> str:
         return (
             "data-parallel ranks are planned as one tensor-parallel group each, not as "
             "pipelines of stages (give the ranks or the stages, not both)"
-        )
-    if moe and (pins.dp or 1) > 1 and pins.ep is False:
-        return (
-            "a mixture of experts' data-parallel ranks are planned with expert parallelism "
-            "(its attention a rank, its experts over all of them), not without"
         )
     if need > width:
         fabrics = {f: sum(h.count for h in hosts) for f, hosts in pool.fabrics().items() if f}
@@ -630,7 +640,13 @@ class Serving(ABC, Generic[L]):
             stages_per_node=lambda tp, width: 1,
             ranks_across_nodes=True,
         )
-        size = self._sizer(job, art, shape, pool, v)
+        sizer = self._sizer(job, art, shape, pool, v)
+
+        def size(layout: Layout) -> Sized:
+            sized = sizer(layout)
+            why = experts_refusal(shape, layout) if moe else None
+            return replace(sized, refusal=why) if why and sized.refusal is None else sized
+
         target = hold_target(job)
         fits, misses = search(pool, space, size, pins=pins, target=target)
         fits = [served(t, job) for t in fits]

@@ -121,11 +121,13 @@ def read(
         attn_dp, dp = dp, 1
     if attn_dp > 1:
         # Data-parallel attention: one --tp-size group of attention groups (llmfit's tp × dp,
-        # the MoE recipe). Without --ep-size the experts are sharded over the group by tensor
-        # parallelism instead: the same bytes a card, so expert parallelism is left free.
+        # the MoE recipe). Without --ep-size the experts are cut over the whole group by tensor
+        # parallelism (moe_tp_size = tp_size // ep_size), which is planned as such: the same
+        # bytes a card, each expert's quantisation blocks split tp × dp ways
+        # (serving.experts_refusal).
         if tp % attn_dp:
             raise ValueError(f"--tp-size {tp} must be divisible by --attn-dp-size {attn_dp}.")
-        pins = Pins(tp=tp // attn_dp, pp=1, dp=attn_dp, ep=True if ep > 1 else None)
+        pins = Pins(tp=tp // attn_dp, pp=1, dp=attn_dp, ep=ep > 1)
     else:
         pins = Pins(tp=tp, pp=positive("--pp-size", got.get("pp_size", 1)), dp=dp, ep=ep > 1)
     kv = got.get("kv_cache_dtype") or "auto"
