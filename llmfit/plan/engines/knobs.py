@@ -215,7 +215,7 @@ def check(k: Knob, flag: str, value: Any) -> Any:
         below = k.low is not None and (value <= k.low if k.open_low else value < k.low)
         above = k.high is not None and (value >= k.high if k.open_high else value > k.high)
         if below or above:
-            raise ValueError(f"{flag} {value:g} is not {_range(k)}.")
+            raise ValueError(f"{flag} {_num(value)} is not {_range(k)}.")
         if k.kind == "int" and k.choices and str(value) not in k.choices:
             raise ValueError(f"{flag} {value} is not one of {', '.join(k.choices)}.")
     elif k.kind == "choice" and value not in k.choices:
@@ -225,16 +225,24 @@ def check(k: Knob, flag: str, value: Any) -> Any:
     return value
 
 
+def _num(x: float) -> str:
+    """A bound or a value as a sentence says it: a whole number whole, with its thousands marked
+    ("1,048,576", not "1.04858e+06"), any other as short as it reads ("0.92")."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e18 else f"{x:g}"
+
+
 def _range(k: Knob) -> str:
     """ "from 1 to 512", "between 0 and 1", "at least 1", "above 0": the range a knob takes."""
     lo, hi = k.low, k.high
     if lo is not None and hi is not None:
         if k.open_low or k.open_high:
-            return f"between {lo:g} and {hi:g}"
-        return f"from {lo:g} to {hi:g}"
+            return f"between {_num(lo)} and {_num(hi)}"
+        return f"from {_num(lo)} to {_num(hi)}"
     if lo is not None:
-        return f"above {lo:g}" if k.open_low else f"at least {lo:g}"
-    return f"below {hi:g}" if k.open_high else f"at most {hi:g}"
+        return f"above {_num(lo)}" if k.open_low else f"at least {_num(lo)}"
+    if hi is None:
+        return "any number"
+    return f"below {_num(hi)}" if k.open_high else f"at most {_num(hi)}"
 
 
 def build(cls: type[T], values: Mapping[str, Any]) -> T:

@@ -189,6 +189,7 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
         enforce_eager=o.enforce_eager,
         enable_prefix_caching=o.enable_prefix_caching,
         enable_extensible_kv_cache=o.enable_extensible_kv_cache,
+        kv_cache_memory_bytes=o.kv_cache_memory_bytes,
         lora=vm.LoRA(*o.lora) if o.lora else None,
         speculative=o.speculative,
         limit_mm_per_prompt=o.limits,
@@ -204,6 +205,9 @@ def _card(m: vm.VllmMemory) -> PerCard:
     runner's buffers, memory outside torch, a MoE's workspace and a later pipeline stage's
     receive buffers (runtime)."""
     one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
+    if m.kv_pinned:
+        # --kv-cache-memory-bytes: the card holds the whole pool it sized.
+        one = m.kv_cache
     return PerCard(
         weights=m.weights.total,
         kv_cache=one,
@@ -222,7 +226,9 @@ def _assumed(o: Option[VllmLaunch], m: vm.VllmMemory) -> tuple[Assumed, ...]:
         kv, kv_from = what_if, "what-if"
     out = [
         Assumed("--max-model-len", str(launch.max_model_len), ctx),
-        Assumed(
+        Assumed("--kv-cache-memory-bytes", f"{opts.kv_cache_memory_bytes:,}", "given")
+        if m.kv_pinned and opts.kv_cache_memory_bytes
+        else Assumed(
             "--gpu-memory-utilization", f"{m.gpu_memory_utilization:.2f}", launch.utilization_source
         ),
         Assumed("--kv-cache-dtype", kv, kv_from),
@@ -251,6 +257,12 @@ def _kv_words(o: Option[VllmLaunch], m: vm.VllmMemory) -> str:
     layout = m.layout
     if layout is None:
         return "no KV cache"
+    if m.kv_pinned:
+        return (
+            f"the pool of {m.kv_tokens:,} tokens --kv-cache-memory-bytes reserves: "
+            f"{m.num_blocks:,} blocks of {layout.block_size:,} tokens × "
+            f"{layout.bytes_per_block:,} B a block"
+        )
     kinds = ", ".join(
         f"{k.groups} {k.kind} group{'s' if k.groups != 1 else ''} × {k.blocks_per_request:,}"
         for k in layout.kinds
@@ -631,6 +643,13 @@ class Vllm(serving.Serving[VllmLaunch]):
             f"vLLM {m.version} (--vllm-version); --gpu-memory-utilization is a share of the "
             "card's total, so other processes' memory must fit in the rest"
         )
+        if m.kv_pinned:
+            assumes = (
+                f"vLLM {m.version} (--vllm-version); the KV cache is the bytes "
+                "--kv-cache-memory-bytes reserves on each card, whatever --gpu-memory-utilization "
+                "says: vLLM checks them against nothing, so the card runs out of memory at start "
+                "where the rest does not fit beside them"
+            )
         if m.extensible_kv_cache:
             assumes = (
                 f"vLLM {m.version} (--vllm-version); the KV cache is measured after warm-up and "

@@ -68,6 +68,13 @@ def _hri(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a token count") from None
 
 
+def _bytes(text: str) -> int:
+    try:
+        return human_readable_int("", text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count") from None
+
+
 def _hri_or_auto(text: str) -> int:
     # human_readable_int_or_auto: -1 and auto (any case) are the model's own length.
     return -1 if text.strip() == "-1" or text.strip().lower() == "auto" else _hri(text)
@@ -90,6 +97,8 @@ BY_DEST: dict[str, Callable[[str], Any]] = {
     "speculative_config": _optional(_json),
     # 0.34: optional_type(float), None leaving the share to vLLM's resolution.
     "gpu_memory_utilization": _optional(number),
+    # optional_type(human_readable_int) (arg_utils.py get_kwargs' human_readable_int_args).
+    "kv_cache_memory_bytes": _optional(_bytes),
 }
 
 

@@ -168,6 +168,8 @@ class Settings:
     disable_hybrid_kv_cache_manager: bool = False
     # --enable-extensible-kv-cache (0.34 on); None: vLLM's default, on for CUDA and ROCm.
     enable_extensible_kv_cache: bool | None = None
+    # --kv-cache-memory-bytes: the pool's bytes a rank, as given; None: sized by the share.
+    kv_cache_memory_bytes: int | None = None
 
 
 # ------------------------------------------------------------------------------------------------

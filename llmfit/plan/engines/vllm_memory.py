@@ -126,6 +126,8 @@ class VllmMemory:
     extensible_kv_cache: bool = False
     # FlashInfer's MoE scratch, allocated and freed on every call: part of `activation`.
     moe_scratch: int = 0
+    # Whether --kv-cache-memory-bytes sized the pool (the card then holds all of it).
+    kv_pinned: bool = False
 
     @property
     def runtime(self) -> int:
@@ -174,8 +176,11 @@ MARGIN_FRACTION = 0.75
 
 def extensible_kv_cache(v: VllmVersion, card: Card, settings: Settings) -> bool:
     """Whether the cache is sized after warm-up: from 0.34 on CUDA and ROCm unless turned off
-    (CacheConfig.enable_extensible_kv_cache, None → on for those platforms)."""
+    (CacheConfig.enable_extensible_kv_cache, None → on for those platforms, off where
+    --kv-cache-memory-bytes sizes the cache)."""
     if not v.has("extensible_kv_cache") or settings.enable_extensible_kv_cache is False:
+        return False
+    if settings.kv_cache_memory_bytes and settings.enable_extensible_kv_cache is None:
         return False
     return card_family(card) not in ("", "cpu")
 
@@ -233,9 +238,13 @@ def estimate(
     v = settings.version
     notes: list[str] = []
     extensible = extensible_kv_cache(v, card, settings)
+    pinned = settings.kv_cache_memory_bytes
     util = settings.gpu_memory_utilization or (
         1.0 if extensible else v.default_gpu_memory_utilization
     )
+    if pinned:
+        # --kv-cache-memory-bytes: vLLM ignores the share; the card's whole memory is at stake.
+        util = 1.0
     batched_default, seqs_default = batch_defaults(v, card)
     batched = settings.max_num_batched_tokens or batched_default
     seqs = settings.max_num_seqs or seqs_default
@@ -287,6 +296,11 @@ def estimate(
             "their own (VllmConfig._split_cudagraph_capture_sizes), which llmfit counts as 0.33 "
             "did: the CUDA-graph figure is an estimate."
         )
+    if pinned and not extensible:
+        # The cache is the bytes given, after a profile run that compiles the model
+        # (gpu_worker.py determine_available_memory): nothing is measured against the card,
+        # which must hold it beside the rest or run out of memory at start.
+        budget = pinned
     if extensible:
         # The warm-up's steps run one at a time: the peak is the larger of the profile's and
         # the MLA context pass's (counted as activation, which is what it is).
@@ -306,7 +320,7 @@ def estimate(
             v, card.total_bytes, util, requested, max_len, seqs, batched, mrv2, weights, act,
             persistent, NON_TORCH, graphs, in_budget, enc, budget, layout, 0, 0, 0.0,
             budget > 0, max_len if budget > 0 else 0, tuple(notes), workspace, stage, profile,
-            peak, extensible, scratch,
+            peak, extensible, scratch, bool(pinned) and not extensible,
         )  # fmt: skip
     num_blocks = max(0, budget // layout.bytes_per_block)
     per_request = layout.blocks_per_request
@@ -318,6 +332,12 @@ def estimate(
     check = budget - (layout.bytes_per_block if v.has("null_block_reserved") else 0)
     fits = budget > 0 and request_bytes(ctx, layout, max_len) <= check
     longest = longest_max_model_len(ctx, layout, check) if budget > 0 else 0
+    if pinned and not extensible:
+        # What the card must hold: the weights, the runtime, the CUDA graphs and the whole pool,
+        # whatever the context: a shorter one does not shrink the pool.
+        held = non_kv + (0 if in_budget else graphs) + num_blocks * layout.bytes_per_block
+        if held > card.total_bytes:
+            fits, longest = False, 0
     if not in_budget and graphs:
         notes.append(
             f"CUDA graphs ({graphs / GIB:.2f} GiB) are captured after the KV cache in vLLM "
@@ -354,6 +374,7 @@ def estimate(
         encoder_peak=peak,
         extensible_kv_cache=extensible,
         moe_scratch=scratch,
+        kv_pinned=bool(pinned) and not extensible,
     )
 
 

@@ -51,6 +51,15 @@ def human_readable_int(flag: str, text: str) -> int:
     raise ValueError(f"{flag} {text!r} is not a token count.")
 
 
+def human_readable_bytes(flag: str, text: str) -> int:
+    """A byte count as vLLM reads --kv-cache-memory-bytes: its human_readable_int ("20g" =
+    20,000,000,000, "20G" = 20 GiB)."""
+    try:
+        return human_readable_int(flag, text)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not a byte count.") from None
+
+
 def _json_object(flag: str, text: str) -> dict[str, object]:
     if len(text) > MAX_JSON:
         raise ValueError(f"{flag} is {len(text):,} characters; a JSON object of a few is expected.")
@@ -142,6 +151,16 @@ class VllmOptions:
         None, "--enable-prefix-caching", kind="bool",
         negations=("--no-enable-prefix-caching", "--disable-prefix-caching"), changes=(MEMORY,),
         help="prefix caching on or off (hybrid models keep more state with it).",
+    )  # fmt: skip
+    # vllm/config/cache.py CacheConfig.kv_cache_memory_bytes: the KV cache's bytes on each card,
+    # reserved as given after the profile run (v1/worker/gpu_worker.py
+    # determine_available_memory), --gpu-memory-utilization ignored and the extensible cache off.
+    kv_cache_memory_bytes: int | None = knob(
+        None, "--kv-cache-memory-bytes", low=1 << 20, high=1 << 50, changes=(MEMORY,),
+        parser=human_readable_bytes,
+        help="the KV cache's bytes on each card, as vLLM reserves them whatever "
+        "--gpu-memory-utilization says (passed on).",
+        example="20G",
     )  # fmt: skip
     enable_extensible_kv_cache: bool | None = knob(
         None, "--enable-extensible-kv-cache", kind="bool",
