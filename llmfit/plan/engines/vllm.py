@@ -190,11 +190,33 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
         enable_prefix_caching=o.enable_prefix_caching,
         enable_extensible_kv_cache=o.enable_extensible_kv_cache,
         kv_cache_memory_bytes=o.kv_cache_memory_bytes,
+        cpu_offload_gb=o.cpu_offload_gb or 0.0,
         lora=vm.LoRA(*o.lora) if o.lora else None,
         speculative=o.speculative,
         limit_mm_per_prompt=o.limits,
         quantization="fp8" if v.quant == "fp8" and job.model.quantization is None else None,
     )
+
+
+def offloaded_inputs(inputs: speeds.SpeedInputs, offloaded: int) -> speeds.SpeedInputs:
+    """The step model's inputs where --cpu-offload-gb keeps `offloaded` bytes of each rank's
+    layers in pinned host memory: the GPU reads them there, over PCIe, every step
+    (model_executor/offloader/uva.py: UVA views of the host's tensors, no copy kept on the
+    card), so each stage reads that much less of its own memory and the step waits on the
+    PCIe read of the rest. The first layers' weights go first: their dense weights, then their
+    experts (a whole expert's bytes, as a step reads the share it routes to)."""
+
+    def less(stage: speeds.Stage) -> speeds.Stage:
+        dense = min(offloaded, stage.dense_bytes)
+        experts = min(offloaded - dense, stage.expert_bytes)
+        return replace(
+            stage, dense_bytes=stage.dense_bytes - dense, expert_bytes=stage.expert_bytes - experts
+        )
+
+    host = speeds.HostPart(
+        layers=0, dense_bytes=offloaded, crossings=0, ram_bandwidth=inputs.pcie_bandwidth
+    )
+    return replace(inputs, stages=tuple(less(s) for s in inputs.stages), host=host)
 
 
 def _card(m: vm.VllmMemory) -> PerCard:
@@ -423,6 +445,8 @@ class Vllm(serving.Serving[VllmLaunch]):
                 fp8, pp_partition, eager=eager, graph_batch=graphs, overlap=overlap,
                 curves_backend="vllm",
             )  # fmt: skip
+            if inputs is not None and fullest.weights.offloaded:
+                inputs = offloaded_inputs(inputs, fullest.weights.offloaded)
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(
                 inputs, layout, model, pool_tokens=tokens, max_batch=fullest.max_num_seqs,
@@ -598,6 +622,11 @@ class Vllm(serving.Serving[VllmLaunch]):
             weights += f"; of it: {shown}"
         if w.skipped:
             weights += f"; {_size(w.skipped)} of the checkpoint not loaded (MTP)"
+        if w.offloaded:
+            weights += (
+                f"; less {_size(w.offloaded)} of the layers kept in the host's memory "
+                "(--cpu-offload-gb)"
+            )
         activations = (
             f"a profile run of {m.max_num_batched_tokens:,} tokens, {m.max_num_seqs:,} sequences"
             + (

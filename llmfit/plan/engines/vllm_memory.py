@@ -36,7 +36,7 @@ rank its own KV pool (N × its concurrency for the set). `fits` is vLLM's start-
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from llmfit.plan.artifact import WeightLayout
 from llmfit.plan.engines.vllm_inputs import (
@@ -263,6 +263,13 @@ def estimate(
     last = rank.stage == rank.pp - 1
 
     weights = rank_weights(ctx, weight_bytes, parts, notes)
+    if settings.cpu_offload_gb > 0:
+        # --cpu-offload-gb (model_executor/offloader/uva.py UVAOffloader): the decoder layers'
+        # parameters, one after another from the first layer, move to pinned host memory until
+        # the bytes moved reach the limit (the last tensor may pass it); the embedding and the
+        # output head stay. Counted to the limit, within one tensor.
+        layers = weights.layers + weights.experts + weights.replicated
+        weights = replace(weights, offloaded=min(int(settings.cpu_offload_gb * GIB), layers))
     workspace = moe_workspace(ctx)
     kept = v.has("moe_workspace_persistent")
     # FlashInfer's own MoE scratch is allocated and freed on every call: a transient, like the

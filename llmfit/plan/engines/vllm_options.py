@@ -152,6 +152,14 @@ class VllmOptions:
         negations=("--no-enable-prefix-caching", "--disable-prefix-caching"), changes=(MEMORY,),
         help="prefix caching on or off (hybrid models keep more state with it).",
     )  # fmt: skip
+    # vllm/config/offload.py UVAOffloadConfig.cpu_offload_gb: GiB of each rank's layer weights
+    # kept in pinned host memory and read over PCIe every step.
+    cpu_offload_gb: float | None = knob(
+        None, "--cpu-offload-gb", kind="float", low=0, high=1 << 20, changes=(MEMORY, SPEED),
+        help="GiB of each card's layer weights kept in the host's memory, read over PCIe every "
+        "step (passed on).",
+        example="10",
+    )  # fmt: skip
     # vllm/config/cache.py CacheConfig.kv_cache_memory_bytes: the KV cache's bytes on each card,
     # reserved as given after the profile run (v1/worker/gpu_worker.py
     # determine_available_memory), --gpu-memory-utilization ignored and the extensible cache off.

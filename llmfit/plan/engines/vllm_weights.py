@@ -41,6 +41,9 @@ class Weights:
     # Bytes of the checkpoint vLLM does not load on this rank's account: MTP layers, a tied
     # output head stored beside the embedding.
     skipped: int = 0
+    # Of the layers' bytes above, those --cpu-offload-gb keeps in the host's pinned memory (the
+    # card reads them over PCIe): not on the card.
+    offloaded: int = 0
 
     @property
     def total(self) -> int:
@@ -56,6 +59,7 @@ class Weights:
             + self.vision
             + self.lora
             + self.draft
+            - self.offloaded
         )
 
 
