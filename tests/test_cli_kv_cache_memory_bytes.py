@@ -25,7 +25,7 @@ def test_the_pool_is_the_bytes_the_command_reserves(run):
     )
     assert (
         "KV cache 18.6 GiB ███████······················· the pool of 135,616 tokens "
-        "--kv-cache-memory-bytes reserves: 2,119 blocks of 64 tokens × 9,437,184 B a block"
+        "--kv-cache-memory-bytes sets: 2,119 blocks of 64 tokens × 9,437,184 B a block"
     ) in said
     assert "--kv-cache-memory-bytes 20,000,000,000 (as given)" in said
     assert "not modelled" not in said
@@ -67,3 +67,26 @@ def test_a_byte_count_out_of_range_says_the_range_in_whole_numbers(run):
         "llmfit: the command to check: vLLM 0.34 refuses it: --kv-cache-memory-bytes '20x' is "
         "not a byte count.\n"
     )
+
+
+def test_the_blocks_the_command_overrides_are_the_pool(run):
+    # --num-gpu-blocks-override 1000 (v1/core/kv_cache_planning.py may_override_num_blocks):
+    # 1,000 blocks of 64 tokens, 64,000 tokens, 9,437,184,000 B (8.79 GiB) on the card.
+    argv = ["check", "--fleet", "1xh100-80g", "--", "vllm", "serve", "Qwen/Qwen3-8B",
+            "--num-gpu-blocks-override"]  # fmt: skip
+    code, out, err = run(*argv, "1000")
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "KV pool: 64,000 tokens · longest sequence 40,960 · 1.56 sequences of 40,960" in said
+    assert (
+        "KV cache 8.8 GiB ███··························· the pool of 64,000 tokens "
+        "--num-gpu-blocks-override sets: 1,000 blocks of 64 tokens × 9,437,184 B a block"
+    ) in said
+    assert "--num-gpu-blocks-override 1,000 (as given)" in said
+    # 10,000 blocks: 94,371,840,000 B (87.89 GiB) beside 17.0 GiB of the rest.
+    code, out, err = run(*argv, "10000")
+    assert code == 1, err
+    assert out.splitlines()[1:] == [
+        "does not fit:",
+        "  1 × h100-80g: needs 104.9 GiB of 79.2 a card",
+    ]

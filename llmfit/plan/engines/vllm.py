@@ -190,6 +190,7 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
         enable_prefix_caching=o.enable_prefix_caching,
         enable_extensible_kv_cache=o.enable_extensible_kv_cache,
         kv_cache_memory_bytes=o.kv_cache_memory_bytes,
+        num_gpu_blocks_override=o.num_gpu_blocks_override,
         cpu_offload_gb=o.cpu_offload_gb or 0.0,
         lora=vm.LoRA(*o.lora) if o.lora else None,
         speculative=o.speculative,
@@ -217,6 +218,13 @@ def offloaded_inputs(inputs: speeds.SpeedInputs, offloaded: int) -> speeds.Speed
         layers=0, dense_bytes=offloaded, crossings=0, ram_bandwidth=inputs.pcie_bandwidth
     )
     return replace(inputs, stages=tuple(less(s) for s in inputs.stages), host=host)
+
+
+def _pinned_value(opts: VllmOptions, flag: str) -> int:
+    """The value of the flag that set the pool's size."""
+    if flag == "--num-gpu-blocks-override":
+        return opts.num_gpu_blocks_override or 0
+    return opts.kv_cache_memory_bytes or 0
 
 
 def _card(m: vm.VllmMemory) -> PerCard:
@@ -248,8 +256,8 @@ def _assumed(o: Option[VllmLaunch], m: vm.VllmMemory) -> tuple[Assumed, ...]:
         kv, kv_from = what_if, "what-if"
     out = [
         Assumed("--max-model-len", str(launch.max_model_len), ctx),
-        Assumed("--kv-cache-memory-bytes", f"{opts.kv_cache_memory_bytes:,}", "given")
-        if m.kv_pinned and opts.kv_cache_memory_bytes
+        Assumed(m.kv_pinned, f"{_pinned_value(opts, m.kv_pinned):,}", "given")
+        if m.kv_pinned
         else Assumed(
             "--gpu-memory-utilization", f"{m.gpu_memory_utilization:.2f}", launch.utilization_source
         ),
@@ -281,7 +289,7 @@ def _kv_words(o: Option[VllmLaunch], m: vm.VllmMemory) -> str:
         return "no KV cache"
     if m.kv_pinned:
         return (
-            f"the pool of {m.kv_tokens:,} tokens --kv-cache-memory-bytes reserves: "
+            f"the pool of {m.kv_tokens:,} tokens {m.kv_pinned} sets: "
             f"{m.num_blocks:,} blocks of {layout.block_size:,} tokens × "
             f"{layout.bytes_per_block:,} B a block"
         )
@@ -672,19 +680,19 @@ class Vllm(serving.Serving[VllmLaunch]):
             f"vLLM {m.version} (--vllm-version); --gpu-memory-utilization is a share of the "
             "card's total, so other processes' memory must fit in the rest"
         )
-        if m.kv_pinned:
-            assumes = (
-                f"vLLM {m.version} (--vllm-version); the KV cache is the bytes "
-                "--kv-cache-memory-bytes reserves on each card, whatever --gpu-memory-utilization "
-                "says: vLLM checks them against nothing, so the card runs out of memory at start "
-                "where the rest does not fit beside them"
-            )
         if m.extensible_kv_cache:
             assumes = (
                 f"vLLM {m.version} (--vllm-version); the KV cache is measured after warm-up and "
                 "CUDA-graph capture, from the memory then free less a margin of max(1 GiB, 0.75 × "
                 f"the transient peak), within {m.gpu_memory_utilization:.2f} of the card's total "
                 "(--gpu-memory-utilization), so other processes' memory must fit in the rest"
+            )
+        if m.kv_pinned:
+            assumes = (
+                f"vLLM {m.version} (--vllm-version); the KV cache is what {m.kv_pinned} sets on "
+                "each card, whatever --gpu-memory-utilization says: vLLM checks it against "
+                "nothing, so the card runs out of memory at start where the rest does not fit "
+                "beside it"
             )
         if not m.cuda_graphs_in_budget and m.cuda_graphs:
             assumes += (

@@ -99,6 +99,7 @@ BY_DEST: dict[str, Callable[[str], Any]] = {
     "gpu_memory_utilization": _optional(number),
     # optional_type(human_readable_int) (arg_utils.py get_kwargs' human_readable_int_args).
     "kv_cache_memory_bytes": _optional(_bytes),
+    "num_gpu_blocks_override": _optional(whole),
 }
 
 

@@ -170,6 +170,8 @@ class Settings:
     enable_extensible_kv_cache: bool | None = None
     # --kv-cache-memory-bytes: the pool's bytes a rank, as given; None: sized by the share.
     kv_cache_memory_bytes: int | None = None
+    # --num-gpu-blocks-override: the pool's blocks a rank, as given; None: as its memory gives.
+    num_gpu_blocks_override: int | None = None
     # --cpu-offload-gb: GiB of each rank's layer weights kept in the host's memory.
     cpu_offload_gb: float = 0.0
 

@@ -126,8 +126,9 @@ class VllmMemory:
     extensible_kv_cache: bool = False
     # FlashInfer's MoE scratch, allocated and freed on every call: part of `activation`.
     moe_scratch: int = 0
-    # Whether --kv-cache-memory-bytes sized the pool (the card then holds all of it).
-    kv_pinned: bool = False
+    # The flag that set the pool's size, where one did (--kv-cache-memory-bytes,
+    # --num-gpu-blocks-override): the card then holds all of it. "": the pool is what is left.
+    kv_pinned: str = ""
 
     @property
     def runtime(self) -> int:
@@ -303,6 +304,13 @@ def estimate(
             "their own (VllmConfig._split_cudagraph_capture_sizes), which llmfit counts as 0.33 "
             "did: the CUDA-graph figure is an estimate."
         )
+    pinned_by = (
+        "--num-gpu-blocks-override"
+        if settings.num_gpu_blocks_override
+        else "--kv-cache-memory-bytes"
+        if pinned and not extensible
+        else ""
+    )
     if pinned and not extensible:
         # The cache is the bytes given, after a profile run that compiles the model
         # (gpu_worker.py determine_available_memory): nothing is measured against the card,
@@ -327,9 +335,14 @@ def estimate(
             v, card.total_bytes, util, requested, max_len, seqs, batched, mrv2, weights, act,
             persistent, NON_TORCH, graphs, in_budget, enc, budget, layout, 0, 0, 0.0,
             budget > 0, max_len if budget > 0 else 0, tuple(notes), workspace, stage, profile,
-            peak, extensible, scratch, bool(pinned) and not extensible,
+            peak, extensible, scratch, pinned_by,
         )  # fmt: skip
     num_blocks = max(0, budget // layout.bytes_per_block)
+    if settings.num_gpu_blocks_override:
+        # v1/core/kv_cache_planning.py may_override_num_blocks: the blocks as given, whatever the
+        # memory measured; the start-up check and the longest context are against them.
+        num_blocks = settings.num_gpu_blocks_override
+        budget = num_blocks * layout.bytes_per_block
     per_request = layout.blocks_per_request
     concurrency = num_blocks / per_request if per_request else 0.0
     if v.has("kv_tokens_from_concurrency"):
@@ -339,7 +352,7 @@ def estimate(
     check = budget - (layout.bytes_per_block if v.has("null_block_reserved") else 0)
     fits = budget > 0 and request_bytes(ctx, layout, max_len) <= check
     longest = longest_max_model_len(ctx, layout, check) if budget > 0 else 0
-    if pinned and not extensible:
+    if pinned_by:
         # What the card must hold: the weights, the runtime, the CUDA graphs and the whole pool,
         # whatever the context: a shorter one does not shrink the pool.
         held = non_kv + (0 if in_budget else graphs) + num_blocks * layout.bytes_per_block
@@ -381,7 +394,7 @@ def estimate(
         encoder_peak=peak,
         extensible_kv_cache=extensible,
         moe_scratch=scratch,
-        kv_pinned=bool(pinned) and not extensible,
+        kv_pinned=pinned_by,
     )
 
 

@@ -160,6 +160,13 @@ class VllmOptions:
         "step (passed on).",
         example="10",
     )  # fmt: skip
+    # vllm/config/cache.py CacheConfig.num_gpu_blocks_override: the KV cache's blocks on each
+    # card, whatever its memory (v1/core/kv_cache_planning.py may_override_num_blocks).
+    num_gpu_blocks_override: int | None = knob(
+        None, "--num-gpu-blocks-override", low=1, high=1 << 31, changes=(MEMORY,),
+        help="the KV cache's blocks on each card, whatever its memory gives (passed on).",
+        example="4096",
+    )  # fmt: skip
     # vllm/config/cache.py CacheConfig.kv_cache_memory_bytes: the KV cache's bytes on each card,
     # reserved as given after the profile run (v1/worker/gpu_worker.py
     # determine_available_memory), --gpu-memory-utilization ignored and the extensible cache off.
