@@ -387,6 +387,7 @@ class Sglang(serving.Serving[SglangLaunch]):
                 vision_tower=model.vision_tower,
                 architecture=model.architecture,
                 backend=backend,
+                graphs=not opts.disable_cuda_graph,
             )
             # The command passes the share to three places (SGLang's own default is that, but for
             # a vision tower's factor): the plan holds what the command asks, rounded down.
@@ -456,6 +457,7 @@ class Sglang(serving.Serving[SglangLaunch]):
             inputs = serving.speed_inputs(
                 serving_speed.SGLANG, model, weights, spec, layout, context, worst_token,
                 held, fp8, pp_partition, graph_batch=reserve.decode_max_bs,
+                eager=opts.disable_cuda_graph,
                 # The overlap scheduler, unless turned off or pipeline-parallel (server_args.py
                 # _handle_pipeline_parallelism turns it off there).
                 overlap=not opts.disable_overlap_schedule and layout.pp == 1,

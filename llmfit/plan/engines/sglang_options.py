@@ -76,6 +76,15 @@ class SglangOptions:
         False, "--disable-overlap-schedule", kind="switch", changes=(SPEED,),
         help="no overlap scheduler: the CPU's work a step adds to the GPU's (passed on).",
     )  # fmt: skip
+    # --disable-cuda-graph (deprecated in 0.5.23 for --cuda-graph-backend-{decode,prefill}=
+    # disabled, still taken: server_args.py): no decode or prefill graphs
+    # (arg_groups/cuda_graph_hook.py), so no memory kept back for them (memory_hook.py
+    # reserve_for_graph_mb) and every kernel launched from the host.
+    disable_cuda_graph: bool = knob(
+        False, "--disable-cuda-graph", kind="switch", changes=(MEMORY, SPEED),
+        help="no CUDA graphs: nothing kept back for them, every step's kernels launched from "
+        "the host (passed on).",
+    )  # fmt: skip
     # The output head split over the attention's TP group (each data-parallel-attention group
     # keeps its own share) instead of over the whole --tp-size group.
     enable_dp_lm_head: bool = knob(

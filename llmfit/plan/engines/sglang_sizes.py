@@ -287,6 +287,7 @@ def default_reserve(
     vision_tower: tuple[int, int] | None = None,
     architecture: str | None = None,
     backend: str = "cuda",
+    graphs: bool = True,
 ) -> Reserve:
     """SGLang's default --mem-fraction-static on this card for this layout.
 
@@ -306,7 +307,8 @@ def default_reserve(
 
     `card_bytes` is what SGLang reads the card's memory as (`smi_bytes`: nvidia-smi's total).
     Prefill graphs are captured on CUDA only (cuda_graph_hook: breakable CUDA graphs); on ROCm
-    (`backend`) only the decode graphs are reserved for.
+    (`backend`) only the decode graphs are reserved for. Without `graphs` (--disable-cuda-graph:
+    both phases' backends disabled) neither is; data-parallel attention's padding still is.
     """
     gpu_mem = card_bytes / MIB
     cps = chunked_prefill_size or chunked_prefill_default(gpu_mem)
@@ -315,21 +317,22 @@ def default_reserve(
         max_bs = max_running_requests
     vlm = multimodal(architecture, vision_tower)
     prefill_graphs = (
-        backend == "cuda"
+        graphs
+        and backend == "cuda"
         and sizes.pp_size == 1
         and cps > 0
         and (not vlm or architecture in MULTIMODAL_PREFILL_GRAPHS)
     )
     activation_tokens = max(cps, 2048)
     reserved = 512 + activation_tokens * 1.5 + sizes.tp_size * sizes.pp_size / 8 * 1024
-    graphs = max_bs * 2.0
+    kept = max_bs * 2.0 if graphs else 0.0
     if sizes.attn_dp_size > 1:
-        graphs += max_bs * sizes.attn_dp_size * 3
+        kept += max_bs * sizes.attn_dp_size * 3
         if max_bs > 300:
-            graphs += max_bs * sizes.attn_dp_size * 1.5
+            kept += max_bs * sizes.attn_dp_size * 1.5
     if prefill_graphs:
-        graphs += 1.5 * 1024 if mla else prefill_graph_sizes(min(cps, 8192) if mla else cps) * 8
-    reserved += graphs
+        kept += 1.5 * 1024 if mla else prefill_graph_sizes(min(cps, 8192) if mla else cps) * 8
+    reserved += kept
     if gpu_mem > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     # Past the card (data-parallel attention over many ranks reserves graphs for each), SGLang's
