@@ -271,6 +271,28 @@ def speed_inputs(
     )  # fmt: skip
 
 
+def offloaded_inputs(inputs: speeds.SpeedInputs, offloaded: int) -> speeds.SpeedInputs:
+    """The step model's inputs where --cpu-offload-gb keeps `offloaded` bytes of each rank's
+    layers in pinned host memory, read over PCIe every step (vLLM: UVA views of the host's
+    tensors, model_executor/offloader/uva.py; SGLang: copied up for each forward,
+    srt/utils/offloader.py OffloaderV1), so each stage reads that much less of its own memory
+    and the step waits on the PCIe read of the rest. The first layers' weights go first: their
+    dense weights, then their experts (a whole expert's bytes, as a step reads the share it
+    routes to)."""
+
+    def less(stage: speeds.Stage) -> speeds.Stage:
+        dense = min(offloaded, stage.dense_bytes)
+        experts = min(offloaded - dense, stage.expert_bytes)
+        return replace(
+            stage, dense_bytes=stage.dense_bytes - dense, expert_bytes=stage.expert_bytes - experts
+        )
+
+    host = speeds.HostPart(
+        layers=0, dense_bytes=offloaded, crossings=0, ram_bandwidth=inputs.pcie_bandwidth
+    )
+    return replace(inputs, stages=tuple(less(s) for s in inputs.stages), host=host)
+
+
 def expert_pricing(
     model: Model, weights: WeightLayout, spec: cards.CardSpec, ep: bool, fp8: bool, engine: str
 ) -> tuple[curves.KernelCurves | None, str | None]:

@@ -408,13 +408,24 @@ class Sglang(serving.Serving[SglangLaunch]):
             worst_token = 0
             fullest: sizes.Pool | None = None
             tokens = reqs = 1 << 62
-            start = 0
+            start = offloaded = 0
             partition = pp_partition(model.layers or weights.layers, layout.pp)
             for s_i, n in enumerate(partition):
                 w = rank_weights(
                     model, parts, start, start + n, s_i == 0, s_i == layout.pp - 1, ss,
                     dp_lm_head=opts.enable_dp_lm_head, pp=layout.pp,
                 )  # fmt: skip
+                if opts.cpu_offload_gb:
+                    # The decoder layers' parameters move to the host one after another up to
+                    # the limit (OffloaderV1.maybe_offload_to_cpu); the embedding and the head
+                    # stay. Counted to the limit, within one tensor.
+                    layers_only = rank_weights(
+                        model, parts, start, start + n, False, False, ss,
+                        dp_lm_head=opts.enable_dp_lm_head, pp=layout.pp,
+                    )  # fmt: skip
+                    moved = min(int(opts.cpu_offload_gb * (1 << 30)), layers_only)
+                    offloaded = max(offloaded, moved)
+                    w -= moved
                 start += n
                 stage = shape.stage(n)
                 c = sizes.cells(stage, ss.attn_tp, swa_pool=swa_pool)
@@ -463,6 +474,8 @@ class Sglang(serving.Serving[SglangLaunch]):
                 overlap=not opts.disable_overlap_schedule and layout.pp == 1,
                 curves_backend="sglang",
             )  # fmt: skip
+            if inputs is not None and offloaded:
+                inputs = serving.offloaded_inputs(inputs, offloaded)
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(
                 inputs, layout, model, pool_tokens=tokens, max_batch=reqs,
@@ -608,6 +621,11 @@ class Sglang(serving.Serving[SglangLaunch]):
             share += (
                 f"; the dense MLPs, shared experts{embed}{head} over all {ss.tp_size} "
                 f"ranks, attention{within} within its group"
+            )
+        if launch.options.cpu_offload_gb:
+            share += (
+                f"; less up to {launch.options.cpu_offload_gb:g} GiB of its layers kept in the "
+                "host's memory (--cpu-offload-gb)"
             )
         gpu_class = o.card.gpu_class if o.card is not None else ""
         per_token = f"{o.kv_per_token:,} B a token a card"

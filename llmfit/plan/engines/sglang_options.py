@@ -76,6 +76,16 @@ class SglangOptions:
         False, "--disable-overlap-schedule", kind="switch", changes=(SPEED,),
         help="no overlap scheduler: the CPU's work a step adds to the GPU's (passed on).",
     )  # fmt: skip
+    # --cpu-offload-gb (srt/utils/offloader.py OffloaderV1): GiB of each rank's decoder layers kept
+    # in pinned host memory, copied up over PCIe for every forward. Read from a checked command
+    # (llmfit's own --cpu-offload-gb is vLLM's knob: one flag, one engine).
+    cpu_offload_gb: float | None = knob(
+        None, "--cpu-offload-gb", kind="float", low=0, high=1 << 20, cli=None,
+        changes=(MEMORY, SPEED),
+        help="GiB of each card's layer weights kept in the host's memory, read over PCIe every "
+        "step (passed on).",
+        example="10",
+    )  # fmt: skip
     # --disable-cuda-graph (deprecated in 0.5.23 for --cuda-graph-backend-{decode,prefill}=
     # disabled, still taken: server_args.py): no decode or prefill graphs
     # (arg_groups/cuda_graph_hook.py), so no memory kept back for them (memory_hook.py

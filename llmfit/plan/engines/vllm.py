@@ -199,27 +199,6 @@ def memory_settings(job: Job, v: Variant) -> vm.Settings:
     )
 
 
-def offloaded_inputs(inputs: speeds.SpeedInputs, offloaded: int) -> speeds.SpeedInputs:
-    """The step model's inputs where --cpu-offload-gb keeps `offloaded` bytes of each rank's
-    layers in pinned host memory: the GPU reads them there, over PCIe, every step
-    (model_executor/offloader/uva.py: UVA views of the host's tensors, no copy kept on the
-    card), so each stage reads that much less of its own memory and the step waits on the
-    PCIe read of the rest. The first layers' weights go first: their dense weights, then their
-    experts (a whole expert's bytes, as a step reads the share it routes to)."""
-
-    def less(stage: speeds.Stage) -> speeds.Stage:
-        dense = min(offloaded, stage.dense_bytes)
-        experts = min(offloaded - dense, stage.expert_bytes)
-        return replace(
-            stage, dense_bytes=stage.dense_bytes - dense, expert_bytes=stage.expert_bytes - experts
-        )
-
-    host = speeds.HostPart(
-        layers=0, dense_bytes=offloaded, crossings=0, ram_bandwidth=inputs.pcie_bandwidth
-    )
-    return replace(inputs, stages=tuple(less(s) for s in inputs.stages), host=host)
-
-
 def _pinned_value(opts: VllmOptions, flag: str) -> int:
     """The value of the flag that set the pool's size."""
     if flag == "--num-gpu-blocks-override":
@@ -454,7 +433,7 @@ class Vllm(serving.Serving[VllmLaunch]):
                 curves_backend="vllm",
             )  # fmt: skip
             if inputs is not None and fullest.weights.offloaded:
-                inputs = offloaded_inputs(inputs, fullest.weights.offloaded)
+                inputs = serving.offloaded_inputs(inputs, fullest.weights.offloaded)
             speed = speeds.estimate(inputs) if inputs else None
             replica = serving.replica(
                 inputs, layout, model, pool_tokens=tokens, max_batch=fullest.max_num_seqs,
