@@ -41,3 +41,27 @@ def test_a_command_without_graphs_is_planned_so(run):
     assert "speed: decode 94.4 tok/s for one sequence" in before
     assert "speed: decode 54.5 tok/s for one sequence" in said
     assert "not modelled" not in said
+
+
+def test_the_largest_decode_graph_is_the_one_given():
+    card = sglang_sizes.smi_bytes("h100-80g", 0)
+    # --max-running-requests 32 caps the default decode graphs at 32 sizes: 12,928 + 2 × 32 + 464
+    # MiB for the prefill graphs = 13,456; --cuda-graph-max-bs-decode 64 is taken as given
+    # (memory_hook.py caps only the default): 12,928 + 2 × 64 + 464 = 13,520 MiB,
+    # (81,559 − 13,520) / 81,559 = 0.8342.
+    capped = default_reserve(card, ServerSizes(1), mla=False, max_running_requests=32)
+    given = default_reserve(
+        card, ServerSizes(1), mla=False, max_running_requests=32, decode_max_bs=64
+    )
+    assert (capped.decode_max_bs, capped.reserved_mib) == (32, 13_456)
+    assert (given.decode_max_bs, given.reserved_mib, given.mem_fraction_static) == (
+        64, 13_520, 0.834,
+    )  # fmt: skip
+
+
+def test_a_command_with_its_largest_decode_graph_is_planned_so(run):
+    code, out, err = run(*CHECK, "--cuda-graph-max-bs-decode", "64")
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "--mem-fraction-static 0.834" in said
+    assert "not modelled" not in said

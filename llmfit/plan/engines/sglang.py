@@ -388,6 +388,7 @@ class Sglang(serving.Serving[SglangLaunch]):
                 architecture=model.architecture,
                 backend=backend,
                 graphs=not opts.disable_cuda_graph,
+                decode_max_bs=opts.cuda_graph_max_bs_decode,
             )
             # The command passes the share to three places (SGLang's own default is that, but for
             # a vision tower's factor): the plan holds what the command asks, rounded down.

@@ -86,6 +86,16 @@ class SglangOptions:
         "step (passed on).",
         example="10",
     )  # fmt: skip
+    # --cuda-graph-max-bs-decode (arg_groups/cuda_graph_hook.py): the largest decode batch
+    # captured, as given (memory_hook.py handle_gpu_memory_settings caps only its default at
+    # --max-running-requests); the graphs' reserve is 2 MiB a size up to it, and a decode step of
+    # more sequences runs without a graph.
+    cuda_graph_max_bs_decode: int | None = knob(
+        None, "--cuda-graph-max-bs-decode", low=1, high=1 << 16, changes=(MEMORY, SPEED),
+        help="the largest decode batch captured in a CUDA graph; larger ones launch every kernel "
+        "from the host (passed on).",
+        example="64",
+    )  # fmt: skip
     # --disable-cuda-graph (deprecated in 0.5.23 for --cuda-graph-backend-{decode,prefill}=
     # disabled, still taken: server_args.py): no decode or prefill graphs
     # (arg_groups/cuda_graph_hook.py), so no memory kept back for them (memory_hook.py

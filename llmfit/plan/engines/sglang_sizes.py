@@ -288,6 +288,7 @@ def default_reserve(
     architecture: str | None = None,
     backend: str = "cuda",
     graphs: bool = True,
+    decode_max_bs: int | None = None,
 ) -> Reserve:
     """SGLang's default --mem-fraction-static on this card for this layout.
 
@@ -315,6 +316,9 @@ def default_reserve(
     max_bs = decode_graph_max_bs(gpu_mem, sizes.tp_size)
     if max_running_requests is not None and max_bs > max_running_requests:
         max_bs = max_running_requests
+    if decode_max_bs is not None:
+        # --cuda-graph-max-bs-decode as given, whatever --max-running-requests says.
+        max_bs = decode_max_bs
     vlm = multimodal(architecture, vision_tower)
     prefill_graphs = (
         graphs
