@@ -215,7 +215,8 @@ def _card(m: vm.VllmMemory) -> PerCard:
     receive buffers (runtime)."""
     one = m.layout.blocks_per_request * m.layout.bytes_per_block if m.layout else 0
     if m.kv_pinned:
-        # --kv-cache-memory-bytes: the card holds the whole pool it sized.
+        # --kv-cache-memory-bytes or --num-gpu-blocks-override: the card holds the whole pool
+        # the flag sized.
         one = m.kv_cache
     return PerCard(
         weights=m.weights.total,

@@ -61,18 +61,15 @@ def _optional(read: Callable[[str], Any]) -> Callable[[str], Any]:
     return optional
 
 
-def _hri(text: str) -> int:
+def _hri(text: str, what: str = "token count") -> int:
     try:
-        return human_readable_int("", text)
+        return human_readable_int("", text, what)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a token count") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {what}") from None
 
 
 def _bytes(text: str) -> int:
-    try:
-        return human_readable_int("", text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a byte count") from None
+    return _hri(text, "byte count")
 
 
 def _hri_or_auto(text: str) -> int:

@@ -33,10 +33,11 @@ LORA_RANKS = ("1", "8", "16", "32", "64", "128", "256", "320", "512")
 LORA_DEFAULTS = (1, 16)
 
 
-def human_readable_int(flag: str, text: str) -> int:
+def human_readable_int(flag: str, text: str, what: str = "token count") -> int:
     """A count as vLLM's human_readable_int reads it (vllm/utils/argparse_utils.py): what int()
     takes, or digits and a suffix, k/m/g/t in 1000s and K/M/G/T in 1024s ("8k" = 8,000, "8K" =
-    8,192), a decimal only with a decimal suffix ("25.6k"); "1e5" and "1.5K" it refuses."""
+    8,192), a decimal only with a decimal suffix ("25.6k"); "1e5" and "1.5K" it refuses, saying
+    the text is not a `what`."""
     t = text.strip()
     m = re.fullmatch(r"(\d{1,24}(?:\.\d{1,24})?)([kKmMgGtT])", t)
     if m:
@@ -48,16 +49,13 @@ def human_readable_int(flag: str, text: str) -> int:
             return int(number) << (10 * power)
     elif re.fullmatch(r"[+-]?\d{1,30}(?:_\d{1,30})*", t):
         return int(t)
-    raise ValueError(f"{flag} {text!r} is not a token count.")
+    raise ValueError(f"{flag} {text!r} is not a {what}.")
 
 
 def human_readable_bytes(flag: str, text: str) -> int:
     """A byte count as vLLM reads --kv-cache-memory-bytes: its human_readable_int ("20g" =
     20,000,000,000, "20G" = 20 GiB)."""
-    try:
-        return human_readable_int(flag, text)
-    except ValueError:
-        raise ValueError(f"{flag} {text!r} is not a byte count.") from None
+    return human_readable_int(flag, text, "byte count")
 
 
 def _json_object(flag: str, text: str) -> dict[str, object]:
